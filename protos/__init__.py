@@ -1,0 +1,1 @@
+"""Generated gRPC stubs of the master API (regenerate with scripts/gen-protos)."""

@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""Local development services for shardmerge: one etcd, two upstream MariaDB, one downstream.
+
+Stdlib only, so it runs before the project's venv exists (CI calls it first).  Every
+server listens on loopback with ports that avoid the defaults (3306, 2379), keeps its
+data under ``<repo>/.services/`` (git-ignored) and is started idempotently: ``start``
+on a running set only checks it answers.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STATE = Path(os.environ.get("SHARDMERGE_SERVICES_DIR", ROOT / ".services"))
+HOST = "127.0.0.1"
+USER = "shardmerge"
+PASSWORD = "shardmerge"
+
+
+@dataclass(frozen=True)
+class MariaDB:
+    name: str
+    port: int
+    server_id: int
+    binlog: bool
+
+    @property
+    def dir(self) -> Path:
+        return STATE / self.name
+
+    @property
+    def socket(self) -> Path:
+        return self.dir / "mysqld.sock"
+
+    @property
+    def pidfile(self) -> Path:
+        return self.dir / "mysqld.pid"
+
+
+ETCD_CLIENT_PORT = 23790
+ETCD_PEER_PORT = 23800
+MARIADBS = (
+    MariaDB("source1", 33061, 101, True),
+    MariaDB("source2", 33062, 102, True),
+    MariaDB("downstream", 33063, 200, False),
+)
+APT_PACKAGES = {"etcd": "etcd-server", "etcdctl": "etcd-client",
+                "mariadbd": "mariadb-server", "mariadb": "mariadb-client"}
+
+
+class ServiceError(RuntimeError):
+    """A service could not be installed, started or reached; the message says which and why."""
+
+
+def log(msg: str) -> None:
+    print(f"[services] {msg}", flush=True)
+
+
+def _which(cmd: str) -> str | None:
+    return shutil.which(cmd) or next(
+        (str(p) for d in ("/usr/sbin", "/usr/bin") if (p := Path(d) / cmd).exists()), None)
+
+
+def install_missing() -> None:
+    missing = sorted({pkg for cmd, pkg in APT_PACKAGES.items() if not _which(cmd)})
+    if not missing:
+        return
+    log(f"installing from apt: {' '.join(missing)}")
+    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (sudo + ["apt-get", "update", "-qq"],
+                sudo + ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing]):
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise ServiceError(f"apt failed ({' '.join(cmd)}): {r.stderr.strip()[-2000:]}")
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((HOST, port)) == 0
+
+
+def _pid_alive(pidfile: Path) -> int | None:
+    try:
+        pid = int(pidfile.read_text().strip())
+        os.kill(pid, 0)
+        return pid
+    except (OSError, ValueError):
+        return None
+
+
+def _wait(what: str, check, timeout: float, logfile: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    tail = logfile.read_text(errors="replace")[-3000:] if logfile.exists() else "(no log)"
+    raise ServiceError(f"{what} did not answer within {timeout:.0f}s; log {logfile}:\n{tail}")
+
+
+# ---------------------------------------------------------------- etcd
+def _etcd_dir() -> Path:
+    return STATE / "etcd"
+
+
+def etcd_healthy() -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{HOST}:{ETCD_CLIENT_PORT}/health", timeout=1) as r:
+            return json.loads(r.read()).get("health") == "true"
+    except Exception:
+        return False
+
+
+def start_etcd() -> None:
+    d = _etcd_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    if _pid_alive(d / "etcd.pid") and etcd_healthy():
+        return
+    if _port_open(ETCD_CLIENT_PORT):
+        raise ServiceError(f"port {ETCD_CLIENT_PORT} is taken by a process that is not our etcd")
+    url_c, url_p = f"http://{HOST}:{ETCD_CLIENT_PORT}", f"http://{HOST}:{ETCD_PEER_PORT}"
+    cmd = [_which("etcd") or "etcd", "--name", "shardmerge", "--data-dir", str(d / "data"),
+           "--listen-client-urls", url_c, "--advertise-client-urls", url_c,
+           "--listen-peer-urls", url_p, "--initial-advertise-peer-urls", url_p,
+           "--initial-cluster", f"shardmerge={url_p}", "--auto-compaction-retention", "1h",
+           "--listen-metrics-urls", f"http://{HOST}:{ETCD_CLIENT_PORT + 2}"]
+    logf = d / "etcd.log"
+    with open(logf, "ab") as out:
+        p = subprocess.Popen(cmd, stdout=out, stderr=out, stdin=subprocess.DEVNULL,
+                             start_new_session=True)
+    (d / "etcd.pid").write_text(str(p.pid))
+    _wait("etcd", etcd_healthy, 30, logf)
+
+
+# ---------------------------------------------------------------- MariaDB
+def _cnf(m: MariaDB) -> str:
+    lines = [
+        "[mariadbd]", f"datadir={m.dir / 'data'}", f"socket={m.socket}", f"port={m.port}",
+        f"bind-address={HOST}", f"pid-file={m.pidfile}", f"log-error={m.dir / 'error.log'}",
+        f"server_id={m.server_id}", "skip-name-resolve", "character-set-server=utf8mb4",
+        "collation-server=utf8mb4_general_ci", "max_connections=400",
+        "innodb_buffer_pool_size=96M", "innodb_log_file_size=64M",
+        # Dev speed: flush at most once a second; a killed mariadbd still loses nothing
+        # committed (only an OS crash would).
+        "innodb_flush_log_at_trx_commit=2", "sync_binlog=0",
+    ]
+    if m.binlog:
+        lines += ["log-bin=mysql-bin", "binlog_format=ROW", "binlog_row_image=FULL",
+                  "binlog_row_metadata=FULL", f"gtid_domain_id={m.server_id}",
+                  "gtid_strict_mode=ON", "log_slave_updates=ON", "expire_logs_days=2"]
+    return "\n".join(lines) + "\n"
+
+
+def _client(m: MariaDB, sql: str) -> subprocess.CompletedProcess:
+    return subprocess.run([_which("mariadb") or "mariadb", "--no-defaults", f"--socket={m.socket}",
+                           "-uroot", "-N", "-e", sql], capture_output=True, text=True, timeout=30)
+
+
+def mariadb_ready(m: MariaDB) -> bool:
+    return _port_open(m.port) and _client(m, "SELECT 1").returncode == 0
+
+
+def start_mariadb(m: MariaDB) -> None:
+    m.dir.mkdir(parents=True, exist_ok=True)
+    cnf = m.dir / "my.cnf"
+    cnf.write_text(_cnf(m))
+    if _pid_alive(m.pidfile) and mariadb_ready(m):
+        return
+    if _port_open(m.port):
+        raise ServiceError(f"port {m.port} ({m.name}) is taken by a process that is not ours")
+    as_root = ["--user=root"] if os.geteuid() == 0 else []
+    if not (m.dir / "data" / "mysql").exists():
+        r = subprocess.run([_which("mariadb-install-db") or "mariadb-install-db",
+                            f"--defaults-file={cnf}", *as_root, "--skip-test-db",
+                            "--auth-root-authentication-method=normal"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise ServiceError(f"mariadb-install-db for {m.name} failed: {r.stderr[-2000:]}")
+    logf = m.dir / "error.log"
+    with open(m.dir / "stdout.log", "ab") as out:
+        subprocess.Popen([_which("mariadbd") or "mariadbd", f"--defaults-file={cnf}", *as_root],
+                         stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True)
+    _wait(f"MariaDB {m.name} on port {m.port}", lambda: mariadb_ready(m), 60, logf)
+    r = _client(m, f"CREATE USER IF NOT EXISTS '{USER}'@'{HOST}' IDENTIFIED BY '{PASSWORD}';"
+                   f"GRANT ALL PRIVILEGES ON *.* TO '{USER}'@'{HOST}' WITH GRANT OPTION;")
+    if r.returncode != 0:
+        raise ServiceError(f"creating user on {m.name} failed: {r.stderr}")
+
+
+def _stop_pid(what: str, pidfile: Path, timeout: float = 30) -> None:
+    pid = _pid_alive(pidfile)
+    if not pid:
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _pid_alive(pidfile):
+        time.sleep(0.2)
+    if _pid_alive(pidfile):
+        log(f"{what} did not stop in {timeout:.0f}s; killing")
+        os.kill(pid, signal.SIGKILL)
+    pidfile.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- commands
+def addresses() -> dict:
+    """The endpoints tests, examples and the quick start connect to."""
+    return {
+        "etcd": f"{HOST}:{ETCD_CLIENT_PORT}",
+        "mysql": {m.name: {"host": HOST, "port": m.port, "user": USER, "password": PASSWORD}
+                  for m in MARIADBS},
+        "dir": str(STATE),
+    }
+
+
+def status() -> dict:
+    up = {"etcd": etcd_healthy()}
+    up.update({m.name: mariadb_ready(m) for m in MARIADBS})
+    return up
+
+
+def start() -> dict:
+    install_missing()
+    STATE.mkdir(parents=True, exist_ok=True)
+    start_etcd()
+    for m in MARIADBS:
+        start_mariadb(m)
+    info = addresses()
+    (STATE / "addresses.json").write_text(json.dumps(info, indent=2))
+    return info
+
+
+def stop() -> None:
+    for m in MARIADBS:
+        _stop_pid(f"MariaDB {m.name}", m.pidfile)
+    _stop_pid("etcd", _etcd_dir() / "etcd.pid")
+
+
+def reset() -> None:
+    stop()
+    shutil.rmtree(STATE, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="scripts/services", description=__doc__.split("\n")[0])
+    ap.add_argument("command", choices=["start", "stop", "status", "reset", "env"])
+    ap.add_argument("--json", action="store_true", help="machine-readable output")
+    a = ap.parse_args(argv)
+    try:
+        if a.command == "start":
+            info = start()
+            print(json.dumps(info, indent=2) if a.json else _describe(info, status()))
+        elif a.command == "stop":
+            stop()
+            log("stopped")
+        elif a.command == "reset":
+            reset()
+            log(f"stopped and removed {STATE}")
+        elif a.command == "env":
+            info = addresses()
+            print(f"export SHARDMERGE_ETCD={info['etcd']}")
+            for name, p in info["mysql"].items():
+                print(f"export SHARDMERGE_{name.upper()}={p['host']}:{p['port']}")
+        else:
+            st = status()
+            print(json.dumps({"up": st, **addresses()}, indent=2) if a.json
+                  else _describe(addresses(), st))
+            return 0 if all(st.values()) else 3
+    except ServiceError as e:
+        print(f"[services] error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _describe(info: dict, st: dict) -> str:
+    rows = [f"etcd        {info['etcd']:<18} {'up' if st['etcd'] else 'DOWN'}"]
+    for name, p in info["mysql"].items():
+        rows.append(f"{name:<11} {p['host']}:{p['port']:<8} {'up' if st[name] else 'DOWN'}"
+                    f"   user={p['user']} password={p['password']}")
+    return "\n".join(rows) + f"\ndata under {info['dir']}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

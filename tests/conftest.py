@@ -1,0 +1,137 @@
+"""Shared fixtures: the real local services (etcd, 2 upstream + 1 downstream MariaDB) and one
+Spark session for the whole run.  Services are started (or reused) through scripts/services;
+if one cannot start, the tests that need it fail with the reason — never a silent skip."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pymysql
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load_devservices():
+    spec = importlib.util.spec_from_file_location("devservices", ROOT / "scripts" / "devservices.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["devservices"] = mod  # dataclasses look their module up while defining
+    spec.loader.exec_module(mod)
+    return mod
+
+
+devservices = _load_devservices()
+
+
+@dataclass
+class Services:
+    etcd: str             # "host:port"
+    mysql: dict           # name -> {host, port, user, password}
+
+    @property
+    def etcd_host(self) -> str:
+        return self.etcd.rsplit(":", 1)[0]
+
+    @property
+    def etcd_port(self) -> int:
+        return int(self.etcd.rsplit(":", 1)[1])
+
+
+@pytest.fixture(scope="session")
+def services() -> Services:
+    try:
+        info = devservices.start()
+    except Exception as e:  # ServiceError or an OS error: say which service and why
+        pytest.fail(f"local services could not start (scripts/services start): {e}", pytrace=False)
+    return Services(etcd=info["etcd"], mysql=info["mysql"])
+
+
+def _unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+
+@dataclass
+class Database:
+    """A fresh database on one MariaDB server, dropped when the test ends."""
+    server: str
+    name: str
+    params: dict
+
+    def connect(self, db: str | None = "", **kw) -> pymysql.connections.Connection:
+        return pymysql.connect(**self.params, database=self.name if db == "" else db,
+                               autocommit=True, charset="utf8mb4", **kw)
+
+    def execute(self, sql: str, args=None) -> list[tuple]:
+        with self.connect() as c, c.cursor() as cur:
+            cur.execute(sql, args)
+            return list(cur.fetchall())
+
+
+def _fresh_db(services: Services, server: str, request) -> Database:
+    safe = re.sub(r"\W", "_", request.node.name)[:20].lower()
+    db = Database(server, _unique(f"t_{safe}"), dict(services.mysql[server]))
+    with pymysql.connect(**db.params, autocommit=True) as c, c.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{db.name}`")
+    return db
+
+
+def _drop_db(db: Database) -> None:
+    with pymysql.connect(**db.params, autocommit=True) as c, c.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{db.name}`")
+
+
+@pytest.fixture
+def downstream_db(services, request):
+    db = _fresh_db(services, "downstream", request)
+    yield db
+    _drop_db(db)
+
+
+@pytest.fixture
+def source1_db(services, request):
+    db = _fresh_db(services, "source1", request)
+    yield db
+    _drop_db(db)
+
+
+@pytest.fixture
+def source2_db(services, request):
+    db = _fresh_db(services, "source2", request)
+    yield db
+    _drop_db(db)
+
+
+@pytest.fixture(scope="session")
+def etcd_client(services):
+    from coordinator.etcd_client import connect
+    client = connect(services.etcd)
+    client.status()  # fail here, with the endpoint, if etcd does not answer
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def etcd_prefix(etcd_client):
+    """A key prefix private to this test; everything under it is deleted afterwards."""
+    prefix = f"/shardmerge-test/{uuid.uuid4().hex[:12]}/"
+    yield prefix
+    etcd_client.delete_prefix(prefix)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for the whole run (starting one costs seconds)."""
+    from pyspark.sql import SparkSession
+    os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+    session = (SparkSession.builder.master("local[2]").appName("shardmerge-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.driver.memory", "1g")
+               .getOrCreate())
+    yield session
+    session.stop()

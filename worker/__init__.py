@@ -1,0 +1,1 @@
+"""shardmerge worker: Spark binlog replication with shard merge and downstream checkpoints."""
