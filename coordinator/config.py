@@ -1,0 +1,402 @@
+"""DM-compatible task and source configuration (YAML), validated with errors that name the
+file and the key.
+
+Keys DM accepts but shardmerge does not act on are accepted with a warning (so existing DM
+files load); keys DM would reject are errors, as DM itself decodes strictly.  Wrong types are
+errors.  Passwords may come from ``password``, ``password-file`` or ``password-env`` and are
+never part of ``repr`` or logs.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from coordinator.errors import ConfigError
+
+
+# ------------------------------------------------------------------ reading helpers
+class _Node:
+    """A mapping being validated: remembers its key path so errors can name it."""
+
+    def __init__(self, data: Any, path: str, file: str, warnings: list[str]):
+        self.file, self.path, self.warnings = file, path, warnings
+        if not isinstance(data, dict):
+            raise ConfigError(f"`{path or '(top level)'}` must be a mapping, got {_tname(data)}",
+                              file=file, key=path or "(top level)")
+        self.data = data
+        self.used: set[str] = set()
+
+    def key(self, k: str) -> str:
+        return f"{self.path}.{k}" if self.path else k
+
+    def get(self, k: str, typ, default=None, required=False):
+        self.used.add(k)
+        if k not in self.data or self.data[k] is None:
+            if required:
+                raise ConfigError(f"`{self.key(k)}` is required", file=self.file, key=self.key(k))
+            return default
+        v = self.data[k]
+        if typ is float and isinstance(v, int) and not isinstance(v, bool):
+            v = float(v)
+        ok = isinstance(v, typ) and not (typ is int and isinstance(v, bool))
+        if not ok:
+            want = typ.__name__ if isinstance(typ, type) else "/".join(t.__name__ for t in typ)
+            raise ConfigError(f"`{self.key(k)}` must be {_TYPE_WORDS.get(want, want)}, got {_tname(v)} {v!r}",
+                              file=self.file, key=self.key(k))
+        return v
+
+    def child(self, k: str, required=False) -> "_Node | None":
+        v = self.get(k, dict, required=required)
+        return None if v is None else _Node(v, self.key(k), self.file, self.warnings)
+
+    def str_list(self, k: str) -> list[str]:
+        v = self.get(k, list, default=[])
+        for i, item in enumerate(v):
+            if not isinstance(item, str):
+                raise ConfigError(f"`{self.key(k)}[{i}]` must be a string, got {_tname(item)}",
+                                  file=self.file, key=f"{self.key(k)}[{i}]")
+        return list(v)
+
+    def finish(self, dm_only: set[str] = frozenset()) -> None:
+        """Unknown keys: DM-accepted ones warn, anything else is an error."""
+        for k in self.data:
+            if k in self.used:
+                continue
+            if k in dm_only:
+                self.warnings.append(f"{self.file}: `{self.key(k)}` is accepted for DM compatibility "
+                                     f"but ignored by shardmerge")
+            else:
+                raise ConfigError(f"unknown key `{self.key(k)}`", file=self.file, key=self.key(k))
+
+
+_TYPE_WORDS = {"str": "a string", "int": "an integer", "bool": "true or false",
+               "list": "a list", "dict": "a mapping", "float": "a number"}
+
+
+def _tname(v) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
+            int: "an integer", float: "a number", type(None): "nothing"}.get(type(v), type(v).__name__)
+
+
+def _load_yaml(text: str, file: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"not valid YAML{where}: {getattr(e, 'problem', e)}", file=file) from None
+
+
+# ------------------------------------------------------------------ database endpoint
+@dataclass(frozen=True)
+class DBConfig:
+    host: str
+    port: int
+    user: str
+    password: str = field(default="", repr=False)
+    ssl_ca: str = ""
+    ssl_cert: str = ""
+    ssl_key: str = field(default="", repr=False)
+
+    def pymysql_kwargs(self) -> dict:
+        kw = {"host": self.host, "port": self.port, "user": self.user, "password": self.password}
+        if self.ssl_ca or self.ssl_cert:
+            kw["ssl"] = {k: v for k, v in (("ca", self.ssl_ca), ("cert", self.ssl_cert),
+                                           ("key", self.ssl_key)) if v}
+        return kw
+
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def to_json(self) -> dict:
+        return {"host": self.host, "port": self.port, "user": self.user, "password": self.password,
+                "ssl-ca": self.ssl_ca, "ssl-cert": self.ssl_cert, "ssl-key": self.ssl_key}
+
+
+_DB_DM_ONLY = {"max-allowed-packet", "session"}
+
+
+def _db(node: _Node) -> DBConfig:
+    host = node.get("host", str, required=True)
+    port = node.get("port", int, default=3306)
+    if not 0 < port < 65536:
+        raise ConfigError(f"`{node.key('port')}` must be a TCP port (1-65535), got {port}",
+                          file=node.file, key=node.key("port"))
+    user = node.get("user", str, default="root")
+    password = node.get("password", (str, int), default="")
+    pfile = node.get("password-file", str)
+    penv = node.get("password-env", str)
+    if sum(bool(x) for x in (password, pfile, penv)) > 1:
+        raise ConfigError(f"give only one of `password`, `password-file`, `password-env` under `{node.path}`",
+                          file=node.file, key=node.path)
+    if pfile:
+        try:
+            password = Path(pfile).read_text().rstrip("\r\n")
+        except OSError as e:
+            raise ConfigError(f"cannot read `{node.key('password-file')}` {pfile!r}: {e.strerror}",
+                              file=node.file, key=node.key("password-file")) from None
+    if penv:
+        if penv not in os.environ:
+            raise ConfigError(f"`{node.key('password-env')}` names environment variable {penv!r}, "
+                              f"which is not set", file=node.file, key=node.key("password-env"))
+        password = os.environ[penv]
+    sec = node.child("security")
+    ssl = {}
+    if sec:
+        ssl = {k: sec.get(k, str, default="") for k in ("ssl-ca", "ssl-cert", "ssl-key")}
+        sec.finish({"cert-allowed-cn", "ssl-ca-bytes", "ssl-cert-bytes", "ssl-key-bytes"})
+    node.finish(_DB_DM_ONLY)
+    return DBConfig(host, port, user, str(password), ssl.get("ssl-ca", ""), ssl.get("ssl-cert", ""),
+                    ssl.get("ssl-key", ""))
+
+
+# ------------------------------------------------------------------ source config
+@dataclass(frozen=True)
+class SourceConfig:
+    source_id: str
+    db: DBConfig
+    enable_gtid: bool = True
+    flavor: str = "mariadb"
+    server_id: int = 0
+    warnings: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"source-id": self.source_id, "enable-gtid": self.enable_gtid, "flavor": self.flavor,
+                "server-id": self.server_id, "from": self.db.to_json()}
+
+
+_SOURCE_DM_ONLY = {"enable-relay", "relay-binlog-name", "relay-binlog-gtid", "relay-dir", "charset",
+                   "purge", "checker", "case-sensitive", "filters", "tracer", "log-level", "log-file",
+                   "log-format", "log-rotate", "validator"}
+
+
+def parse_source(text: str, file: str = "<source>") -> SourceConfig:
+    warnings: list[str] = []
+    root = _Node(_load_yaml(text, file), "", file, warnings)
+    sid = root.get("source-id", str, required=True)
+    if not sid.strip():
+        raise ConfigError("`source-id` must not be empty", file=file, key="source-id")
+    flavor = root.get("flavor", str, default="mariadb").lower()
+    if flavor not in ("mysql", "mariadb"):
+        raise ConfigError(f"`flavor` must be mysql or mariadb, got {flavor!r}", file=file, key="flavor")
+    cfg = SourceConfig(source_id=sid, enable_gtid=root.get("enable-gtid", bool, default=True),
+                       flavor=flavor, server_id=root.get("server-id", int, default=0),
+                       db=_db(root.child("from", required=True)), warnings=())
+    root.finish(_SOURCE_DM_ONLY)
+    return SourceConfig(**{**cfg.__dict__, "warnings": tuple(warnings)})
+
+
+# ------------------------------------------------------------------ task config
+@dataclass(frozen=True)
+class RouteRule:
+    name: str
+    schema_pattern: str
+    table_pattern: str
+    target_schema: str
+    target_table: str
+
+
+@dataclass(frozen=True)
+class TableRef:
+    db_name: str
+    tbl_name: str
+
+
+@dataclass(frozen=True)
+class BlockAllowList:
+    do_dbs: tuple[str, ...] = ()
+    do_tables: tuple[TableRef, ...] = ()
+    ignore_dbs: tuple[str, ...] = ()
+    ignore_tables: tuple[TableRef, ...] = ()
+
+
+@dataclass(frozen=True)
+class BinlogMeta:
+    binlog_name: str = ""
+    binlog_pos: int = 0
+    binlog_gtid: str = ""
+
+
+@dataclass(frozen=True)
+class SyncerConfig:
+    worker_count: int = 4
+    batch: int = 500
+    safe_mode: bool = False
+
+
+@dataclass(frozen=True)
+class Instance:
+    source_id: str
+    routes: tuple[RouteRule, ...]
+    block_allow_list: BlockAllowList | None
+    meta: BinlogMeta | None
+    syncer: SyncerConfig
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    name: str
+    task_mode: str
+    shard_mode: str
+    meta_schema: str
+    target: DBConfig
+    instances: tuple[Instance, ...]
+    strict_optimistic: bool = False
+    warnings: tuple[str, ...] = ()
+    source_text: str = field(default="", repr=False, compare=False)
+
+    def instance(self, source_id: str) -> Instance | None:
+        return next((i for i in self.instances if i.source_id == source_id), None)
+
+    @property
+    def sources(self) -> list[str]:
+        return [i.source_id for i in self.instances]
+
+
+_TASK_DM_ONLY = {"is-sharding", "ignore-checking-items", "enable-heartbeat", "heartbeat-update-interval",
+                 "heartbeat-report-interval", "timezone", "case-sensitive", "collation_compatible",
+                 "online-ddl", "online-ddl-scheme", "shadow-table-rules", "trash-table-rules",
+                 "clean-dump-file", "ansi-quotes", "remove-meta", "filters", "column-mappings",
+                 "expression-filter", "mydumpers", "loaders", "validators", "experimental",
+                 "enable-ansi-quotes", "tidb", "export-dir", "import-dir"}
+_INSTANCE_DM_ONLY = {"filter-rules", "column-mapping-rules", "expression-filters", "mydumper-config-name",
+                     "mydumper", "mydumper-thread", "loader-config-name", "loader", "loader-thread",
+                     "syncer-thread", "continuous-validator-config-name", "continuous-validator"}
+_ROUTE_DM_ONLY = {"extract-table", "extract-schema", "extract-source"}
+_SYNCER_DM_ONLY = {"queue-size", "checkpoint-flush-interval", "compact", "multiple-rows",
+                   "max-retry", "auto-fix-gtid", "enable-gtid", "disable-detect", "safe-mode-duration",
+                   "enable-ansi-quotes"}
+TASK_MODES = ("all", "full", "incremental")
+
+
+def _route(name: str, node: _Node) -> RouteRule:
+    r = RouteRule(name, node.get("schema-pattern", str, required=True), node.get("table-pattern", str, default=""),
+                  node.get("target-schema", str, required=True), node.get("target-table", str, default=""))
+    if not r.schema_pattern:
+        raise ConfigError(f"`{node.key('schema-pattern')}` must not be empty", file=node.file,
+                          key=node.key("schema-pattern"))
+    node.finish(_ROUTE_DM_ONLY)
+    return r
+
+
+def _tables(node: _Node, k: str) -> tuple[TableRef, ...]:
+    out = []
+    for i, item in enumerate(node.get(k, list, default=[])):
+        t = _Node(item, f"{node.key(k)}[{i}]", node.file, node.warnings)
+        out.append(TableRef(t.get("db-name", str, required=True), t.get("tbl-name", str, required=True)))
+        t.finish()
+    return tuple(out)
+
+
+def _bal(node: _Node) -> BlockAllowList:
+    b = BlockAllowList(tuple(node.str_list("do-dbs")), _tables(node, "do-tables"),
+                       tuple(node.str_list("ignore-dbs")), _tables(node, "ignore-tables"))
+    node.finish()
+    return b
+
+
+def _syncer(node: _Node) -> SyncerConfig:
+    s = SyncerConfig(node.get("worker-count", int, default=4), node.get("batch", int, default=500),
+                     node.get("safe-mode", bool, default=False))
+    for k in ("worker-count", "batch"):
+        if getattr(s, k.replace("-", "_")) < 1:
+            raise ConfigError(f"`{node.key(k)}` must be at least 1", file=node.file, key=node.key(k))
+    node.finish(_SYNCER_DM_ONLY)
+    return s
+
+
+def _named(root: _Node, k: str, build) -> dict:
+    node = root.child(k)
+    if node is None:
+        return {}
+    out = {name: build(name, node.child(name, required=True)) for name in node.data}
+    node.used.update(node.data)
+    return out
+
+
+def parse_task(text: str, file: str = "<task>") -> TaskConfig:
+    warnings: list[str] = []
+    root = _Node(_load_yaml(text, file), "", file, warnings)
+    name = root.get("name", str, required=True)
+    if not name.strip() or "/" in name:
+        raise ConfigError(f"`name` must be a non-empty name without '/', got {name!r}", file=file, key="name")
+    mode = root.get("task-mode", str, default="all")
+    if mode not in TASK_MODES:
+        raise ConfigError(f"`task-mode` must be one of {', '.join(TASK_MODES)}, got {mode!r}",
+                          file=file, key="task-mode")
+    shard = root.get("shard-mode", str, default="")
+    if shard not in ("", "optimistic"):
+        raise ConfigError(f"`shard-mode` {shard!r} is not supported: shardmerge coordinates shard DDLs "
+                          f"optimistically; use `shard-mode: optimistic` (or leave it empty for no "
+                          f"sharding)", file=file, key="shard-mode")
+    routes = _named(root, "routes", _route)
+    bals = _named(root, "block-allow-list", lambda n, node: _bal(node))
+    legacy = _named(root, "black-white-list", lambda n, node: _bal(node))
+    syncers = _named(root, "syncers", lambda n, node: _syncer(node))
+    instances = []
+    raw = root.get("mysql-instances", list, required=True)
+    if not raw:
+        raise ConfigError("`mysql-instances` must list at least one source", file=file, key="mysql-instances")
+    seen = set()
+    for i, item in enumerate(raw):
+        n = _Node(item, f"mysql-instances[{i}]", file, warnings)
+        sid = n.get("source-id", str, required=True)
+        if sid in seen:
+            raise ConfigError(f"source `{sid}` is listed twice", file=file, key=n.key("source-id"))
+        seen.add(sid)
+        rr = []
+        for j, rname in enumerate(n.str_list("route-rules")):
+            if rname not in routes:
+                raise ConfigError(f"route rule {rname!r} is not defined under `routes`",
+                                  file=file, key=f"{n.key('route-rules')}[{j}]")
+            rr.append(routes[rname])
+        bal = None
+        for key, table in (("block-allow-list", bals), ("black-white-list", legacy)):
+            ref = n.get(key, str)
+            if ref is not None:
+                if ref not in table and ref not in bals and ref not in legacy:
+                    raise ConfigError(f"{key} {ref!r} is not defined at the top level", file=file, key=n.key(key))
+                bal = table.get(ref) or bals.get(ref) or legacy.get(ref)
+        meta = None
+        if (m := n.child("meta")) is not None:
+            meta = BinlogMeta(m.get("binlog-name", str, default=""), m.get("binlog-pos", int, default=0),
+                              m.get("binlog-gtid", str, default=""))
+            m.finish()
+        syncer = SyncerConfig()
+        if (sref := n.get("syncer-config-name", str)) is not None:
+            if sref not in syncers:
+                raise ConfigError(f"syncer config {sref!r} is not defined under `syncers`", file=file,
+                                  key=n.key("syncer-config-name"))
+            syncer = syncers[sref]
+        if (inline := n.child("syncer")) is not None:
+            syncer = _syncer(inline)
+        n.finish(_INSTANCE_DM_ONLY)
+        instances.append(Instance(sid, tuple(rr), bal, meta, syncer))
+    cfg = TaskConfig(
+        name=name, task_mode=mode, shard_mode=shard,
+        meta_schema=root.get("meta-schema", str, default="dm_meta"),
+        target=_db(root.child("target-database", required=True)),
+        instances=tuple(instances),
+        strict_optimistic=root.get("strict-optimistic-shard-mode", bool, default=False),
+        source_text=text)
+    root.finish(_TASK_DM_ONLY)
+    return TaskConfig(**{**cfg.__dict__, "warnings": tuple(warnings)})
+
+
+def load_task(path: str) -> TaskConfig:
+    return parse_task(_read(path), path)
+
+
+def load_source(path: str) -> SourceConfig:
+    return parse_source(_read(path), path)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read config file: {e.strerror}", file=path) from None

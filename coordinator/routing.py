@@ -1,0 +1,129 @@
+"""Routing and filtering of upstream tables, with DM's semantics.
+
+* Route rules: a rule with a ``table-pattern`` is a *table rule*, one without is a *schema
+  rule*.  A table rule wins over a schema rule; two matching rules of the same kind are an
+  error (the target would be ambiguous).  A schema rule keeps the table name; an empty
+  ``target-table`` keeps it too.  Unrouted tables map one to one.
+* Block-allow list: ``do-dbs`` (if any) must match, then ``ignore-dbs`` must not; then, if
+  ``do-tables`` is given the table must match one, and it must match no ``ignore-tables``.
+  System schemas are always filtered.
+Patterns use ``*`` and ``?`` wildcards (and ``[...]``); a pattern starting with ``~`` is a
+regular expression.  Names compare case-insensitively, like DM's default.
+"""
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from coordinator.config import BlockAllowList, Instance, RouteRule, TableRef
+from coordinator.errors import ShardMergeError
+
+SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
+
+
+class RouteConflict(ShardMergeError):
+    """A table matches several route rules of the same kind."""
+
+
+@lru_cache(maxsize=4096)
+def _compile(pattern: str) -> re.Pattern:
+    if pattern.startswith("~"):
+        return re.compile(pattern[1:], re.IGNORECASE)
+    return re.compile(fnmatch.translate(pattern), re.IGNORECASE)
+
+
+def match(pattern: str, name: str) -> bool:
+    if pattern.startswith("~"):
+        return _compile(pattern).search(name) is not None
+    return _compile(pattern).match(name) is not None
+
+
+@dataclass(frozen=True)
+class Target:
+    schema: str
+    table: str
+
+    def quoted(self) -> str:
+        return f"`{self.schema.replace('`', '``')}`.`{self.table.replace('`', '``')}`"
+
+
+class Router:
+    """Maps upstream (schema, table) to the downstream target of one task instance."""
+
+    def __init__(self, rules: tuple[RouteRule, ...] | list[RouteRule]):
+        self.table_rules = [r for r in rules if r.table_pattern]
+        self.schema_rules = [r for r in rules if not r.table_pattern]
+
+    def route(self, schema: str, table: str) -> Target:
+        hits = [r for r in self.table_rules if match(r.schema_pattern, schema) and match(r.table_pattern, table)]
+        if not hits:
+            hits = [r for r in self.schema_rules if match(r.schema_pattern, schema)]
+        if not hits:
+            return Target(schema, table)
+        if len(hits) > 1:
+            raise RouteConflict(f"`{schema}`.`{table}` matches several route rules: "
+                                + ", ".join(r.name for r in hits) + "; make the patterns disjoint",
+                                table=f"{schema}.{table}")
+        r = hits[0]
+        return Target(r.target_schema, (r.target_table or table) if r.table_pattern else table)
+
+    def route_schema(self, schema: str) -> str:
+        """Target of a schema-level statement (CREATE/DROP DATABASE)."""
+        hits = [r for r in self.schema_rules if match(r.schema_pattern, schema)]
+        hits = hits or [r for r in self.table_rules if match(r.schema_pattern, schema)]
+        return hits[0].target_schema if hits else schema
+
+    def is_sharded(self, schema: str, table: str) -> bool:
+        """True when the target is (potentially) shared: a wildcard rule merged it."""
+        t = self.route(schema, table)
+        return (t.schema, t.table) != (schema, table) or any(
+            match(r.schema_pattern, schema) for r in self.table_rules + self.schema_rules)
+
+
+class Filter:
+    """DM block-allow list; ``None`` list allows everything but system schemas."""
+
+    def __init__(self, bal: BlockAllowList | None, extra_ignored_schemas: tuple[str, ...] = ()):
+        self.bal = bal
+        self.extra = {s.lower() for s in extra_ignored_schemas}
+
+    def schema_allowed(self, schema: str) -> bool:
+        s = schema.lower()
+        if s in SYSTEM_SCHEMAS or s in self.extra:
+            return False
+        if self.bal is None:
+            return True
+        if self.bal.do_dbs:
+            return any(match(p, schema) for p in self.bal.do_dbs)
+        return not any(match(p, schema) for p in self.bal.ignore_dbs)
+
+    def table_allowed(self, schema: str, table: str) -> bool:
+        if not self.schema_allowed(schema):
+            return False
+        if self.bal is None:
+            return True
+
+        def hit(refs: tuple[TableRef, ...]) -> bool:
+            return any(match(r.db_name, schema) and match(r.tbl_name, table) for r in refs)
+
+        if self.bal.do_tables and hit(self.bal.do_tables):
+            return True
+        if self.bal.ignore_tables and hit(self.bal.ignore_tables):
+            return False
+        return not self.bal.do_tables
+
+
+class TableMapper:
+    """Filter + router for one task instance: the one question the worker asks per event."""
+
+    def __init__(self, inst: Instance, meta_schema: str = ""):
+        self.router = Router(inst.routes)
+        self.filter = Filter(inst.block_allow_list, (meta_schema,) if meta_schema else ())
+
+    def target(self, schema: str, table: str) -> Target | None:
+        """The downstream table for an upstream table, or None if it is filtered out."""
+        if not self.filter.table_allowed(schema, table):
+            return None
+        return self.router.route(schema, table)
