@@ -48,12 +48,15 @@ class MariaDB:
         return self.dir / "mysqld.pid"
 
 
-ETCD_CLIENT_PORT = 23790
-ETCD_PEER_PORT = 23800
+# A second set (e.g. a CI rehearsal from a fresh clone beside a running dev set) can shift
+# every port with SHARDMERGE_SERVICES_PORT_OFFSET.
+_OFFSET = int(os.environ.get("SHARDMERGE_SERVICES_PORT_OFFSET", "0"))
+ETCD_CLIENT_PORT = 23790 + _OFFSET
+ETCD_PEER_PORT = 23800 + _OFFSET
 MARIADBS = (
-    MariaDB("source1", 33061, 101, True),
-    MariaDB("source2", 33062, 102, True),
-    MariaDB("downstream", 33063, 200, False),
+    MariaDB("source1", 33061 + _OFFSET, 101, True),
+    MariaDB("source2", 33062 + _OFFSET, 102, True),
+    MariaDB("downstream", 33063 + _OFFSET, 200, False),
 )
 APT_PACKAGES = {"etcd": "etcd-server", "etcdctl": "etcd-client",
                 "mariadbd": "mariadb-server", "mariadb": "mariadb-client"}
