@@ -94,16 +94,37 @@ def _load_yaml(text: str, file: str) -> Any:
 # ------------------------------------------------------------------ database endpoint
 @dataclass(frozen=True)
 class DBConfig:
+    """A MySQL endpoint.  A password given as ``password-file`` / ``password-env`` is read
+    when a connection is made, in the environment of the process that connects (a worker pod
+    has the secret, the master that validated the task need not)."""
     host: str
     port: int
     user: str
     password: str = field(default="", repr=False)
+    password_file: str = ""
+    password_env: str = ""
     ssl_ca: str = ""
     ssl_cert: str = ""
-    ssl_key: str = field(default="", repr=False)
+    ssl_key: str = ""
+    file: str = field(default="", compare=False)
+    key: str = field(default="", compare=False)
+
+    def resolved_password(self) -> str:
+        if self.password_file:
+            try:
+                return Path(self.password_file).read_text().rstrip("\r\n")
+            except OSError as e:
+                raise ConfigError(f"cannot read password file {self.password_file!r}: {e.strerror}",
+                                  file=self.file, key=f"{self.key}.password-file") from None
+        if self.password_env:
+            if self.password_env not in os.environ:
+                raise ConfigError(f"environment variable {self.password_env!r} (from `password-env`) "
+                                  f"is not set in this process", file=self.file, key=f"{self.key}.password-env")
+            return os.environ[self.password_env]
+        return self.password
 
     def pymysql_kwargs(self) -> dict:
-        kw = {"host": self.host, "port": self.port, "user": self.user, "password": self.password}
+        kw = {"host": self.host, "port": self.port, "user": self.user, "password": self.resolved_password()}
         if self.ssl_ca or self.ssl_cert:
             kw["ssl"] = {k: v for k, v in (("ca", self.ssl_ca), ("cert", self.ssl_cert),
                                            ("key", self.ssl_key)) if v}
@@ -113,8 +134,17 @@ class DBConfig:
         return f"{self.host}:{self.port}"
 
     def to_json(self) -> dict:
-        return {"host": self.host, "port": self.port, "user": self.user, "password": self.password,
-                "ssl-ca": self.ssl_ca, "ssl-cert": self.ssl_cert, "ssl-key": self.ssl_key}
+        """For storing in etcd: indirect passwords stay indirect."""
+        out = {"host": self.host, "port": self.port, "user": self.user}
+        for k, v in (("password", self.password), ("password-file", self.password_file),
+                     ("password-env", self.password_env)):
+            if v:
+                out[k] = v
+        sec = {k: v for k, v in (("ssl-ca", self.ssl_ca), ("ssl-cert", self.ssl_cert),
+                                 ("ssl-key", self.ssl_key)) if v}
+        if sec:
+            out["security"] = sec
+        return out
 
 
 _DB_DM_ONLY = {"max-allowed-packet", "session"}
@@ -128,30 +158,19 @@ def _db(node: _Node) -> DBConfig:
                           file=node.file, key=node.key("port"))
     user = node.get("user", str, default="root")
     password = node.get("password", (str, int), default="")
-    pfile = node.get("password-file", str)
-    penv = node.get("password-env", str)
+    pfile = node.get("password-file", str, default="")
+    penv = node.get("password-env", str, default="")
     if sum(bool(x) for x in (password, pfile, penv)) > 1:
         raise ConfigError(f"give only one of `password`, `password-file`, `password-env` under `{node.path}`",
                           file=node.file, key=node.path)
-    if pfile:
-        try:
-            password = Path(pfile).read_text().rstrip("\r\n")
-        except OSError as e:
-            raise ConfigError(f"cannot read `{node.key('password-file')}` {pfile!r}: {e.strerror}",
-                              file=node.file, key=node.key("password-file")) from None
-    if penv:
-        if penv not in os.environ:
-            raise ConfigError(f"`{node.key('password-env')}` names environment variable {penv!r}, "
-                              f"which is not set", file=node.file, key=node.key("password-env"))
-        password = os.environ[penv]
     sec = node.child("security")
     ssl = {}
     if sec:
         ssl = {k: sec.get(k, str, default="") for k in ("ssl-ca", "ssl-cert", "ssl-key")}
         sec.finish({"cert-allowed-cn", "ssl-ca-bytes", "ssl-cert-bytes", "ssl-key-bytes"})
     node.finish(_DB_DM_ONLY)
-    return DBConfig(host, port, user, str(password), ssl.get("ssl-ca", ""), ssl.get("ssl-cert", ""),
-                    ssl.get("ssl-key", ""))
+    return DBConfig(host, port, user, str(password), pfile, penv, ssl.get("ssl-ca", ""),
+                    ssl.get("ssl-cert", ""), ssl.get("ssl-key", ""), file=node.file, key=node.path)
 
 
 # ------------------------------------------------------------------ source config

@@ -87,11 +87,17 @@ def test_source_yaml_with_password_from_file_and_env(tmp_path, monkeypatch):
     pw.write_text("s3cret\n")
     src = f"source-id: s1\nflavor: mariadb\nenable-gtid: true\nenable-relay: false\nfrom:\n  host: 127.0.0.1\n  port: 33061\n  user: u\n  password-file: {pw}\n"
     cfg = parse_source(src, "source.yaml")
-    assert cfg.db.password == "s3cret" and cfg.source_id == "s1"
+    assert cfg.db.pymysql_kwargs()["password"] == "s3cret" and cfg.source_id == "s1"
     assert any("enable-relay" in w for w in cfg.warnings)
+    # Indirect passwords stay indirect when stored, and are read where the connection is made.
+    assert cfg.db.to_json()["password-file"] == str(pw) and "password" not in cfg.db.to_json()
     monkeypatch.setenv("SM_PW", "fromenv")
-    assert parse_source(src.replace(f"password-file: {pw}", "password-env: SM_PW")).db.password == "fromenv"
-    with pytest.raises(ConfigError, match="'SM_NOPE', which is not set"):
-        parse_source(src.replace(f"password-file: {pw}", "password-env: SM_NOPE"))
+    assert parse_source(src.replace(f"password-file: {pw}", "password-env: SM_PW")).db.resolved_password() == "fromenv"
+    unset = parse_source(src.replace(f"password-file: {pw}", "password-env: SM_NOPE"), "source.yaml")
+    with pytest.raises(ConfigError, match="'SM_NOPE' .* is not set") as e:
+        unset.db.pymysql_kwargs()
+    assert e.value.context == {"file": "source.yaml", "key": "from.password-env"}
+    with pytest.raises(ConfigError, match="only one of"):
+        parse_source(src.replace(f"password-file: {pw}", f"password-file: {pw}\n  password: x"))
     with pytest.raises(ConfigError, match="flavor"):
         parse_source(src.replace("flavor: mariadb", "flavor: oracle"))

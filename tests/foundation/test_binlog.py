@@ -22,7 +22,7 @@ def test_row_binlog_with_full_metadata(fixture, request):
     db.execute("ALTER TABLE t ADD COLUMN age INT")
     p = db.params
     stream = BinLogStreamReader(
-        connection_settings={"host": p["host"], "port": p["port"], "user": p["user"], "passwd": p["password"]},
+        connection_settings={"host": p["host"], "port": p["port"], "user": p["user"], "password": p["password"]},
         server_id=9000 + p["port"] % 1000, log_file=file, log_pos=pos, resume_stream=True,
         blocking=False, is_mariadb=True, only_schemas=None)
     rows, ddls, gtids = [], [], 0
