@@ -135,3 +135,24 @@ def spark():
                .getOrCreate())
     yield session
     session.stop()
+
+
+def _load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="session")
+def spark_cluster():
+    """A real standalone Spark cluster (master + worker JVMs on loopback); its URL.
+    Stopped at the end of the run: it holds memory the rest of the suite wants."""
+    sc = _load_script("sparkcluster")
+    try:
+        url = sc.start(sys.executable)
+    except Exception as e:
+        pytest.fail(f"standalone Spark cluster could not start (scripts/spark-cluster start): {e}", pytrace=False)
+    yield url
+    sc.stop()
