@@ -1,0 +1,230 @@
+"""Immutable description of one MySQL/MariaDB table.
+
+All classes are frozen dataclasses (hashable, safe to share between lock
+states).  String-type columns store their *effective* charset/collation
+(resolved from the table default at parse time) so that the lattice never
+has to know where a charset came from; the renderer omits them again when
+they equal the table default, exactly like ``SHOW CREATE TABLE``.
+
+Equality (``==``/``hash``) is exact: column order, index order, comments and
+display widths count; the table name does not.  Lattice equality (order and
+cosmetic attributes ignored) is ``TableSchema.same_as``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from . import typesys as ts
+
+
+@dataclass(frozen=True)
+class ColumnType:
+    base: str                       # canonical lower-case name: int, varchar, decimal, ...
+    length: int | None = None       # int display width / char length / bit width / fsp / precision
+    scale: int | None = None        # decimal/float/double digits after the point
+    unsigned: bool = False
+    zerofill: bool = False
+    members: tuple[str, ...] = ()   # enum/set members, in order
+    charset: str | None = None      # effective, string types only
+    collation: str | None = None
+
+    @property
+    def has_charset(self) -> bool:
+        return self.base in ts.STRING_TYPES
+
+    def lattice_key(self) -> tuple:
+        """The fields the lattice looks at (integer display width is cosmetic)."""
+        length = None if self.base in ts.INT_BITS else self.length
+        return (self.base, length, self.scale, self.unsigned, self.zerofill, self.members,
+                self.charset, self.collation)
+
+    def to_json(self) -> dict:
+        d = {"base": self.base}
+        for k in ("length", "scale", "charset", "collation"):
+            if getattr(self, k) is not None:
+                d[k] = getattr(self, k)
+        if self.unsigned:
+            d["unsigned"] = True
+        if self.zerofill:
+            d["zerofill"] = True
+        if self.members:
+            d["members"] = list(self.members)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "ColumnType":
+        return cls(base=d["base"], length=d.get("length"), scale=d.get("scale"),
+                   unsigned=d.get("unsigned", False), zerofill=d.get("zerofill", False),
+                   members=tuple(d.get("members", ())), charset=d.get("charset"),
+                   collation=d.get("collation"))
+
+    def sql(self) -> str:
+        from .render import render_type
+        return render_type(self)
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: ColumnType
+    nullable: bool = True
+    default: str | None = None      # canonical SQL text (``NULL``, ``0``, ``'a'``); None = no DEFAULT
+    auto_increment: bool = False
+    on_update: str | None = None
+    comment: str | None = None
+    generated: str | None = None    # generation expression (SQL text) for generated columns
+    stored: bool = False
+    invisible: bool = False
+    check: str | None = None        # column-level CHECK expression (MariaDB JSON columns)
+
+    @property
+    def key(self) -> str:
+        return self.name.lower()
+
+    @property
+    def has_default(self) -> bool:
+        """True when an INSERT may omit the column (the DM "has default" notion)."""
+        return self.default is not None or self.auto_increment or self.generated is not None
+
+    def lattice_key(self) -> tuple:
+        return (self.key, self.type.lattice_key(), self.nullable, self.default,
+                self.auto_increment, self.on_update, self.generated, self.stored,
+                self.invisible, self.check)
+
+    def to_json(self) -> dict:
+        d: dict = {"name": self.name, "type": self.type.to_json(), "nullable": self.nullable}
+        for k in ("default", "on_update", "comment", "generated", "check"):
+            if getattr(self, k) is not None:
+                d[k] = getattr(self, k)
+        for k in ("auto_increment", "stored", "invisible"):
+            if getattr(self, k):
+                d[k] = True
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Column":
+        return cls(name=d["name"], type=ColumnType.from_json(d["type"]),
+                   nullable=d.get("nullable", True), default=d.get("default"),
+                   auto_increment=d.get("auto_increment", False), on_update=d.get("on_update"),
+                   comment=d.get("comment"), generated=d.get("generated"),
+                   stored=d.get("stored", False), invisible=d.get("invisible", False),
+                   check=d.get("check"))
+
+    def sql(self, table_charset: str | None = None, table_collation: str | None = None,
+            explicit_charset: bool = False) -> str:
+        from .render import render_column
+        return render_column(self, table_charset, table_collation, explicit_charset)
+
+
+INDEX_KINDS = ("primary", "unique", "key", "fulltext", "spatial")
+
+
+@dataclass(frozen=True)
+class Index:
+    name: str                                   # ``PRIMARY`` for the primary key
+    kind: str                                   # one of INDEX_KINDS
+    columns: tuple[tuple[str, int | None], ...]  # (column name, prefix length)
+    using: str | None = None                    # BTREE / HASH when given explicitly
+    comment: str | None = None
+
+    @property
+    def key(self) -> str:
+        return self.name.lower()
+
+    def lattice_key(self) -> tuple:
+        return (self.kind, tuple((c.lower(), p) for c, p in self.columns), self.using)
+
+    def to_json(self) -> dict:
+        d = {"name": self.name, "kind": self.kind,
+             "columns": [[c, p] for c, p in self.columns]}
+        if self.using is not None:
+            d["using"] = self.using
+        if self.comment is not None:
+            d["comment"] = self.comment
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Index":
+        return cls(name=d["name"], kind=d["kind"],
+                   columns=tuple((c, p) for c, p in d["columns"]),
+                   using=d.get("using"), comment=d.get("comment"))
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    columns: tuple[Column, ...]
+    indexes: tuple[Index, ...] = ()
+    charset: str | None = None
+    collation: str | None = None
+    # Other table options as printed (ENGINE, AUTO_INCREMENT, COMMENT, ...);
+    # not part of the lattice.  Values are SQL text (``InnoDB``, ``'x'``).
+    options: tuple[tuple[str, str], ...] = ()
+    name: str | None = field(default=None, compare=False)
+
+    # ------------------------------------------------------------ lookups
+    def column(self, name: str) -> Column | None:
+        low = name.lower()
+        for c in self.columns:
+            if c.key == low:
+                return c
+        return None
+
+    def index(self, name: str) -> Index | None:
+        low = name.lower()
+        for i in self.indexes:
+            if i.key == low:
+                return i
+        return None
+
+    @property
+    def primary_key(self) -> Index | None:
+        return self.index("PRIMARY")
+
+    def option(self, name: str) -> str | None:
+        for k, v in self.options:
+            if k == name:
+                return v
+        return None
+
+    def with_name(self, name: str | None) -> "TableSchema":
+        return replace(self, name=name)
+
+    # ------------------------------------------------------------ lattice view
+    def lattice_key(self) -> tuple:
+        return (self.charset, self.collation,
+                frozenset(c.lattice_key() for c in self.columns),
+                frozenset((i.key, i.lattice_key()) for i in self.indexes))
+
+    def same_as(self, other: "TableSchema") -> bool:
+        """Lattice equality: same columns/indexes/charset regardless of order and cosmetics."""
+        return self.lattice_key() == other.lattice_key()
+
+    # ------------------------------------------------------------ (de)serialisation
+    def to_json(self) -> dict:
+        return {"version": 1, "name": self.name, "charset": self.charset,
+                "collation": self.collation,
+                "options": [[k, v] for k, v in self.options],
+                "columns": [c.to_json() for c in self.columns],
+                "indexes": [i.to_json() for i in self.indexes]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "TableSchema":
+        return cls(columns=tuple(Column.from_json(c) for c in d["columns"]),
+                   indexes=tuple(Index.from_json(i) for i in d.get("indexes", ())),
+                   charset=d.get("charset"), collation=d.get("collation"),
+                   options=tuple((k, v) for k, v in d.get("options", ())),
+                   name=d.get("name"))
+
+    @classmethod
+    def from_create_sql(cls, sql: str) -> "TableSchema":
+        from .parse import parse_create_table
+        return parse_create_table(sql)
+
+    def to_create_sql(self, table_name: str | None = None) -> str:
+        from .render import render_create_table
+        return render_create_table(self, table_name or self.name or "t")
+
+    def apply_ddl(self, sql: str) -> "TableSchema | None":
+        """Apply one DDL statement; DROP TABLE returns None."""
+        from .ddl import apply_ddl
+        return apply_ddl(self, sql)

@@ -1,0 +1,133 @@
+"""Table-driven tests of DDL application, splitting and the typed errors."""
+from __future__ import annotations
+
+import pytest
+
+from coordinator.schema import (InvalidDDL, SchemaError, TableSchema, UnsupportedDDL, apply_ddl,
+                                rename_ddl_table, split_ddl)
+
+from .ddl_cases import BASE, DDL_CASES
+
+
+@pytest.mark.parametrize("name,start,ddl,expected", DDL_CASES, ids=[c[0] for c in DDL_CASES])
+def test_apply(name, start, ddl, expected):
+    got = TableSchema.from_create_sql(start).apply_ddl(ddl)
+    want = TableSchema.from_create_sql(expected)
+    assert got == want, f"\n{got.to_create_sql('t')}\n!=\n{want.to_create_sql('t')}"
+
+
+@pytest.mark.parametrize("name,start,ddl,expected", DDL_CASES, ids=[c[0] for c in DDL_CASES])
+def test_split_pieces_apply_to_the_same_result(name, start, ddl, expected):
+    s = TableSchema.from_create_sql(start)
+    pieces = split_ddl(ddl)
+    multi = {"add several columns", "add column list", "drop two columns", "multi clause",
+             "drop and add primary key"}
+    assert (len(pieces) > 1) == (name in multi)
+    for p in pieces:
+        s = s.apply_ddl(p)
+    assert s == TableSchema.from_create_sql(expected)
+
+
+def test_create_drop_rename_table():
+    s = apply_ddl(None, "CREATE TABLE db.t1 (a INT)")
+    assert s.name == "t1" and [c.name for c in s.columns] == ["a"]
+    assert s.apply_ddl("CREATE TABLE IF NOT EXISTS t1 (b INT)") is s
+    assert s.apply_ddl("RENAME TABLE db.t1 TO db.t2").name == "t2"
+    assert s.apply_ddl("ALTER TABLE t1 RENAME TO t3").name == "t3"
+    assert s.apply_ddl("DROP TABLE t1") is None
+    assert apply_ddl(None, "DROP TABLE IF EXISTS t1") is None
+    with pytest.raises(InvalidDDL):
+        s.apply_ddl("CREATE TABLE t1 (b INT)")
+    with pytest.raises(InvalidDDL):
+        apply_ddl(None, "ALTER TABLE t1 ADD b INT")
+
+
+def test_truncate_resets_auto_increment_option():
+    s = TableSchema.from_create_sql("CREATE TABLE t (id INT PRIMARY KEY AUTO_INCREMENT) AUTO_INCREMENT=9")
+    assert s.option("AUTO_INCREMENT") == "9"
+    assert s.apply_ddl("TRUNCATE t").option("AUTO_INCREMENT") is None
+
+
+@pytest.mark.parametrize("ddl,clause", [
+    ("ALTER TABLE t ADD COLUMN d INT, PARTITION BY HASH(id) PARTITIONS 4", "PARTITION BY HASH(id) PARTITIONS 4"),
+    ("ALTER TABLE t ADD CONSTRAINT fk FOREIGN KEY (a) REFERENCES u (id)",
+     "ADD CONSTRAINT fk FOREIGN KEY (a) REFERENCES u (id)"),
+    ("ALTER TABLE t DROP FOREIGN KEY fk", "DROP FOREIGN KEY fk"),
+    ("ALTER TABLE t ORDER BY a", "ORDER BY a"),
+    ("ALTER TABLE t ADD d INT, DISABLE KEYS", "DISABLE KEYS"),
+    ("ALTER TABLE t ALTER INDEX ka INVISIBLE", "ALTER INDEX ka INVISIBLE"),
+])
+def test_unsupported_clause_is_named(ddl, clause):
+    s = TableSchema.from_create_sql(BASE)
+    with pytest.raises(UnsupportedDDL) as ei:
+        s.apply_ddl(ddl)
+    assert ei.value.statement == ddl
+    assert ei.value.clause == clause
+    assert clause in str(ei.value)
+
+
+@pytest.mark.parametrize("ddl", ["CREATE VIEW v AS SELECT 1", "DROP DATABASE d", "GRANT ALL ON *.* TO x",
+                                 "CREATE TABLE t2 LIKE t", "CREATE TEMPORARY TABLE x (a INT)"])
+def test_unsupported_statement(ddl):
+    with pytest.raises(UnsupportedDDL) as ei:
+        TableSchema.from_create_sql(BASE).apply_ddl(ddl)
+    assert ei.value.statement
+
+
+@pytest.mark.parametrize("ddl,field,value", [
+    ("ALTER TABLE t ADD COLUMN a INT", "column", "a"),
+    ("ALTER TABLE t DROP COLUMN nope", "column", "nope"),
+    ("ALTER TABLE t MODIFY nope INT", "column", "nope"),
+    ("ALTER TABLE t CHANGE a b INT", "column", "b"),
+    ("ALTER TABLE t ADD d INT AFTER nope", "column", "nope"),
+    ("ALTER TABLE t ADD INDEX ka (b)", "index", "ka"),
+    ("ALTER TABLE t ADD PRIMARY KEY (a)", "index", "PRIMARY"),
+    ("ALTER TABLE t DROP INDEX nope", "index", "nope"),
+    ("ALTER TABLE t ADD INDEX kx (nope)", "column", "nope"),
+    ("ALTER TABLE t ALTER b SET DEFAULT NULL", "column", "b"),
+    ("ALTER TABLE t DROP PRIMARY KEY", "column", "id"),   # AUTO_INCREMENT must stay a key
+])
+def test_invalid_ddl_has_context(ddl, field, value):
+    with pytest.raises(InvalidDDL) as ei:
+        TableSchema.from_create_sql(BASE).apply_ddl(ddl)
+    assert getattr(ei.value, field) == value
+    assert ei.value.statement == ddl
+    assert isinstance(ei.value, SchemaError)
+
+
+def test_if_exists_forms_are_no_ops():
+    s = TableSchema.from_create_sql(BASE)
+    assert s.apply_ddl("ALTER TABLE t DROP COLUMN IF EXISTS nope") == s
+    assert s.apply_ddl("ALTER TABLE t ADD COLUMN IF NOT EXISTS a BIGINT") == s
+    assert s.apply_ddl("ALTER TABLE t DROP INDEX IF EXISTS nope") == s
+
+
+def test_split_examples():
+    assert split_ddl("ALTER TABLE t ADD COLUMN a INT, DROP COLUMN b") == [
+        "ALTER TABLE t ADD COLUMN a INT", "ALTER TABLE t DROP COLUMN b"]
+    assert split_ddl("alter table `s`.`t` add a int first, add index i (a)", target=("d", "x")) == [
+        "alter table `d`.`x` add a int first", "alter table `d`.`x` add index i (a)"]
+    assert split_ddl("ALTER TABLE t ADD (a INT, b VARCHAR(3) DEFAULT 'x,y')", target="u") == [
+        "ALTER TABLE `u` ADD COLUMN a INT", "ALTER TABLE `u` ADD COLUMN b VARCHAR(3) DEFAULT 'x,y'"]
+    assert split_ddl("ALTER TABLE t MODIFY e ENUM('a','b'), ALGORITHM=INPLACE") == [
+        "ALTER TABLE t MODIFY e ENUM('a','b')"]
+    assert split_ddl("DROP TABLE IF EXISTS a.b", target=("c", "d")) == ["DROP TABLE IF EXISTS `c`.`d`"]
+    assert split_ddl("TRUNCATE TABLE a.b;") == ["TRUNCATE TABLE a.b"]
+
+
+def test_rename_ddl_table():
+    assert rename_ddl_table("ALTER TABLE `shard_01`.`t1` ADD x INT, DROP y", ("db", "t")) == \
+        "ALTER TABLE `db`.`t` ADD x INT, DROP y"
+    assert rename_ddl_table("CREATE TABLE IF NOT EXISTS t1 (a INT)", "t") == \
+        "CREATE TABLE IF NOT EXISTS `t` (a INT)"
+
+
+def test_json_format():
+    s = TableSchema.from_create_sql(BASE)
+    d = s.to_json()
+    assert d["version"] == 1 and d["charset"] == "utf8mb4"
+    assert d["columns"][0] == {"name": "id", "type": {"base": "int", "length": 11}, "nullable": False,
+                               "auto_increment": True}
+    assert d["indexes"][1] == {"name": "ka", "kind": "key", "columns": [["a", None]]}
+    assert TableSchema.from_json(d) == s
+    assert len({s, TableSchema.from_json(d)}) == 1
