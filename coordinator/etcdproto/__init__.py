@@ -1,0 +1,35 @@
+"""The etcd protocol of shardmerge: key layout, versioned JSON records, and the read/write
+helpers workers and the master share.  Full reference: docs/etcd-layout.md.
+
+Worker::
+
+    store = Store(connect("127.0.0.1:23790"), prefix="/shardmerge/")
+    rev = store.put_info(info)                       # Info -> revision R
+    op = store.wait_operation(info.lock, info.table, rev)   # ignores answers to older Infos
+    while op.stage is Stage.DETECTED:
+        op = store.wait_operation(info.lock, info.table, rev, after_revision=op.revision)
+    ... execute op.ddls ...; store.mark_done(op)
+
+Master::
+
+    fence = store.campaign("master-1", addr)          # None if another master leads
+    infos = store.list_infos(); ops = store.list_operations(); ...   # rebuild, with .bad
+    store.put_operation(fence, op)                    # Fenced if no longer leader
+    store.remove_lock(fence, lock_key, handled_revision)
+"""
+from .errors import (BadKey, EtcdProtoError, EtcdUnavailable, Fenced, GarbageRecord, NotLeader,
+                     OperationWaitTimeout, RecordError, StaleOperation, UnknownVersion)
+from .keys import DEFAULT_PREFIX, KINDS, Keys, LockKey, TableRef, lock_id, parse_lock_id, quote_name
+from .records import (RECORD_TYPES, DroppedColumn, DroppedStage, Info, LeaderRecord, Operation, Record,
+                      SourceBinding, SourceConfig, SourceTables, Stage, SubtaskStatus, TaskConfig,
+                      WorkerRegistration)
+from .store import MAX_TXN_OPS, Fence, Listing, PutResult, RecordEvent, Store
+
+__all__ = [
+    "BadKey", "EtcdProtoError", "EtcdUnavailable", "Fenced", "GarbageRecord", "NotLeader",
+    "OperationWaitTimeout", "RecordError", "StaleOperation", "UnknownVersion",
+    "DEFAULT_PREFIX", "KINDS", "Keys", "LockKey", "TableRef", "lock_id", "parse_lock_id", "quote_name",
+    "RECORD_TYPES", "DroppedColumn", "DroppedStage", "Info", "LeaderRecord", "Operation", "Record",
+    "SourceBinding", "SourceConfig", "SourceTables", "Stage", "SubtaskStatus", "TaskConfig",
+    "WorkerRegistration", "MAX_TXN_OPS", "Fence", "Listing", "PutResult", "RecordEvent", "Store",
+]

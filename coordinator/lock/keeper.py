@@ -1,0 +1,552 @@
+"""LockKeeper: all optimistic locks of the master and the entry points the master calls.
+
+Pure logic.  Every entry point returns an ``Outcome`` listing what the master must persist
+(Operations, dropped-column records, tables to delete, whether the lock is resolved); the master
+writes it through ``coordinator.etcdproto.Store`` with its fence, then — only after a successful
+``Store.remove_lock`` — calls ``drop_lock``.  See docs/lock-algorithm.md.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from coordinator.etcdproto import (DroppedColumn, DroppedStage, Info, LockKey, Operation, RecordError,
+                                   SourceTables, Stage, TableRef, parse_lock_id)
+from coordinator.schema import SchemaError, TableSchema
+
+from .errors import BadAction, LockNotFound, TableNotInLock, UnlockRefused
+from .lattice import try_join_all
+from .lock import Answer, Lock, Member
+
+SchemaSource = Callable[[LockKey, TableRef], "TableSchema | None"]
+
+
+@dataclass
+class Outcome:
+    """What the master persists after one engine call."""
+    lock: LockKey | None
+    operation: Operation | None = None          # answer to the caller's Info (None: ignore-conflict/stale)
+    others: list[Operation] = field(default_factory=list)   # redirects, re-evaluated detected tables
+    dropped_puts: list[tuple[TableRef, list[str], DroppedStage]] = field(default_factory=list)
+    dropped_deletes: list[str] = field(default_factory=list)   # columns whose records are all deleted
+    removed_tables: list[TableRef] = field(default_factory=list)  # master: Store.delete_table
+    resolved: bool = False       # master: Store.remove_lock(fence, lock, handled_revision) then drop_lock
+    empty: bool = False          # the lock has no member left: master drops it (remove_lock + drop_lock)
+    handled_revision: int = 0
+    ignored: str = ""            # why the call changed nothing (stale Info, unknown lock)
+
+    @property
+    def operations(self) -> list[Operation]:
+        return ([self.operation] if self.operation is not None else []) + self.others
+
+
+@dataclass
+class LockView:
+    """One lock as show-ddl-locks prints it; ``waiting`` explains every unfinished table."""
+    ID: str
+    task: str
+    mode: str
+    owner: str
+    DDLs: list[str]
+    synced: list[str]
+    unsynced: list[str]
+    state: str                   # syncing | conflict | resolved | error
+    error: str
+    waiting: list[tuple[str, str]]
+    owners: list[str] = field(default_factory=list)
+    joined: str = ""             # CREATE TABLE of the joined schema ("" if none)
+
+    def to_dict(self) -> dict:
+        return {"ID": self.ID, "task": self.task, "mode": self.mode, "owner": self.owner,
+                "DDLs": self.DDLs, "synced": self.synced, "unsynced": self.unsynced,
+                "state": self.state, "error": self.error, "owners": self.owners,
+                "waiting": [{"table": t, "reason": r} for t, r in self.waiting], "joined": self.joined}
+
+
+@dataclass
+class Rebuilt:
+    """Result of ``LockKeeper.rebuild``: the keeper plus the final Operation of every member that
+    has one (write each with ``skip_done=True``), dropped-column changes, resolved locks."""
+    keeper: "LockKeeper"
+    operations: list[Operation]
+    dropped_puts: list[tuple[LockKey, TableRef, str, DroppedStage]]
+    dropped_deletes: list[tuple[LockKey, str]]
+    resolved: list[LockKey]
+    errors: list[str]
+
+
+_DROP_RE = re.compile(r"\bDROP\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?`?([^`\s,;]+)`?", re.I)
+
+
+class LockKeeper:
+    """All locks, keyed by ``LockKey``.  ``schema_source(lock, table)`` returns the starting
+    schema of a table joining a lock (the master reads the worker's checkpoint); ``None`` falls
+    back to the lock's init schema (the ``before`` of the Info that created it)."""
+
+    def __init__(self, schema_source: SchemaSource | None = None):
+        self.schema_source = schema_source
+        self._locks: dict[LockKey, Lock] = {}
+        self._source_tables: dict[tuple[str, str], SourceTables] = {}
+        self._preload: dict[LockKey, list[DroppedColumn]] = {}
+        self._targets: dict[LockKey, list[TableRef]] = {}
+        self._members_current: set[LockKey] = set()
+
+    # ------------------------------------------------------------------ lookup
+    def get(self, lock_id: str | LockKey) -> Lock:
+        key = lock_id if isinstance(lock_id, LockKey) else parse_lock_id(lock_id)
+        lock = self._locks.get(key)
+        if lock is None:
+            raise LockNotFound(f"lock with ID {key.id} not found (it may have resolved); "
+                               "list locks with `shardctl shard-ddl-lock`", lock_id=key.id)
+        return lock
+
+    def find(self, key: LockKey) -> Lock | None:
+        return self._locks.get(key)
+
+    def lock_keys(self) -> list[LockKey]:
+        return list(self._locks)
+
+    def drop_lock(self, key: LockKey) -> None:
+        """Forget a lock (after its records were removed from etcd)."""
+        self._locks.pop(key, None)
+        self._members_current.discard(key)
+
+    # ------------------------------------------------------------------ source tables
+    def update_source_tables(self, st: SourceTables, deleted: bool = False) -> list[Outcome]:
+        """A worker (re)wrote its SourceTables (or it was deleted): add new member tables to
+        existing locks and remove tables that left (design doc §4.6)."""
+        k = (st.task, st.source)
+        self._targets.clear()
+        self._members_current.clear()
+        if deleted:
+            self._source_tables.pop(k, None)
+        else:
+            self._source_tables[k] = st
+        outs = []
+        for key, lock in list(self._locks.items()):
+            if key.task != st.task:
+                continue
+            want = set() if deleted else {TableRef(st.source, s, t)
+                                          for s, t in st.members(key.down_schema, key.down_table)}
+            have = {t for t in lock.members if t.source == st.source}
+            for t in sorted(want - have, key=str):
+                lock.add_member(t, self._initial(key, t))
+            for t in sorted(have - want, key=str):
+                outs.append(self.remove_table(key, t, reason="table left the task (dropped upstream or "
+                                                             "no longer routed)"))
+        return outs
+
+    def targets(self, key: LockKey) -> list[TableRef]:
+        if key in self._targets:
+            return self._targets[key]
+        out = self._targets[key] = []
+        for (task, source), st in sorted(self._source_tables.items()):
+            if task == key.task:
+                out.extend(TableRef(source, s, t) for s, t in sorted(st.members(key.down_schema, key.down_table)))
+        return out
+
+    def _initial(self, key: LockKey, t: TableRef) -> TableSchema | None:
+        if self.schema_source is None:
+            return None
+        try:
+            return self.schema_source(key, t)
+        except Exception:   # noqa: BLE001 — unreadable checkpoint: fall back to the init schema
+            return None
+
+    # ------------------------------------------------------------------ Info handling
+    def handle_info(self, info: Info, target_tables: Iterable[TableRef] | None = None) -> Outcome:
+        """Decide the Operation for ``info`` (design doc §6.3 / §4.2).  ``target_tables`` are all
+        shard tables routed to the Info's target (default: from the SourceTables the keeper was
+        given).  Never raises for bad input: a bad Info gets an ``error`` Operation."""
+        key, t = info.lock, info.table
+        out = Outcome(key)
+        try:
+            before = TableSchema.from_json(info.before) if info.before is not None else None
+            afters = [TableSchema.from_json(a) for a in info.afters]
+        except (KeyError, TypeError, ValueError, SchemaError) as e:
+            lock = self._ensure_lock(key, None)
+            if lock is None:
+                out.ignored = f"Info of {t} has an unreadable schema ({e}) and no lock exists for it"
+                out.operation = self._op(key, t, info, Stage.ERROR, [], out.ignored)
+                return out
+            m = lock.add_member(t, self._initial(key, t))
+            return self._answer(lock, m, info, Answer(info, Stage.ERROR, [], f"unreadable schema in Info: {e}"), out)
+        lock = self._ensure_lock(key, before or (afters[-1] if afters else None))
+        if lock is None:
+            out.ignored = "Info carries no schema (no before/after); cannot create its lock"
+            out.operation = self._op(key, t, info, Stage.ERROR, [], out.ignored)
+            return out
+        if target_tables is not None or key not in self._members_current:
+            for tt in (self.targets(key) if target_tables is None else target_tables):
+                lock.add_member(tt, self._initial(key, tt))
+            if target_tables is None:
+                self._members_current.add(key)   # until SourceTables change
+        m = lock.add_member(t, self._initial(key, t))
+        if info.revision and info.revision < m.info_revision:
+            out.ignored = (f"Info revision {info.revision} of {t} is older than the handled "
+                           f"revision {m.info_revision}")
+            return out
+        m.info_revision = max(m.info_revision, info.revision)
+        lock.handled_revision = max(lock.handled_revision, info.revision)
+        m.error = ""
+        if len(info.ddls) != len(afters) or not afters:
+            return self._answer(lock, m, info, Answer(
+                info, Stage.ERROR, [], f"inconsistent Info: {len(info.ddls)} DDLs but {len(afters)} "
+                "after-schemas (worker bug; skip the event)"), out)
+        if before is None:
+            return self._answer(lock, m, info, Answer(info, Stage.ERROR, [], "Info has no before-schema"), out)
+        ans = self._try_sync(lock, m, info, before, afters, out)
+        return self._answer(lock, m, info, ans, out)
+
+    def _ensure_lock(self, key: LockKey, init: TableSchema | None) -> Lock | None:
+        lock = self._locks.get(key)
+        if lock is None and init is not None:
+            lock = Lock(key, init)
+            for dc in self._preload.pop(key, []):
+                lock.columns.setdefault(dc.column.lower(), {})[
+                    TableRef(dc.source, dc.up_schema, dc.up_table)] = DroppedStage(dc.stage)
+            self._locks[key] = lock
+        return lock
+
+    def _try_sync(self, lock: Lock, m: Member, info: Info, before: TableSchema,
+                  afters: list[TableSchema], out: Outcome) -> Answer:
+        prev = before
+        returned: list[str] = []
+        cols: list[str] = []
+        exec_drops: set[str] = set()
+        dropped_here: set[str] = set()
+        stage, msg = Stage.NONE, ""
+        for sql, post in zip(info.ddls, afters):
+            r = lock.step(m, prev, post)
+            if r.stage is not Stage.NONE:
+                stage, msg = r.stage, r.message
+                break
+            err, drops = lock.check_add_drop(m, prev, post, dropped_here, sql)
+            if err:
+                stage, msg = Stage.ERROR, err
+                break
+            cols.extend(drops)
+            dropped_here.update(d.lower() for d in drops)
+            if r.changed:
+                returned.append(sql)
+                exec_drops.update(d.lower() for d in drops)
+            prev = post
+        if stage is Stage.NONE and cols:
+            new = lock.record_dropped(m.table, cols)
+            if new:
+                out.dropped_puts.append((m.table, new, DroppedStage.NOT_DONE))
+        if stage is not Stage.NONE:
+            if info.ignore_conflict:
+                lock.set_conflict(m, None)
+                lock.set_schema(m, afters[-1])
+            elif stage is not Stage.SKIP_AND_WAIT:
+                lock.set_conflict(m, None)
+                lock.set_schema(m, before)
+            returned = []
+        return Answer(info, stage, returned, msg, cols if stage is Stage.NONE else [],
+                      exec_drops, afters, before)
+
+    def _answer(self, lock: Lock, m: Member, info: Info, ans: Answer, out: Outcome) -> Outcome:
+        """Store the decision, build the caller's Operation and the follow-ups."""
+        if info.ignore_conflict:
+            m.note = "schema forced by an ignore-conflict Info (binlog-schema update --sync)"
+        else:
+            lock.set_answer(m, ans)
+            lock.set_done(m, False)
+            out.operation = self._op_for(lock, m)
+        self._follow_up(lock, out, exclude=m.table)
+        return out
+
+    def _follow_up(self, lock: Lock, out: Outcome, exclude: TableRef | None = None) -> None:
+        """Redirects for resolved conflicts, then re-evaluate tables whose DDL was `detected`
+        (DM leaves them blocked until the operator acts; the lock has changed, so ask again)."""
+        self._drain_redirects(lock, out)
+        for _ in range(len(lock.members)):
+            progressed = False
+            for t in sorted(lock.detected - {exclude}, key=str):
+                m = lock.members[t]
+                a = m.answer
+                redo = Outcome(lock.key)
+                ans = self._try_sync(lock, m, a.info, a.before, a.afters, redo)
+                if ans.stage is Stage.DETECTED:
+                    continue
+                lock.set_answer(m, ans)
+                lock.set_done(m, False)
+                out.others.append(self._op_for(lock, m))
+                out.dropped_puts.extend(redo.dropped_puts)
+                self._drain_redirects(lock, out)
+                progressed = True
+            if not progressed:
+                break
+        out.handled_revision = lock.handled_revision
+        out.resolved = lock.is_resolved()
+        out.empty = not lock.members
+
+    def _drain_redirects(self, lock: Lock, out: Outcome) -> None:
+        while lock.redirects:
+            t = lock.redirects.pop(0)
+            m = lock.members.get(t)
+            if m is None or m.answer is None:
+                continue
+            a = m.answer
+            lock.set_answer(m, Answer(a.info, Stage.RESOLVED, [], "conflict resolved: replay the skipped events",
+                                        [], set(), a.afters, a.before))
+            lock.set_done(m, False)
+            out.others.append(self._op_for(lock, m))
+
+    def _op_for(self, lock: Lock, m: Member) -> Operation:
+        a = m.answer
+        return Operation(lock_id=lock.id, task=lock.key.task, source=m.table.source,
+                         up_schema=m.table.schema, up_table=m.table.table, down_schema=lock.key.down_schema,
+                         down_table=lock.key.down_table, info_revision=a.info.revision, ddls=list(a.ddls),
+                         stage=a.stage, message=a.message, done=False, cols=list(a.cols))
+
+    @staticmethod
+    def _op(key: LockKey, t: TableRef, info: Info, stage: Stage, ddls: list[str], msg: str) -> Operation:
+        return Operation(lock_id=key.id, task=key.task, source=t.source, up_schema=t.schema,
+                         up_table=t.table, down_schema=key.down_schema, down_table=key.down_table,
+                         info_revision=info.revision, ddls=ddls, stage=stage, message=msg)
+
+    # ------------------------------------------------------------------ done
+    def mark_done(self, op: Operation) -> Outcome:
+        """A worker marked ``op`` done (Operation watch, done=true)."""
+        out = Outcome(op.lock)
+        lock = self._locks.get(op.lock)
+        m = lock.members.get(op.table) if lock else None
+        if m is None or m.answer is None:
+            out.ignored = f"done Operation for {op.table} but lock {op.lock_id} or the table is unknown"
+            return out
+        if op.info_revision != m.answer.info.revision or op.stage is not m.answer.stage:
+            out.ignored = (f"done Operation of {op.table} answers info revision {op.info_revision} "
+                           f"(stage {op.stage.value}) but the lock's current answer is for revision "
+                           f"{m.answer.info.revision} (stage {m.answer.stage.value})")
+            return out
+        if op.stage in (Stage.DETECTED, Stage.SKIP_AND_WAIT, Stage.RESOLVED):
+            out.ignored = f"a {op.stage.value} Operation cannot be done"
+            return out
+        lock.set_done(m, True)
+        exec_drops = set(m.answer.exec_drops)
+        if not exec_drops and op.ddls:
+            exec_drops = {x.lower() for d in op.ddls for x in _DROP_RE.findall(d)}
+        updates, cleared = lock.done_dropped(m.table, op.cols, exec_drops)
+        for col, stage in updates:
+            if col not in cleared:
+                out.dropped_puts.append((m.table, [col], stage))
+        out.dropped_deletes.extend(cleared)
+        out.handled_revision = lock.handled_revision
+        out.resolved = lock.is_resolved()
+        return out
+
+    # ------------------------------------------------------------------ operator exits
+    def unlock(self, lock_id: str | LockKey, source: str, schema: str, table: str, action: str = "skip") -> Outcome:
+        """Manual exit for a table blocked in ``detected``, ``skip-and-wait`` or ``error``:
+        ``exec`` runs the table's DDLs downstream, ``skip`` runs nothing; either way the worker
+        continues after the DDL (checkpoint kept) and the lock takes the table's new schema when it
+        can be joined (else keeps the old one and says so)."""
+        if action not in ("exec", "skip"):
+            raise BadAction(f"unlock action {action!r} is not exec or skip", lock_id=str(lock_id))
+        lock = self.get(lock_id)
+        t = TableRef(source, schema, table)
+        m = lock.members.get(t)
+        if m is None:
+            raise TableNotInLock(f"{t} is not a member of lock {lock.id}; members: "
+                                 f"{', '.join(sorted(map(str, lock.members))[:10])}", lock_id=lock.id, table=str(t))
+        a = m.answer
+        if a is None or a.stage not in (Stage.DETECTED, Stage.SKIP_AND_WAIT, Stage.ERROR):
+            stage = "no DDL" if a is None else a.stage.value
+            raise UnlockRefused(f"{t} in lock {lock.id} is not blocked (it has {stage}); nothing to unlock. "
+                                f"It is waiting for: {lock.waiting_for(t) or 'nothing'}",
+                                lock_id=lock.id, table=str(t))
+        out = Outcome(lock.key)
+        lock.set_conflict(m, None)
+        after = a.afters[-1] if a.afters else m.schema
+        others = lock.normal.distinct_except(m.schema)
+        if try_join_all(others + [after]) is not None:
+            lock.set_schema(m, after)
+            m.note = f"unlocked with {action}"
+        else:
+            m.note = (f"unlocked with {action}; its new schema cannot be joined with the others, the lock "
+                      "keeps its previous schema")
+        lock.set_answer(m, Answer(a.info, Stage.UNLOCKED, list(a.info.ddls) if action == "exec" else [],
+                                  f"unlocked by operator: {action}", [], set(), a.afters, a.before))
+        lock.set_done(m, False)
+        out.operation = self._op_for(lock, m)
+        lock.try_resolve(None)
+        self._follow_up(lock, out, exclude=t)
+        return out
+
+    def remove_table(self, lock_id: str | LockKey, t: TableRef, reason: str = "removed by operator") -> Outcome:
+        """Take a shard table out of a lock (dropped upstream, or the operator decided it will never
+        make the change — dm#2062).  The master deletes its Info/Operation/dropped-column records."""
+        lock = self.get(lock_id)
+        if t not in lock.members:
+            raise TableNotInLock(f"{t} is not a member of lock {lock.id}", lock_id=lock.id, table=str(t))
+        out = Outcome(lock.key, removed_tables=[t])
+        lock.remove_member(t)
+        if lock.members:
+            lock.try_resolve(None)
+            self._follow_up(lock, out)
+        out.handled_revision = lock.handled_revision
+        out.empty = not lock.members
+        out.resolved = lock.is_resolved()
+        return out
+
+    def remove_sources(self, task: str, sources: Iterable[str]) -> list[Outcome]:
+        """stop-task -s: remove every table of ``sources`` from the task's locks."""
+        srcs = set(sources)
+        outs = []
+        self._targets.clear()
+        self._members_current.clear()
+        for k in [k for k in self._source_tables if k[0] == task and k[1] in srcs]:
+            del self._source_tables[k]
+        for key, lock in list(self._locks.items()):
+            if key.task != task:
+                continue
+            for t in [t for t in lock.members if t.source in srcs]:
+                outs.append(self.remove_table(key, t, reason="source stopped"))
+        return outs
+
+    def remove_task(self, task: str) -> list[LockKey]:
+        """stop-task (all sources) or force-removing an orphan task's locks (dm#1543): forget the
+        task's locks; the master deletes the records (Store.delete_task)."""
+        keys = [k for k in self._locks if k.task == task]
+        for k in keys:
+            self.drop_lock(k)
+        self._targets.clear()
+        self._members_current.clear()
+        for k in [k for k in self._source_tables if k[0] == task]:
+            del self._source_tables[k]
+        return keys
+
+    def force_remove(self, lock_id: str | LockKey) -> LockView:
+        """Forget one lock whatever its state (its task was stopped, or the operator gives up on
+        it); the master deletes its records unguarded.  Checkpoints are untouched."""
+        lock = self.get(lock_id)
+        view = self._view(lock)
+        self.drop_lock(lock.key)
+        return view
+
+    def mark_error(self, key: LockKey, reason: str, table: TableRef | None = None) -> None:
+        """Record a bad/inconsistent record for a lock (rebuild): the lock shows state ``error``."""
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = Lock(key, TableSchema(columns=()))
+            self._locks[key] = lock
+        if table is not None:
+            lock.add_member(table, self._initial(key, table)).error = reason
+        else:
+            lock.error = reason if not lock.error else f"{lock.error}; {reason}"
+
+    # ------------------------------------------------------------------ views
+    def waiting_for(self, lock_id: str | LockKey, t: TableRef) -> str:
+        return self.get(lock_id).waiting_for(t)
+
+    def locks(self, task: str | None = None, sources: Iterable[str] | None = None) -> list[LockView]:
+        srcs = set(sources or ())
+        out = []
+        for key in sorted(self._locks, key=lambda k: k.id):
+            if task and key.task != task:
+                continue
+            lock = self._locks[key]
+            if srcs and not any(t.source in srcs for t in lock.members):
+                continue
+            out.append(self._view(lock))
+        return out
+
+    def _view(self, lock: Lock) -> LockView:
+        ready = lock.ready()
+        waiting = []
+        for t in sorted(lock.members, key=str):
+            r = lock.waiting_for(t, ready)
+            if r:
+                waiting.append((str(t), r))
+        owners = sorted(str(t) for t, m in lock.members.items()
+                        if m.answer is not None and m.answer.stage is Stage.DETECTED)
+        owner_ddls = []
+        if owners:
+            first = next(m for t, m in lock.members.items() if str(t) == owners[0])
+            owner_ddls = list(first.answer.info.ddls)
+        blocked = any(m.answer is not None and m.answer.stage in (Stage.DETECTED, Stage.SKIP_AND_WAIT, Stage.ERROR)
+                      for m in lock.members.values())
+        errs = [lock.error] if lock.error else []
+        errs += [f"{t}: {m.error}" for t, m in sorted(lock.members.items(), key=lambda x: str(x[0])) if m.error]
+        state = ("error" if errs else "conflict" if blocked else
+                 "resolved" if lock.is_resolved() else "syncing")
+        j = lock.joined()
+        return LockView(ID=lock.id, task=lock.key.task, mode="optimistic", owner=owners[0] if owners else "",
+                        DDLs=owner_ddls, synced=sorted(str(t) for t, r in ready.items() if r),
+                        unsynced=sorted(str(t) for t, r in ready.items() if not r), state=state,
+                        error="; ".join(errs), waiting=waiting, owners=owners,
+                        joined=j.to_create_sql((lock.key.down_schema, lock.key.down_table)) if j and j.columns else "")
+
+    # ------------------------------------------------------------------ rebuild
+    @classmethod
+    def rebuild(cls, infos: Iterable[Info], operations: Iterable[Operation],
+                source_tables: Iterable[SourceTables], dropped_columns: Iterable[DroppedColumn],
+                bad: Iterable[RecordError] = (), schema_source: SchemaSource | None = None) -> Rebuilt:
+        """Rebuild all locks from etcd listings (master start, design doc §6.1).  Infos are replayed
+        in revision order; done Operations restore done flags; operator unlocks are re-applied.
+        Never raises for bad data: the affected lock is marked ``error`` with the reason (dm#1185)."""
+        k = cls(schema_source)
+        errors: list[str] = []
+        for st in source_tables:
+            k._source_tables[(st.task, st.source)] = st
+        persisted: dict[tuple[LockKey, str, TableRef], DroppedStage] = {}
+        for dc in dropped_columns:
+            lk = LockKey(dc.task, dc.down_schema, dc.down_table)
+            k._preload.setdefault(lk, []).append(dc)
+            persisted[(lk, dc.column.lower(), TableRef(dc.source, dc.up_schema, dc.up_table))] = DroppedStage(dc.stage)
+        known_sources = set(k._source_tables)
+        ops = {}
+        for op in operations:
+            ops[(op.lock, op.table)] = op
+        for info in sorted(infos, key=lambda i: i.revision):
+            listed = (info.task, info.source) in known_sources
+            if listed and (info.up_schema, info.up_table) not in k._source_tables[(info.task, info.source)].members(
+                    info.down_schema, info.down_table):
+                continue   # the table left the task; its Info is stale (removed on the next cleanup)
+            try:
+                k.handle_info(info)
+            except Exception as e:  # noqa: BLE001 — one bad lock must not stop the master
+                errors.append(f"{info.lock.id}: replaying Info of {info.table} failed: {e}")
+                k.mark_error(info.lock, f"replaying Info revision {info.revision} failed: {e}", info.table)
+        for (lk, t), op in sorted(ops.items(), key=lambda x: x[1].revision):
+            lock = k._locks.get(lk)
+            m = lock.members.get(t) if lock else None
+            if m is None or m.answer is None or op.info_revision != m.answer.info.revision:
+                continue
+            try:
+                if op.stage is Stage.UNLOCKED and m.answer.stage is not Stage.UNLOCKED:
+                    k.unlock(lk, t.source, t.schema, t.table, "exec" if op.ddls else "skip")
+                if op.done:
+                    k.mark_done(op)
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"{lk.id}: restoring Operation of {t} failed: {e}")
+                k.mark_error(lk, f"restoring Operation revision {op.revision} failed: {e}", t)
+        for e in bad:
+            p = e.parts
+            if {"task", "down_schema", "down_table"} <= set(p):
+                lk = LockKey(p["task"], p["down_schema"], p["down_table"])
+                t = TableRef(p["source"], p["up_schema"], p["up_table"]) if "up_table" in p else None
+                k.mark_error(lk, f"unreadable record {e.etcd_key}: {e.message}", t)
+            errors.append(str(e))
+        out_ops, resolved = [], []
+        final_cols: dict[tuple[LockKey, str, TableRef], DroppedStage] = {}
+        for lk, lock in k._locks.items():
+            for t, m in lock.members.items():
+                if m.answer is not None and not m.error:
+                    op = k._op_for(lock, m)
+                    op.done = m.done
+                    out_ops.append(op)
+            for col, per in lock.columns.items():
+                for t, st in per.items():
+                    final_cols[(lk, col, t)] = st
+            if lock.is_resolved():
+                resolved.append(lk)
+        for lk, pre in k._preload.items():   # dropped columns of locks that were not rebuilt: keep
+            for dc in pre:
+                final_cols[(lk, dc.column.lower(), TableRef(dc.source, dc.up_schema, dc.up_table))] = DroppedStage(dc.stage)
+        puts = [(lk, t, col, st) for (lk, col, t), st in final_cols.items() if persisted.get((lk, col, t)) != st]
+        deleted_cols = {(lk, col) for (lk, col, _t) in persisted} - {(lk, col) for (lk, col, _t) in final_cols}
+        return Rebuilt(k, out_ops, puts, sorted(deleted_cols, key=lambda x: (x[0].id, x[1])), resolved, errors)

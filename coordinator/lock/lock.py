@@ -1,0 +1,372 @@
+"""One optimistic shard-DDL lock: the shard tables routed to one downstream table, their
+schemas, pending conflicting DDLs, dropped-column bookkeeping and the decision algorithm
+(docs/lock-algorithm.md, design doc §4).  Pure logic: no etcd, no I/O.
+
+Per member table the lock keeps its *normal* schema (last accepted), optionally a *conflict*
+schema (what its pending conflicting DDL would produce), ``final`` = conflict or normal, whether
+its last Operation was marked done, and its last answer (the Info and the Operation written for
+it).  The joined schema of ``final`` is where every table is heading; a table is *ready* when its
+final schema equals that join; the lock is *synced* when all are ready and *resolved* when
+synced and every issued Operation is done.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from coordinator.etcdproto import DroppedStage, Info, LockKey, Operation, Stage, TableRef
+from coordinator.schema import SchemaConflict, TableSchema
+
+from .lattice import SchemaBag, cmp, eq, join2, try_join_all
+
+
+@dataclass
+class Answer:
+    """The decision for a member's latest Info, i.e. the Operation the master writes."""
+    info: Info
+    stage: Stage
+    ddls: list[str]
+    message: str = ""
+    cols: list[str] = field(default_factory=list)
+    exec_drops: set[str] = field(default_factory=set)   # dropped columns whose DROP is in ddls
+    afters: list[TableSchema] = field(default_factory=list)
+    before: TableSchema | None = None
+
+
+@dataclass
+class Member:
+    table: TableRef
+    schema: TableSchema
+    conflict: TableSchema | None = None
+    done: bool = True            # no Operation outstanding (members without Infos count as done)
+    info_revision: int = 0       # highest Info revision handled for this table
+    answer: Answer | None = None
+    error: str = ""              # a bad record / unreadable Info for this table
+    note: str = ""               # operator decisions worth showing (unlock/force)
+
+    @property
+    def final(self) -> TableSchema:
+        return self.conflict if self.conflict is not None else self.schema
+
+
+@dataclass
+class StepResult:
+    changed: bool
+    stage: Stage
+    message: str = ""
+
+
+class Lock:
+    """State and algorithm of one lock; ``LockKeeper`` owns the instances."""
+
+    def __init__(self, key: LockKey, init_schema: TableSchema):
+        self.key = key
+        self.id = key.id
+        self.init_schema = init_schema
+        self.members: dict[TableRef, Member] = {}
+        self.normal = SchemaBag()
+        self.finals = SchemaBag()
+        self.conflicts: set[TableRef] = set()
+        self.detected: set[TableRef] = set()    # members whose current answer is `detected`
+        self.not_done: set[TableRef] = set()    # members with an Operation not yet done
+        self.columns: dict[str, dict[TableRef, DroppedStage]] = {}
+        self.handled_revision = 0
+        self.error = ""             # lock-level problem (bad records at rebuild)
+        self.redirects: list[TableRef] = []   # filled by resolve(), drained by the keeper
+
+    # ------------------------------------------------------------------ membership
+    def add_member(self, t: TableRef, schema: TableSchema | None) -> Member:
+        m = self.members.get(t)
+        if m is None:
+            m = Member(t, schema or self.init_schema)
+            self.members[t] = m
+            self.normal.add(m.schema)
+            self.finals.add(m.final)
+        return m
+
+    def remove_member(self, t: TableRef) -> list[str]:
+        """Forget ``t``; returns the dropped-column names that had an entry for it."""
+        m = self.members.pop(t, None)
+        if m is None:
+            return []
+        self.normal.remove(m.schema)
+        self.finals.remove(m.final)
+        self.conflicts.discard(t)
+        self.detected.discard(t)
+        self.not_done.discard(t)
+        cols = []
+        for col, per in list(self.columns.items()):
+            if per.pop(t, None) is not None:
+                cols.append(col)
+            if not per:
+                del self.columns[col]
+        return cols
+
+    def set_schema(self, m: Member, s: TableSchema) -> None:
+        self.normal.remove(m.schema)
+        self.finals.remove(m.final)
+        m.schema = s
+        self.normal.add(m.schema)
+        self.finals.add(m.final)
+
+    def set_conflict(self, m: Member, s: TableSchema | None) -> None:
+        self.finals.remove(m.final)
+        m.conflict = s
+        self.finals.add(m.final)
+        (self.conflicts.add if s is not None else self.conflicts.discard)(m.table)
+
+    def set_answer(self, m: Member, a: Answer | None) -> None:
+        m.answer = a
+        (self.detected.add if a is not None and a.stage is Stage.DETECTED else self.detected.discard)(m.table)
+
+    def set_done(self, m: Member, done: bool) -> None:
+        m.done = done
+        (self.not_done.discard if done else self.not_done.add)(m.table)
+
+    # ------------------------------------------------------------------ sync state
+    def joined(self) -> TableSchema | None:
+        return self.finals.try_joined() if len(self.finals) else None
+
+    def ready(self) -> dict[TableRef, bool]:
+        j = self.joined()
+        cache: dict = {}
+        out = {}
+        for t, m in self.members.items():
+            k = m.final.lattice_key()
+            if k not in cache:
+                cache[k] = j is not None and eq(m.final, j)
+            out[t] = cache[k]
+        return out
+
+    def is_synced(self) -> bool:
+        j = self.joined()
+        return j is not None and all(eq(s, j) for s in self.finals.distinct())
+
+    def is_resolved(self) -> bool:
+        return (bool(self.members) and not self.conflicts and not self.not_done and self.is_synced()
+                and not any(m.error for m in self.members.values()))
+
+    # ------------------------------------------------------------------ conflict predicates
+    def _all_smaller(self, j: TableSchema) -> bool:
+        """Nobody in the set still has a conflict table's old shape in a comparable way."""
+        return all(cmp(j, self.members[c].schema) is None for c in self.conflicts)
+
+    def _all_larger(self, xs: list[TableSchema]) -> bool:
+        """Every schema of the set already contains each conflict table's new shape."""
+        for c in self.conflicts:
+            m = self.members[c]
+            for t in xs:
+                k = join2(m.schema, t) or t
+                if cmp(k, m.conflict) not in (0, 1):
+                    return False
+        return True
+
+    def _no_conflict(self, xs: list[TableSchema]) -> bool:
+        j = try_join_all(xs)
+        return j is not None and self._all_smaller(j) and self._all_larger(xs)
+
+    def _conflict_schemas(self) -> list[TableSchema]:
+        return [self.members[c].conflict for c in self.conflicts]
+
+    def _same_change_elsewhere(self, m: Member, prev: TableSchema, post: TableSchema) -> bool:
+        """Another member already made this conflicting change; this one is catching up."""
+        for t in self.normal.distinct_except(m.schema):
+            j = join2(post, t)
+            if j is None or cmp(j, prev) is not None:
+                continue
+            if cmp(join2(prev, t) or t, post) in (0, 1):
+                return True
+        return False
+
+    def resolve(self, caller: TableRef | None) -> None:
+        """All pending conflicting DDLs agree and every table reached the new shape: accept them.
+        Tables other than ``caller`` get a redirect (queued in ``self.redirects``)."""
+        for c in list(self.conflicts):
+            m = self.members[c]
+            if c != caller:
+                self.redirects.append(c)
+            new = m.conflict
+            self.set_conflict(m, None)
+            self.set_schema(m, new)
+
+    def try_resolve(self, caller: TableRef | None = None) -> bool:
+        if self.conflicts and self._no_conflict(self.finals.distinct()):
+            self.resolve(caller)
+            return True
+        return False
+
+    # ------------------------------------------------------------------ the algorithm
+    def step(self, m: Member, prev: TableSchema, post: TableSchema) -> StepResult:
+        """One statement of the caller: prev -> post (design doc §4.3)."""
+        self.set_conflict(m, None)   # one pending conflicting DDL per table: the new Info replaces it
+        idempotent = False
+        if not eq(prev, m.schema):
+            # the worker's view wins (restart, replay after redirect, re-created table)
+            idempotent = eq(post, m.schema)
+            self.set_schema(m, prev)
+        order = cmp(prev, post)
+        if order is not None:
+            old = self.normal.try_joined()
+            self.set_schema(m, post)
+            new = self.normal.try_joined()
+            if new is not None:
+                if self.conflicts and self.try_resolve(m.table):
+                    return StepResult(True, Stage.NONE)
+                if old is None:
+                    return StepResult(True, Stage.NONE)
+                changed = (not eq(old, new)) or eq(post, old) or order <= 0
+                return StepResult(changed, Stage.NONE)
+            self.set_schema(m, prev)   # join fails: handle as a conflicting DDL
+        # conflicting DDL
+        if idempotent or self._same_change_elsewhere(m, prev, post):
+            self.set_schema(m, post)
+            if self.conflicts:
+                self.try_resolve(m.table)
+            return StepResult(True, Stage.NONE)
+        self.set_conflict(m, post)
+        if not self._no_conflict(self._conflict_schemas()):
+            return StepResult(False, Stage.DETECTED, self._detected_message(m, prev, post))
+        if self.try_resolve(m.table):
+            return StepResult(True, Stage.NONE)
+        return StepResult(False, Stage.SKIP_AND_WAIT, self._skip_message(m))
+
+    def _detected_message(self, m: Member, prev: TableSchema, post: TableSchema) -> str:
+        others = sorted(str(c) for c in self.conflicts if c != m.table)
+        reason = ""
+        try:
+            self.finals.joined()
+        except SchemaConflict as e:
+            reason = f": {e}"
+        if others:
+            return (f"conflicts with the pending conflicting DDL of {', '.join(others)}{reason}; "
+                    "the two changes disagree")
+        return f"cannot be merged with the other tables' schemas{reason}"
+
+    def _skip_message(self, m: Member) -> str:
+        behind = sorted(str(t) for t, x in self.members.items()
+                        if t not in self.conflicts and cmp(x.schema, m.conflict) not in (0, 1))
+        shown = ", ".join(behind[:5]) + (f" and {len(behind) - 5} more" if len(behind) > 5 else "")
+        return (f"conflicting DDL (rename/type change/NOT NULL without default) is applied only when "
+                f"every table makes the same change; waiting for {shown or 'the other tables'}")
+
+    def check_add_drop(self, m: Member, prev: TableSchema, post: TableSchema,
+                       dropped_here: set[str], stmt: str) -> tuple[str | None, list[str]]:
+        """Add/drop-column checks after an accepted statement (design doc §4.5).  Returns
+        (error message or None, dropped column names)."""
+        others = self.normal.distinct_except(m.schema)
+        old = try_join_all(others + [prev])
+        new = try_join_all(others + [post])
+        if old is None or new is None:
+            return None, []
+        order = cmp(old, new)
+        if order is None:
+            return None, []
+        prev_cols = {c.key for c in prev.columns}
+        post_cols = {c.key for c in post.columns}
+        if order <= 0:
+            for x in sorted(post_cols - prev_cols):
+                pc = post.column(x)
+                oc = old.column(x)
+                if oc is not None and oc.type.lattice_key() != pc.type.lattice_key():
+                    return (f"ADD COLUMN `{pc.name}` as {pc.type.sql()} but other tables of the lock have it "
+                            f"as {oc.type.sql()}; downstream keeps the first definition (add columns with "
+                            "different field lengths/types is refused: make the definitions equal)"), []
+                if x in dropped_here or m.table in self.columns.get(x, {}):
+                    return self._readd_message(m, pc.name, x, x in dropped_here), []
+        drops: list[str] = []
+        if order >= 0:
+            drops = [prev.column(x).name for x in sorted(prev_cols - post_cols)]
+        return None, drops
+
+    def _readd_message(self, m: Member, name: str, key: str, same_info: bool) -> str:
+        if same_info:
+            return (f"column `{name}` is dropped and re-added in the same DDL batch; the DROP is not "
+                    "fully applied downstream yet. Skip the re-add (binlog skip) or send them separately")
+        holders = sorted(str(t) for t, x in self.members.items() if t != m.table and x.final.column(key))
+        per = self.columns.get(key, {})
+        unconfirmed = sorted(str(t) for t, st in per.items() if st == DroppedStage.NOT_DONE)
+        parts = []
+        if holders:
+            parts.append(f"still present on {', '.join(holders[:10])}" + (" ..." if len(holders) > 10 else ""))
+        if unconfirmed:
+            parts.append(f"drop not yet confirmed by {', '.join(unconfirmed[:10])}")
+        return (f"re-adding column `{name}` that is not fully dropped downstream ("
+                + ("; ".join(parts) or "downstream still holds its data")
+                + "); wait until every table drops it, or skip this DDL")
+
+    # ------------------------------------------------------------------ dropped columns
+    def record_dropped(self, t: TableRef, cols: list[str]) -> list[str]:
+        new = []
+        for c in cols:
+            per = self.columns.setdefault(c.lower(), {})
+            if t not in per:
+                per[t] = DroppedStage.NOT_DONE
+                new.append(c.lower())
+        return new
+
+    def done_dropped(self, t: TableRef, cols: list[str], exec_drops: set[str]):
+        """Worker confirmed an Operation with ``cols``: returns (stage updates, cleared columns)."""
+        updates, cleared = [], []
+        for c in cols:
+            key = c.lower()
+            per = self.columns.get(key)
+            if not per or t not in per:
+                continue
+            per[t] = DroppedStage.DONE if key in exec_drops else DroppedStage.PARTIAL
+            updates.append((key, per[t]))
+            if DroppedStage.NOT_DONE not in per.values() and DroppedStage.DONE in per.values():
+                del self.columns[key]
+                cleared.append(key)
+        return updates, cleared
+
+    # ------------------------------------------------------------------ explanation
+    def waiting_for(self, t: TableRef, ready: dict | None = None) -> str:
+        """Why ``t`` keeps the lock open, in words ("" if it does not)."""
+        m = self.members.get(t)
+        if m is None:
+            return f"{t} is not a member of lock {self.id}"
+        if m.error:
+            return f"error: {m.error}"
+        a = m.answer
+        if a is not None and a.stage is Stage.DETECTED:
+            return (f"conflict: its DDL {a.info.ddls} {a.message}. Exit: fix the other tables, or "
+                    f"`shardctl shard-ddl-lock unlock {self.id} -s {t.source} -d {t.schema} -t {t.table} "
+                    "--action skip|exec`")
+        if a is not None and a.stage is Stage.SKIP_AND_WAIT:
+            return (f"skip-and-wait: its DDL {a.info.ddls} was skipped; {a.message}. Exit: unlock "
+                    "--action skip|exec, or remove the tables that will never make the change")
+        if a is not None and a.stage is Stage.ERROR:
+            return f"error: its DDL {a.info.ddls} was refused: {a.message}. Exit: unlock --action skip|exec"
+        if a is not None and a.stage is Stage.RESOLVED:
+            return "redirected: waiting for the worker to replay its skipped DDL"
+        ready = self.ready() if ready is None else ready
+        if not ready.get(t, False):
+            return self._schema_gap(m)
+        if not m.done:
+            return "waiting for the worker to execute its Operation and mark it done"
+        return ""
+
+    def _schema_gap(self, m: Member) -> str:
+        j = self.joined()
+        if j is None:
+            return "the tables' schemas cannot be joined (a conflict is pending)"
+        mine = {c.key: c for c in m.final.columns}
+        reasons = []
+        for c in j.columns:
+            if c.key not in mine:
+                if c.key in self.columns and m.table in self.columns[c.key]:
+                    holders = [str(t) for t, x in self.members.items() if x.final.column(c.key)]
+                    reasons.append(f"dropped column `{c.name}`; waiting for {', '.join(sorted(holders)[:5])}"
+                                   + (" ..." if len(holders) > 5 else "") + " to drop it too")
+                else:
+                    reasons.append(f"has not added column `{c.name}` yet (other tables have it)")
+            elif mine[c.key].lattice_key() != c.lattice_key():
+                reasons.append(f"column `{c.name}` is {mine[c.key].type.sql()}"
+                               f"{'' if mine[c.key].nullable else ' NOT NULL'} here; the joined schema has "
+                               f"{c.type.sql()}{'' if c.nullable else ' NOT NULL'}")
+        jidx = {i.key for i in j.indexes}
+        for i in m.final.indexes:
+            if i.key not in jidx:
+                reasons.append(f"has index `{i.name}` that other tables do not have yet")
+        if not reasons:
+            reasons.append("its schema differs from the joined schema")
+        return "; ".join(reasons)
