@@ -1,14 +1,25 @@
 """`shardctl`: the command line of shardmerge (dmctl-like).
 
-Each command lives in its own module and registers a sub-parser here, so this file stays a
-table of contents.  Errors print one line naming the input and exit non-zero.
+Each command group lives in its own module with a ``register(subparsers)`` function; this file
+only lists them in ``COMMAND_MODULES`` (imported when the parser is built, so ``register`` must
+stay cheap: import heavy things such as pyspark inside the command handler).  Errors print one
+line naming the input and exit non-zero.
 """
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 from coordinator import __version__
+
+# Add a module here to add its commands (e.g. the worker process adds "worker.cli").
+COMMAND_MODULES = (
+    "coordinator.master.cli",     # master
+    "coordinator.cli_tasks",      # start-task, stop-task, query-status
+    "coordinator.cli_locks",      # shard-ddl-lock (show-ddl-locks, unlock-ddl-lock)
+    "coordinator.cli_sources",    # operate-source, get-config/config, list-member
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,17 +27,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"shardctl {__version__}")
     p.add_argument("--master-addr", default="127.0.0.1:8261", help="master gRPC address HOST:PORT")
     p.add_argument("--format", choices=["json", "table"], default="json", help="output format")
-    p.add_subparsers(dest="command", metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    from coordinator.cli_common import CLIError
+    from coordinator.errors import ShardMergeError
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except (CLIError, ShardMergeError) as e:
+        print(f"shardctl {args.command}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

@@ -64,6 +64,21 @@ class MasterStub:
                 request_serializer=protos_dot_master__pb2.GetLeaderRequest.SerializeToString,
                 response_deserializer=protos_dot_master__pb2.GetLeaderResponse.FromString,
                 _registered_method=True)
+        self.OperateSource = channel.unary_unary(
+                '/shardmerge.v1.Master/OperateSource',
+                request_serializer=protos_dot_master__pb2.OperateSourceRequest.SerializeToString,
+                response_deserializer=protos_dot_master__pb2.OperateSourceResponse.FromString,
+                _registered_method=True)
+        self.GetConfig = channel.unary_unary(
+                '/shardmerge.v1.Master/GetConfig',
+                request_serializer=protos_dot_master__pb2.GetConfigRequest.SerializeToString,
+                response_deserializer=protos_dot_master__pb2.GetConfigResponse.FromString,
+                _registered_method=True)
+        self.ListMember = channel.unary_unary(
+                '/shardmerge.v1.Master/ListMember',
+                request_serializer=protos_dot_master__pb2.ListMemberRequest.SerializeToString,
+                response_deserializer=protos_dot_master__pb2.ListMemberResponse.FromString,
+                _registered_method=True)
 
 
 class MasterServicer:
@@ -111,6 +126,27 @@ class MasterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def OperateSource(self, request, context):
+        """Register (create), remove (stop) or list (show) upstream sources, like dmctl operate-source.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetConfig(self, request, context):
+        """The stored YAML of a task or a source (passwords masked), like dmctl get-config / config.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMember(self, request, context):
+        """Masters (leader first) and workers with their bound sources.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MasterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -143,6 +179,21 @@ def add_MasterServicer_to_server(servicer, server):
                     servicer.GetLeader,
                     request_deserializer=protos_dot_master__pb2.GetLeaderRequest.FromString,
                     response_serializer=protos_dot_master__pb2.GetLeaderResponse.SerializeToString,
+            ),
+            'OperateSource': grpc.unary_unary_rpc_method_handler(
+                    servicer.OperateSource,
+                    request_deserializer=protos_dot_master__pb2.OperateSourceRequest.FromString,
+                    response_serializer=protos_dot_master__pb2.OperateSourceResponse.SerializeToString,
+            ),
+            'GetConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetConfig,
+                    request_deserializer=protos_dot_master__pb2.GetConfigRequest.FromString,
+                    response_serializer=protos_dot_master__pb2.GetConfigResponse.SerializeToString,
+            ),
+            'ListMember': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMember,
+                    request_deserializer=protos_dot_master__pb2.ListMemberRequest.FromString,
+                    response_serializer=protos_dot_master__pb2.ListMemberResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -307,6 +358,87 @@ class Master:
             '/shardmerge.v1.Master/GetLeader',
             protos_dot_master__pb2.GetLeaderRequest.SerializeToString,
             protos_dot_master__pb2.GetLeaderResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OperateSource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shardmerge.v1.Master/OperateSource',
+            protos_dot_master__pb2.OperateSourceRequest.SerializeToString,
+            protos_dot_master__pb2.OperateSourceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shardmerge.v1.Master/GetConfig',
+            protos_dot_master__pb2.GetConfigRequest.SerializeToString,
+            protos_dot_master__pb2.GetConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMember(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shardmerge.v1.Master/ListMember',
+            protos_dot_master__pb2.ListMemberRequest.SerializeToString,
+            protos_dot_master__pb2.ListMemberResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,129 @@
+"""``shardctl shard-ddl-lock``: show optimistic shard DDL locks and resolve them by hand.
+
+Forms (dmctl names; ``show-ddl-locks`` / ``unlock-ddl-lock`` are the legacy aliases)::
+
+    shard-ddl-lock [-s SOURCE ...] [TASK]
+    shard-ddl-lock unlock LOCK_ID -s SOURCE -d DATABASE -t TABLE [--action exec|skip]
+    shard-ddl-lock unlock LOCK_ID --force-remove              # drop the whole lock
+    shard-ddl-lock remove-table LOCK_ID -s SOURCE -d DATABASE -t TABLE
+"""
+from __future__ import annotations
+
+from coordinator.cli_common import CLIError, add_sources_flag, call, common, emit, render_table
+
+USAGE = ("usage: shard-ddl-lock [-s SOURCE ...] [TASK] | shard-ddl-lock unlock LOCK_ID -s SOURCE -d DATABASE "
+         "-t TABLE [--action exec|skip] [--force-remove] | shard-ddl-lock remove-table LOCK_ID -s SOURCE "
+         "-d DATABASE -t TABLE")
+
+
+def lock_doc(lk) -> dict:
+    return {"ID": lk.ID, "task": lk.task, "mode": lk.mode or "optimistic", "owner": lk.owner,
+            "DDLs": list(lk.DDLs), "synced": list(lk.synced), "unsynced": list(lk.unsynced),
+            "state": lk.state, "error": lk.error,
+            "waiting": [{"table": w.table, "waitingFor": w.waiting_for} for w in lk.waiting]}
+
+
+def _locks_table(doc: dict) -> str:
+    if not doc["result"]:
+        return f"FAILED: {doc['msg']}"
+    if not doc.get("locks"):
+        return doc.get("msg") or "no DDL lock exists"
+    rows, details = [], []
+    for lk in doc["locks"]:
+        n = len(lk["synced"]) + len(lk["unsynced"])
+        rows.append([lk["ID"], lk["state"] or "-", lk["owner"] or "-", f"{len(lk['synced'])}/{n}",
+                     "; ".join(lk["DDLs"]) or "-"])
+        for w in lk["waiting"]:
+            details.append(f"  {lk['ID']}  {w['table']}: {w['waitingFor']}")
+        if lk["error"]:
+            details.append(f"  {lk['ID']}  error: {lk['error']}")
+    out = render_table(["LOCK ID", "STATE", "OWNER", "SYNCED", "DDLS"], rows)
+    if details:
+        out += "\nwaiting:\n" + "\n".join(details)
+    if doc.get("msg"):
+        out += f"\n{doc['msg']}"
+    return out
+
+
+def show(args, task: str) -> int:
+    from protos import master_pb2 as pb
+    try:
+        resp = call(args, "ShowDDLLocks", pb.ShowDDLLocksRequest(task=task, sources=args.sources))
+    except CLIError as e:
+        raise CLIError(f"can not show DDL locks for task {task or '(all)'} and sources {args.sources}: {e}") from None
+    doc = {"result": resp.result, "msg": resp.msg, "locks": [lock_doc(lk) for lk in resp.locks]}
+    return emit(args, doc, _locks_table)
+
+
+def unlock(args, lock_id: str, remove_table: bool = False) -> int:
+    from protos import master_pb2 as pb
+    if args.action not in ("exec", "skip"):
+        raise CLIError("please check --action argument, only exec/skip are acceptable")
+    if not args.force_remove:
+        if len(args.sources) != 1:
+            raise CLIError("give exactly one -s SOURCE (the shard table's source)")
+        if not args.database or not args.table:
+            raise CLIError("give the shard table with -d DATABASE -t TABLE (upstream names)")
+    req = pb.UnlockDDLLockRequest(ID=lock_id, action=args.action, source=(args.sources or [""])[0],
+                                  database=args.database, table=args.table, force_remove=args.force_remove,
+                                  remove_table=remove_table)
+    try:
+        resp = call(args, "UnlockDDLLock", req)
+    except CLIError as e:
+        raise CLIError(f"can not unlock DDL lock {lock_id}: {e}") from None
+    return emit(args, common(resp), lambda d: ("OK" if d["result"] else "FAILED") + (f": {d['msg']}" if d["msg"] else ""))
+
+
+def _no_unlock_flags(args) -> None:
+    if args.database or args.table or args.force_remove or args.action_given:
+        raise CLIError("-d/-t/--action/--force-remove only apply to `shard-ddl-lock unlock`; " + USAGE)
+
+
+def shard_ddl_lock(args) -> int:
+    words = list(args.words)
+    if words and words[0] in ("unlock", "remove-table"):
+        if len(words) != 2:
+            raise CLIError(f"`shard-ddl-lock {words[0]}` takes exactly one LOCK_ID; " + USAGE)
+        if words[0] == "remove-table" and (args.force_remove or args.action_given):
+            raise CLIError("remove-table takes no --action/--force-remove; " + USAGE)
+        return unlock(args, words[1], remove_table=words[0] == "remove-table")
+    if len(words) > 1:
+        raise CLIError("shard-ddl-lock takes at most one TASK; " + USAGE)
+    _no_unlock_flags(args)
+    return show(args, words[0] if words else "")
+
+
+def legacy_unlock(args) -> int:
+    if len(args.words) != 1:
+        raise CLIError("unlock-ddl-lock takes exactly one LOCK_ID; " + USAGE)
+    return unlock(args, args.words[0])
+
+
+def _add(sub, name: str, func, help_text: str, words_help: str) -> None:
+    p = sub.add_parser(name, help=help_text, description=__doc__.split("\n\n", 1)[1]
+                       if name == "shard-ddl-lock" else None, formatter_class=_raw())
+    add_sources_flag(p)
+    p.add_argument("-a", "--action", default=None, help="unlock: exec (run the DDLs) or skip (default)")
+    p.add_argument("-d", "--database", default="", help="unlock: upstream database of the shard table")
+    p.add_argument("-t", "--table", default="", help="unlock: upstream table of the shard table")
+    p.add_argument("-f", "--force-remove", action="store_true",
+                   help="unlock: remove the whole lock and its metadata (e.g. its task was stopped)")
+    p.add_argument("words", nargs="*", metavar="ARG", help=words_help)
+
+    def run(args, _f=func):
+        args.action_given = args.action is not None
+        args.action = args.action or "skip"
+        return _f(args)
+    p.set_defaults(func=run)
+
+
+def _raw():
+    import argparse
+    return argparse.RawDescriptionHelpFormatter
+
+
+def register(sub) -> None:
+    _add(sub, "shard-ddl-lock", shard_ddl_lock, "show / unlock optimistic shard DDL locks",
+         "[TASK] | unlock LOCK_ID | remove-table LOCK_ID")
+    _add(sub, "show-ddl-locks", shard_ddl_lock, "legacy alias of shard-ddl-lock", "[TASK]")
+    _add(sub, "unlock-ddl-lock", legacy_unlock, "legacy alias of shard-ddl-lock unlock", "LOCK_ID")

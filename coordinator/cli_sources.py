@@ -1,0 +1,84 @@
+"""``shardctl operate-source | get-config | config | list-member``: sources and cluster members."""
+from __future__ import annotations
+
+import os
+
+from coordinator.cli_common import CLIError, add_sources_flag, call, emit, render_table
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise CLIError(f"cannot read source file {path}: {e.strerror}") from None
+
+
+def _source_id(arg: str) -> str:
+    """stop accepts a source ID or a source config file (like dmctl)."""
+    if os.path.isfile(arg):
+        import yaml
+        data = yaml.safe_load(_read(arg)) or {}
+        if isinstance(data, dict) and isinstance(data.get("source-id"), str):
+            return data["source-id"]
+        raise CLIError(f"source file {arg} has no `source-id`")
+    return arg
+
+
+def operate_source(args) -> int:
+    from protos import master_pb2 as pb
+    op = args.op
+    if op == "create":
+        if not args.items:
+            raise CLIError("operate-source create needs at least one SOURCE.yaml")
+        req = pb.OperateSourceRequest(op="create", configs=[_read(f) for f in args.items], files=args.items)
+    elif op == "stop":
+        ids = [_source_id(x) for x in args.items] + args.sources
+        if not ids:
+            raise CLIError("operate-source stop needs a source ID or SOURCE.yaml")
+        req = pb.OperateSourceRequest(op="stop", sources=ids)
+    else:
+        req = pb.OperateSourceRequest(op="show", sources=[_source_id(x) for x in args.items] + args.sources)
+    resp = call(args, "OperateSource", req)
+    doc = {"result": resp.result, "msg": resp.msg,
+           "sources": [{"result": s.result, "msg": s.msg, "source": s.source, "worker": s.worker,
+                        **({"workerState": s.worker_state} if op == "show" else {})} for s in resp.sources]}
+
+    def table(d):
+        rows = [[s["source"], "ok" if s["result"] else "failed", s["worker"] or "-",
+                 s.get("workerState") or "-", s["msg"] or ""] for s in d["sources"]]
+        return render_table(["SOURCE", "RESULT", "WORKER", "STATE", "MSG"], rows) + (f"\n{d['msg']}" if d["msg"] else "")
+    return emit(args, doc, table)
+
+
+def get_config(args) -> int:
+    from protos import master_pb2 as pb
+    resp = call(args, "GetConfig", pb.GetConfigRequest(type=args.type, name=args.name))
+    doc = {"result": resp.result, "msg": resp.msg, "cfg": resp.cfg}
+    return emit(args, doc, lambda d: d["cfg"] if d["result"] else f"FAILED: {d['msg']}")
+
+
+def list_member(args) -> int:
+    from protos import master_pb2 as pb
+    resp = call(args, "ListMember", pb.ListMemberRequest())
+    doc = {"result": resp.result, "msg": resp.msg, "leader": resp.leader,
+           "members": [{"name": m.name, "addr": m.addr, "role": m.role, "state": m.state,
+                        "sources": list(m.sources)} for m in resp.members]}
+    return emit(args, doc, lambda d: render_table(
+        ["NAME", "ROLE", "ADDR", "SOURCES"],
+        [[m["name"], m["role"], m["addr"], ",".join(m["sources"]) or "-"] for m in d["members"]]))
+
+
+def register(sub) -> None:
+    p = sub.add_parser("operate-source", help="create (register), stop (remove) or show upstream sources")
+    add_sources_flag(p)
+    p.add_argument("op", choices=["create", "stop", "show"])
+    p.add_argument("items", nargs="*", metavar="SOURCE.yaml|SOURCE-ID")
+    p.set_defaults(func=operate_source)
+    for name in ("config", "get-config"):
+        p = sub.add_parser(name, help="show the stored config of a task or source (passwords masked)")
+        p.add_argument("type", choices=["task", "source"])
+        p.add_argument("name")
+        p.set_defaults(func=get_config)
+    p = sub.add_parser("list-member", help="masters (leader) and workers with their sources")
+    p.set_defaults(func=list_member)

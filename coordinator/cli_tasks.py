@@ -1,0 +1,125 @@
+"""``shardctl start-task | stop-task | query-status``: task lifecycle commands (dmctl names)."""
+from __future__ import annotations
+
+import os
+
+import yaml
+
+from coordinator.cli_common import CLIError, add_sources_flag, call, common, emit, render_table
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise CLIError(f"cannot read task file {path}: {e.strerror}") from None
+
+
+def start_task(args) -> int:
+    from protos import master_pb2 as pb
+    text = _read(args.config)
+    resp = call(args, "StartTask", pb.StartTaskRequest(task_yaml=text, file=args.config, sources=args.sources,
+                                                        remove_meta=args.remove_meta))
+    return emit(args, common(resp), _common_table)
+
+
+def _task_name(arg: str) -> str:
+    """dmctl accepts a task file where a task name is expected: use its `name`."""
+    if os.path.isfile(arg) and arg.endswith((".yaml", ".yml")):
+        try:
+            data = yaml.safe_load(_read(arg))
+        except yaml.YAMLError as e:
+            raise CLIError(f"task file {arg} is not valid YAML: {e}") from None
+        if isinstance(data, dict) and isinstance(data.get("name"), str):
+            return data["name"]
+        raise CLIError(f"task file {arg} has no `name`")
+    return arg
+
+
+def stop_task(args) -> int:
+    from protos import master_pb2 as pb
+    resp = call(args, "StopTask", pb.StopTaskRequest(name=_task_name(args.task), sources=args.sources))
+    return emit(args, common(resp), _common_table)
+
+
+def _common_table(doc: dict) -> str:
+    lines = [("OK" if doc["result"] else "FAILED") + (f": {doc['msg']}" if doc.get("msg") else "")]
+    for s in doc.get("sources", []):
+        lines.append(f"  {s['source']}: {'ok' if s['result'] else 'failed'}" + (f" - {s['msg']}" if s["msg"] else ""))
+    return "\n".join(lines)
+
+
+def _subtask_doc(st) -> dict:
+    d = {"name": st.task, "stage": st.stage, "unit": st.unit, "worker": st.worker,
+         "waitingFor": st.waiting_for, "unresolvedDDLLockID": st.lock_id,
+         "blockDDLOwner": st.block_ddl_owner, "conflictMsg": st.conflict_msg, "error": st.error,
+         "sync": {"syncerBinlog": st.synced_pos, "checkpoint": st.checkpoint_pos,
+                  "errorBinlog": st.binlog_pos, "secondsBehindMaster": st.lag_seconds,
+                  "eventsBehind": st.lag_events},
+         "updatedAt": st.updated_at}
+    return d
+
+
+def _task_stage(stages: list[str]) -> str:
+    for s in ("Error", "Paused", "New"):
+        if s in stages:
+            return s
+    return "Running" if stages and all(s == "Running" for s in stages) else (stages[0] if stages else "")
+
+
+def status_doc(resp, name: str) -> dict:
+    doc = {"result": resp.result, "msg": resp.msg}
+    if not resp.result:
+        return doc
+    if name:
+        by_source: dict[str, list] = {}
+        for st in resp.subtasks:
+            by_source.setdefault(st.source, []).append(st)
+        doc["sources"] = [{"result": True, "msg": "",
+                           "sourceStatus": {"source": src, "worker": sts[0].worker},
+                           "subTaskStatus": [_subtask_doc(st) for st in sts]}
+                          for src, sts in by_source.items()]
+    else:
+        tasks: dict[str, list] = {}
+        for st in resp.subtasks:
+            tasks.setdefault(st.task, []).append(st)
+        doc["tasks"] = [{"taskName": t, "taskStatus": _task_stage([s.stage for s in sts]),
+                         "sources": [s.source for s in sts],
+                         "waitingFor": {s.source: s.waiting_for for s in sts if s.waiting_for}}
+                        for t, sts in tasks.items()]
+    return doc
+
+
+def query_status(args) -> int:
+    from protos import master_pb2 as pb
+    name = _task_name(args.task) if args.task else ""
+    resp = call(args, "QueryStatus", pb.QueryStatusRequest(name=name, sources=args.sources))
+    doc = status_doc(resp, name)
+
+    def table(_doc):
+        if not resp.result:
+            return f"FAILED: {resp.msg}"
+        rows = [[st.task, st.source, st.worker or "-", st.stage, st.unit or "-", st.lock_id or "-",
+                 st.error or st.waiting_for or "-"] for st in resp.subtasks]
+        return render_table(["TASK", "SOURCE", "WORKER", "STAGE", "UNIT", "LOCK", "ERROR / WAITING FOR"], rows) \
+            + (f"\n{resp.msg}" if resp.msg else "")
+    return emit(args, doc, table)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("start-task", help="validate a DM task YAML, store it and start its subtasks")
+    add_sources_flag(p)
+    p.add_argument("--remove-meta", action="store_true", help="first delete the task's shard DDL metadata (locks)")
+    p.add_argument("config", metavar="TASK.yaml")
+    p.set_defaults(func=start_task)
+
+    p = sub.add_parser("stop-task", help="stop a task (or some of its sources) and release its locks")
+    add_sources_flag(p)
+    p.add_argument("task", metavar="TASK", help="task name or task file")
+    p.set_defaults(func=stop_task)
+
+    p = sub.add_parser("query-status", help="per-source status of one task or of all tasks")
+    add_sources_flag(p)
+    p.add_argument("task", nargs="?", default="", metavar="TASK")
+    p.set_defaults(func=query_status)

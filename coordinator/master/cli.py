@@ -1,0 +1,37 @@
+"""``shardctl master``: run a master process until SIGTERM/SIGINT."""
+from __future__ import annotations
+
+import signal
+import sys
+
+
+def run(args) -> int:
+    from coordinator.errors import ShardMergeError
+    from coordinator.obs import setup_logging
+
+    from .node import MasterNode
+    setup_logging(args.log_level)
+    try:
+        node = MasterNode(args.etcd, args.listen, advertise=args.advertise_addr, name=args.name,
+                          prefix=args.prefix, election_ttl=args.election_ttl, metrics_addr=args.metrics_addr)
+        node.start()
+    except (ShardMergeError, ValueError, OSError) as e:
+        print(f"shardctl master: {e}", file=sys.stderr)
+        return 1
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: node.stop())
+    node.wait()
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("master", help="run a master (leader election, shard DDL locks, gRPC API)")
+    p.add_argument("--etcd", required=True, help="etcd endpoint(s) HOST:PORT[,HOST:PORT]")
+    p.add_argument("--listen", default="127.0.0.1:8261", help="gRPC listen address HOST:PORT")
+    p.add_argument("--advertise-addr", default="", help="address other masters and clients reach this one at")
+    p.add_argument("--name", default="", help="member name (default master-<advertise-addr>)")
+    p.add_argument("--metrics-addr", default="", help="HOST:PORT for /metrics /healthz /readyz (off if empty)")
+    p.add_argument("--prefix", default="/shardmerge/", help="etcd key prefix of this cluster")
+    p.add_argument("--election-ttl", type=int, default=10, help="leader lease TTL in seconds")
+    p.add_argument("--log-level", default="INFO")
+    p.set_defaults(func=run)

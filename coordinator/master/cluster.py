@@ -1,0 +1,286 @@
+"""Sources, tasks and source->worker bindings: validation, storage and the status view.
+
+Writes go through the leader's ``Fence``; reads work on any master.  Config errors are
+returned verbatim (they name the file and the key); DM-only keys come back as warnings.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+
+import yaml
+
+from coordinator.config import parse_source, parse_task
+from coordinator.errors import ConfigError, ShardMergeError
+from coordinator.etcdproto import Fence, SourceBinding, SourceConfig, Store, SubtaskStatus, TaskConfig
+from coordinator.obs import logger
+
+from . import metrics
+
+
+class RequestError(ShardMergeError):
+    """A request the master refuses (unknown task/source, already running...); the message is
+    what the CLI prints."""
+
+
+@dataclass
+class Outcome:
+    """Result of a write request: ``msg`` holds the error or the warnings."""
+    ok: bool
+    msg: str = ""
+    per_source: list[tuple[str, bool, str]] = field(default_factory=list)
+
+
+def _mask(text: str, paths: list[tuple[str, ...]]) -> str:
+    """The YAML with passwords replaced (get-config must not leak them)."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    if not isinstance(data, dict):
+        return text
+    for path in paths:
+        node = data
+        for k in path[:-1]:
+            node = node.get(k) if isinstance(node, dict) else None
+        if isinstance(node, dict) and node.get(path[-1]):
+            node[path[-1]] = "******"
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+class Cluster:
+    def __init__(self, store: Store):
+        self.store = store
+        self.log = logger("master.cluster")
+
+    # ------------------------------------------------------------------ sources
+    def create_sources(self, fence: Fence, configs: list[str], files: list[str]) -> Outcome:
+        parsed, results, warnings = [], [], []
+        for i, text in enumerate(configs):
+            file = files[i] if i < len(files) and files[i] else f"<source #{i + 1}>"
+            try:
+                cfg = parse_source(text, file)
+            except ConfigError as e:
+                return Outcome(False, str(e), [(file, False, str(e))])
+            parsed.append((cfg, text))
+            warnings.extend(cfg.warnings)
+        ids = [c.source_id for c, _ in parsed]
+        dup = [s for s, n in Counter(ids).items() if n > 1]
+        if dup:
+            return Outcome(False, f"source {dup[0]!r} is given twice")
+        existing = {s.source for s in self.store.list_sources().items}
+        for cfg, text in parsed:
+            if cfg.source_id in existing:
+                results.append((cfg.source_id, False, f"source {cfg.source_id!r} already exists; "
+                                f"`operate-source stop {cfg.source_id}` first to replace it"))
+                continue
+            self.store.put_source(fence, SourceConfig(cfg.source_id, text))
+            self.log.info("source registered", source=cfg.source_id)
+            results.append((cfg.source_id, True, ""))
+        ok = all(r[1] for r in results)
+        msg = "; ".join(r[2] for r in results if not r[1]) or "\n".join(warnings)
+        return Outcome(ok, msg, results)
+
+    def stop_sources(self, fence: Fence, sources: list[str]) -> Outcome:
+        if not sources:
+            return Outcome(False, "operate-source stop needs a source ID or a source config file")
+        existing = {s.source for s in self.store.list_sources().items}
+        users: dict[str, list[str]] = {}
+        for t in self.store.list_tasks().items:
+            for s in t.sources:
+                users.setdefault(s, []).append(t.task)
+        results = []
+        for s in sources:
+            if s not in existing:
+                results.append((s, False, f"source {s!r} not found"))
+            elif s in users:
+                results.append((s, False, f"source {s!r} is used by task(s) {', '.join(sorted(users[s]))}; "
+                                          f"stop-task them first"))
+            else:
+                self.store.delete_source(fence, s)
+                self.log.info("source removed", source=s)
+                results.append((s, True, ""))
+        return Outcome(all(r[1] for r in results), "; ".join(r[2] for r in results if not r[1]), results)
+
+    def show_sources(self, sources: list[str]) -> list[tuple[str, bool, str, str, str]]:
+        """(source, ok, msg, worker, worker_state) per source."""
+        known = {s.source: s for s in self.store.list_sources().items}
+        bindings = {b.source: b for b in self.store.list_bindings().items}
+        live = {w.worker for w in self.store.list_workers().items}
+        out = []
+        for s in sources or sorted(known):
+            if s not in known:
+                out.append((s, False, f"source {s!r} not found", "", ""))
+                continue
+            b = bindings.get(s)
+            out.append((s, True, "", b.worker if b else "",
+                        ("online" if b.worker in live else "offline") if b else ""))
+        return out
+
+    def get_config(self, typ: str, name: str) -> str:
+        if typ == "source":
+            rec = self.store.get_source(name)
+            if rec is None:
+                raise RequestError(f"source {name!r} not found")
+            return _mask(rec.yaml, [("from", "password")])
+        if typ == "task":
+            rec = self.store.get_task(name)
+            if rec is None:
+                raise RequestError(f"task {name!r} not found")
+            return _mask(rec.yaml, [("target-database", "password")])
+        raise RequestError(f"config type {typ!r} is not one of task, source")
+
+    # ------------------------------------------------------------------ tasks
+    def check_task(self, text: str, file: str, sources: list[str]):
+        """Parse and validate a start-task request; returns (TaskConfig, sources to start)."""
+        try:
+            cfg = parse_task(text, file or "<task>")
+        except ConfigError as e:
+            raise RequestError(str(e)) from None
+        wanted = list(sources) or cfg.sources
+        for s in wanted:
+            if s not in cfg.sources:
+                raise RequestError(f"source {s!r} is not in `mysql-instances` of task {cfg.name!r}",
+                                   file=file, task=cfg.name)
+        known = {s.source for s in self.store.list_sources().items}
+        missing = [s for s in wanted if s not in known]
+        if missing:
+            raise RequestError(f"source(s) {', '.join(missing)} of task {cfg.name!r} are not registered; "
+                               f"run `shardctl operate-source create SOURCE.yaml` first", file=file, task=cfg.name)
+        return cfg, wanted
+
+    def start_task(self, fence: Fence, text: str, file: str, sources: list[str]) -> Outcome:
+        cfg, wanted = self.check_task(text, file, sources)
+        cur = self.store.get_task(cfg.name)
+        if cur is not None:
+            already = [s for s in wanted if s in cur.sources]
+            if already:
+                raise RequestError(f"task {cfg.name!r} is already running on source(s) {', '.join(already)}; "
+                                   f"stop-task it first (or start it on other sources with -s)", task=cfg.name)
+            wanted = cur.sources + wanted
+        self.store.put_task(fence, TaskConfig(cfg.name, text, sorted(wanted)))
+        self.log.info("task started", task=cfg.name, sources=",".join(sorted(wanted)))
+        return Outcome(True, "\n".join(cfg.warnings), [(s, True, "") for s in sorted(wanted)])
+
+    def stop_task(self, fence: Fence, name: str, sources: list[str]) -> tuple[Outcome, list[str] | None]:
+        """Remove the task (or some of its sources).  Returns the outcome and the sources whose
+        shard-DDL metadata must go (None = all of the task)."""
+        cur = self.store.get_task(name)
+        if cur is None:
+            return Outcome(False, f"task {name!r} not found"), None
+        bad = [s for s in sources if s not in cur.sources]
+        if bad:
+            return Outcome(False, f"task {name!r} does not run on source(s) {', '.join(bad)}"), []
+        remaining = [s for s in cur.sources if s not in sources] if sources else []
+        if remaining:
+            self.store.put_task(fence, TaskConfig(name, cur.yaml, remaining, cur.stage))
+            self.log.info("task stopped on sources", task=name, sources=",".join(sources))
+            return Outcome(True, "", [(s, True, "") for s in sources]), list(sources)
+        self.store.delete_task_config(fence, name)
+        self.log.info("task stopped", task=name)
+        return Outcome(True, "", [(s, True, "") for s in cur.sources]), None
+
+    # ------------------------------------------------------------------ status
+    def query_status(self, name: str, sources: list[str]) -> list[dict]:
+        tasks = self.store.list_tasks().items
+        if name:
+            tasks = [t for t in tasks if t.task == name]
+            if not tasks:
+                raise RequestError(f"task {name!r} not found")
+        bindings = {b.source: b.worker for b in self.store.list_bindings().items}
+        live = {w.worker for w in self.store.list_workers().items}
+        known = {s.source for s in self.store.list_sources().items}
+        status = {(s.task, s.source): s for s in self.store.list_status().items}
+        out = []
+        for t in sorted(tasks, key=lambda t: t.task):
+            for src in t.sources:
+                if sources and src not in sources:
+                    continue
+                out.append(self._subtask(t.task, src, status.get((t.task, src)), bindings.get(src), live, known))
+        return out
+
+    @staticmethod
+    def _subtask(task: str, source: str, st: SubtaskStatus | None, worker: str | None,
+                 live: set[str], known: set[str]) -> dict:
+        d = {"task": task, "source": source, "worker": worker or "", "stage": "New"}
+        if worker is None:
+            wait = f"no worker bound to source {source}"
+            if source not in known:
+                wait += f" (source {source} is not registered)"
+            elif not live:
+                wait += " (no live worker registered)"
+        elif worker not in live:
+            wait = f"worker {worker} bound to source {source} is offline"
+        else:
+            wait = f"worker {worker} has not reported status for this task yet"
+        if st is None:
+            d["waiting_for"] = wait
+            return d
+        det = st.detail or {}
+        d.update(stage=st.stage, worker=st.worker or d["worker"], block_ddl_owner=st.block_ddl_owner,
+                 conflict_msg=st.conflict_msg, updated_at=st.updated_at,
+                 detail_json=json.dumps(det, sort_keys=True))
+        # detail keys as written by worker/status.py (older/alternative names accepted too)
+        for k, names in (("unit", ("unit",)), ("lock_id", ("lock_id",)), ("waiting_for", ("waiting_for",)),
+                         ("synced_pos", ("synced_position", "synced_pos")),
+                         ("checkpoint_pos", ("checkpoint", "checkpoint_pos")), ("binlog_pos", ("binlog_pos",))):
+            for n in names:
+                if det.get(n) not in (None, "", {}):
+                    d[k] = det[n] if isinstance(det[n], str) else json.dumps(det[n], sort_keys=True)
+                    break
+        err = det.get("error")
+        if isinstance(err, dict) and err:
+            ctx = ", ".join(f"{k}={v}" for k, v in err.items() if k not in ("type", "message"))
+            d["error"] = f"{err.get('type', 'Error')}: {err.get('message', '')}" + (f" [{ctx}]" if ctx else "")
+            if err.get("position") and "binlog_pos" not in d:
+                d["binlog_pos"] = str(err["position"])
+            if err.get("lock_id") and "lock_id" not in d:
+                d["lock_id"] = str(err["lock_id"])
+        elif err:
+            d["error"] = str(err)
+        for k, typ in (("lag_seconds", float), ("lag_events", int)):
+            try:
+                if det.get(k) is not None:
+                    d[k] = typ(det[k])
+            except (TypeError, ValueError):
+                pass
+        if worker is None or worker not in live:
+            d["waiting_for"] = (d.get("waiting_for", "") + "; " if d.get("waiting_for") else "") + wait
+        return d
+
+    # ------------------------------------------------------------------ bindings
+    def reconcile_bindings(self, fence: Fence) -> list[str]:
+        """Bind every source to one live worker; a dead worker's sources move to the least
+        loaded live one (DM pain #28).  Returns human-readable changes."""
+        sources = sorted(s.source for s in self.store.list_sources().items)
+        workers = sorted(w.worker for w in self.store.list_workers().items)
+        bindings = self.store.list_bindings()
+        by_source = {b.source: b for b in bindings.items}
+        changes = []
+        for b in bindings.items:
+            if b.source not in sources:
+                self.store.delete_binding(fence, b.source)
+                changes.append(f"unbound removed source {b.source} from {b.worker}")
+        load = Counter(b.worker for b in by_source.values() if b.worker in workers and b.source in sources)
+        bound = 0
+        for s in sources:
+            b = by_source.get(s)
+            if b is not None and b.worker in workers:
+                bound += 1
+                continue
+            if not workers:
+                if b is not None:
+                    self.store.delete_binding(fence, s)
+                    changes.append(f"unbound {s} from offline worker {b.worker} (no live worker)")
+                continue
+            w = min(workers, key=lambda w: (load[w], w))
+            if self.store.put_binding(fence, SourceBinding(s, w), expect_revision=b.revision if b else 0):
+                load[w] += 1
+                bound += 1
+                changes.append(f"bound {s} to {w}" + (f" (was {b.worker}, offline)" if b else ""))
+        metrics.BINDINGS.set(bound)
+        metrics.UNBOUND.set(len(sources) - bound)
+        for c in changes:
+            self.log.info("binding changed", change=c)
+        return changes

@@ -1,0 +1,184 @@
+"""Persisting the lock engine's decisions: ``coordinator.lock.LockKeeper`` <-> etcd.
+
+Every engine call returns an ``Outcome``; ``_persist`` writes it with the leader's fence
+(Operations guarded by the revision of the Info they answer, dropped-column records, removed
+tables) and removes a resolved or empty lock in one guarded transaction before forgetting it.
+Only the optimist thread calls into this class.
+"""
+from __future__ import annotations
+
+import time
+
+from coordinator.etcdproto import (Fence, Info, Listing, LockKey, Operation, RecordError, SourceTables, Stage,
+                                   Store, TableRef)
+from coordinator.lock import LockError, LockKeeper, LockView, Outcome
+from protos import master_pb2 as pb
+
+from . import metrics
+from .cluster import RequestError
+
+_ALL = 1 << 62   # "every revision": an unguarded lock removal (force-remove)
+
+
+class Locks:
+    def __init__(self, store: Store, fence: Fence, log):
+        self.store, self.fence, self.log = store, fence, log
+        self.keeper = LockKeeper()
+
+    # ------------------------------------------------------------------ rebuild
+    def rebuild(self, sts: Listing, infos: Listing, ops: Listing, dcs: Listing) -> dict:
+        """Replay etcd into a fresh keeper and re-persist what the replay decided.  Stored
+        Operations that already carry the same answer are left alone, so a restarted master
+        writes no duplicate Operation and a done one is never re-issued (design §6.1)."""
+        bad = [*sts.bad, *infos.bad, *ops.bad, *dcs.bad]
+        for e in bad:
+            metrics.BAD_RECORDS.inc()
+            self.log.error("unreadable record; its lock is marked error", etcd_key=e.etcd_key, error=e.message)
+        r = LockKeeper.rebuild(infos.items, ops.items, sts.items, dcs.items, bad=bad)
+        self.keeper = r.keeper
+        for err in r.errors:
+            self.log.error("rebuild problem", error=err)
+        stored = {(op.lock, op.table): op for op in ops.items}
+        written = kept = 0
+        for op in r.operations:
+            cur = stored.get((op.lock, op.table))
+            if cur is not None and cur.same_answer(op):
+                kept += 1
+                continue
+            res = self.store.put_operation(self.fence, op, skip_done=True)
+            written += res.put
+            self.log.info("operation re-written at rebuild" if res.put else "operation not re-written at rebuild",
+                          lock_id=op.lock_id, source=op.source, table=f"{op.up_schema}.{op.up_table}",
+                          stage=op.stage.value, info_revision=op.info_revision, reason=res.reason)
+        for lk, t, col, stage in r.dropped_puts:
+            self.store.put_dropped_columns(self.fence, lk, t, [col], stage)
+        for lk, col in r.dropped_deletes:
+            self.store.delete_dropped_column(self.fence, lk, col)
+        removed = 0
+        for lk in r.resolved:
+            removed += self._remove(lk, self.keeper.find(lk).handled_revision if self.keeper.find(lk) else 0)
+        return {"locks": len(self.keeper.lock_keys()), "infos": len(infos.items), "operations_rewritten": written,
+                "operations_kept": kept, "resolved_removed": removed, "bad_records": len(bad)}
+
+    # ------------------------------------------------------------------ events
+    def on_info(self, info: Info) -> None:
+        t0 = time.monotonic()
+        if not self.keeper.targets(info.lock):
+            # the SourceTables watch may lag behind the Info watch: read them directly
+            for st in self.store.list_source_tables(info.task).items:
+                for o in self.keeper.update_source_tables(st):
+                    self._persist(o)
+        out = self.keeper.handle_info(info)
+        if out.ignored:
+            self.log.info("info ignored", lock_id=info.lock.id, source=info.source,
+                          table=f"{info.up_schema}.{info.up_table}", reason=out.ignored)
+        self._persist(out)
+        if out.operation is not None:
+            metrics.INFOS.labels(stage=out.operation.stage.value).inc()
+            metrics.OPERATION_LATENCY.observe(time.monotonic() - t0)
+
+    def on_done(self, op: Operation) -> None:
+        out = self.keeper.mark_done(op)
+        if out.ignored:
+            self.log.info("done mark ignored", lock_id=op.lock_id, source=op.source,
+                          table=f"{op.up_schema}.{op.up_table}", reason=out.ignored)
+        self._persist(out)
+
+    def on_source_tables(self, st: SourceTables, deleted: bool) -> None:
+        for out in self.keeper.update_source_tables(st, deleted=deleted):
+            self._persist(out)
+
+    def bad_record(self, e: RecordError) -> None:
+        p = e.parts
+        self.log.error("unreadable record", etcd_key=e.etcd_key, error=e.message)
+        if {"task", "down_schema", "down_table"} <= set(p):
+            t = TableRef(p["source"], p["up_schema"], p["up_table"]) if "up_table" in p else None
+            self.keeper.mark_error(LockKey(p["task"], p["down_schema"], p["down_table"]),
+                                   f"unreadable record {e.etcd_key}: {e.message}", t)
+
+    # ------------------------------------------------------------------ persisting
+    def _persist(self, out: Outcome) -> None:
+        lk = out.lock
+        for op in out.operations:
+            res = self.store.put_operation(self.fence, op)
+            self.log.info("operation written" if res.put else "operation obsolete, not written",
+                          lock_id=op.lock_id, source=op.source, table=f"{op.up_schema}.{op.up_table}",
+                          stage=op.stage.value, ddls=op.ddls, info_revision=op.info_revision,
+                          reason=res.reason)
+        for t, cols, stage in out.dropped_puts:
+            self.store.put_dropped_columns(self.fence, lk, t, cols, stage)
+        for col in out.dropped_deletes:
+            self.store.delete_dropped_column(self.fence, lk, col)
+        for t in out.removed_tables:
+            self.store.delete_table(self.fence, lk, t)
+            self.log.info("table removed from lock", lock_id=lk.id, source=t.source, table=f"{t.schema}.{t.table}")
+        if lk is not None and (out.resolved or out.empty):
+            self._remove(lk, out.handled_revision)
+
+    def _remove(self, lk: LockKey, handled_revision: int) -> int:
+        if self.store.remove_lock(self.fence, lk, handled_revision):
+            self.keeper.drop_lock(lk)
+            self.log.info("lock resolved and removed", lock_id=lk.id)
+            return 1
+        self.log.info("lock removal deferred: a newer Info arrived", lock_id=lk.id)
+        return 0
+
+    # ------------------------------------------------------------------ views and operator exits
+    def states(self) -> list[str]:
+        return [v.state for v in self.keeper.locks()]
+
+    def show(self, task: str, sources: list[str]) -> tuple[list, str]:
+        return [_to_pb(v) for v in self.keeper.locks(task or None, sources or None)], ""
+
+    def unlock(self, lock: LockKey, lock_id: str, table: TableRef, action: str) -> str:
+        if not table.source or not table.schema or not table.table:
+            raise RequestError("unlock needs the shard table: -s SOURCE -d DATABASE -t TABLE", lock_id=lock_id)
+        try:
+            out = self.keeper.unlock(lock, table.source, table.schema, table.table, action)
+        except LockError as e:
+            raise RequestError(str(e)) from None
+        self._persist(out)
+        op = out.operation
+        self.log.info("lock unlocked by operator", lock_id=lock_id, source=table.source,
+                      table=f"{table.schema}.{table.table}", action=action)
+        return (f"{table} of lock {lock_id} unlocked with {action}: its worker "
+                + (f"executes {op.ddls}" if op and op.ddls else "executes nothing") + " and continues")
+
+    def remove_table(self, lock: LockKey, lock_id: str, table: TableRef) -> str:
+        try:
+            out = self.keeper.remove_table(lock, table)
+        except LockError as e:
+            raise RequestError(str(e)) from None
+        self._persist(out)
+        return f"{table} removed from lock {lock_id}" + ("; the lock is now resolved" if out.resolved or out.empty else "")
+
+    def force_remove(self, lock: LockKey, lock_id: str) -> str:
+        try:
+            view = self.keeper.force_remove(lock)
+        except LockError as e:
+            raise RequestError(str(e)) from None
+        self.store.remove_lock(self.fence, lock, _ALL)
+        msg = f"lock {lock_id} removed (was {view.state}, {len(view.synced) + len(view.unsynced)} tables)"
+        if self.store.get_task(lock.task) is not None and view.waiting:
+            msg += ("; task is still running: workers of " + ", ".join(t for t, _ in view.waiting[:5])
+                    + " may wait for an answer; pause/resume their subtasks to re-send their DDL")
+        self.log.warning("lock force-removed by operator", lock_id=lock_id, state=view.state)
+        return msg
+
+    def remove_task(self, task: str, sources: list[str] | None) -> int:
+        if sources is None:
+            keys = self.keeper.remove_task(task)
+            self.store.delete_task(self.fence, task)
+            self.log.info("task shard DDL metadata removed", task=task, locks=len(keys))
+            return len(keys)
+        outs = self.keeper.remove_sources(task, sources)
+        for out in outs:
+            self._persist(out)
+        self.store.delete_task(self.fence, task, sources)
+        return len({o.lock for o in outs})
+
+
+def _to_pb(v: LockView) -> pb.DDLLock:
+    return pb.DDLLock(ID=v.ID, task=v.task, mode=v.mode, owner=v.owner, DDLs=v.DDLs, synced=v.synced,
+                      unsynced=v.unsynced, state=v.state, error=v.error,
+                      waiting=[pb.TableWait(table=t, waiting_for=r) for t, r in v.waiting])

@@ -1,0 +1,19 @@
+"""Prometheus metrics of the master (served by ``coordinator.obs.ObsServer`` at /metrics)."""
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+IS_LEADER = Gauge("shardmerge_master_is_leader", "1 while this master is the leader, else 0")
+LEADER_CHANGES = Counter("shardmerge_master_leader_elected_total", "Times this master became leader")
+LOCKS = Gauge("shardmerge_master_locks", "Shard DDL locks held by the leader, by state", ["state"])
+INFOS = Counter("shardmerge_master_infos_handled_total",
+                "Infos handled by the leader, by the stage of the Operation written", ["stage"])
+OPERATION_LATENCY = Histogram("shardmerge_master_operation_latency_seconds",
+                              "Time from receiving an Info event to writing its Operation",
+                              buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+REBUILDS = Counter("shardmerge_master_rebuilds_total", "Full lock rebuilds from etcd (election, lost watch)")
+BAD_RECORDS = Counter("shardmerge_master_bad_records_total", "Undecodable etcd records seen by the leader")
+BINDINGS = Gauge("shardmerge_master_bound_sources", "Sources bound to a live worker")
+UNBOUND = Gauge("shardmerge_master_unbound_sources", "Sources with no live worker")
+
+LOCK_STATES = ("syncing", "conflict", "resolved", "error")

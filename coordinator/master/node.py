@@ -1,0 +1,116 @@
+"""One master process: gRPC API + election + (while leader) the lock coordinator and the binder."""
+from __future__ import annotations
+
+import threading
+from concurrent import futures
+
+import grpc
+
+from coordinator.errors import ConfigError
+from coordinator.etcd_client import connect
+from coordinator.etcdproto import DEFAULT_PREFIX, Fence, Store
+from coordinator.obs import ObsServer, logger
+from protos import master_pb2_grpc as pbg
+
+from . import metrics
+from .binder import Binder
+from .cluster import Cluster
+from .election import Election
+from .service import MasterService
+
+
+class MasterNode:
+    def __init__(self, etcd: str, listen: str, advertise: str = "", name: str = "",
+                 prefix: str = DEFAULT_PREFIX, election_ttl: int = 10, metrics_addr: str = "",
+                 bind_period: float = 3.0):
+        self.etcd_spec, self.listen, self.prefix = etcd, listen, prefix
+        self.metrics_addr = metrics_addr
+        self.client = connect(etcd)
+        self.store = Store(self.client, prefix)
+        self.cluster = Cluster(self.store)
+        self.bind_period = bind_period
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="grpc"))
+        try:
+            port = self.server.add_insecure_port(listen)
+        except RuntimeError as e:
+            raise ConfigError(f"cannot listen on {listen}: {e}", key="--listen") from None
+        if not port:
+            raise ConfigError(f"cannot listen on {listen} (address in use or invalid)", key="--listen")
+        host = listen.rsplit(":", 1)[0] or "127.0.0.1"
+        if host in ("0.0.0.0", "[::]", "::"):
+            host = "127.0.0.1"
+        self.advertise = advertise or f"{host}:{port}"
+        self.port = port
+        self.name = name or f"master-{self.advertise}"
+        self.log = logger("master", member=self.name)
+        self.election = Election(self.store, self.name, self.advertise, election_ttl,
+                                 self._on_elected, self._on_deposed)
+        self.optimist = None
+        self.binder: Binder | None = None
+        self._duty_lock = threading.Lock()
+        self.obs: ObsServer | None = None
+        self.service = MasterService(self)
+        pbg.add_MasterServicer_to_server(self.service, self.server)
+        self._stopped = threading.Event()
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> "MasterNode":
+        if self.metrics_addr:
+            h, _, p = self.metrics_addr.rpartition(":")
+            self.obs = ObsServer(h or "127.0.0.1", int(p), ready=self.ready).start()
+        self.server.start()
+        metrics.IS_LEADER.set(0)
+        self.election.start()
+        self.log.info("master started", listen=self.listen, advertise=self.advertise, etcd=self.etcd_spec,
+                      prefix=self.prefix)
+        return self
+
+    def stop(self) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self.election.stop(resign=True)
+        self.server.stop(grace=1).wait()
+        if self.obs:
+            self.obs.stop()
+        self.client.close()
+        self.log.info("master stopped")
+
+    def wait(self) -> None:
+        self._stopped.wait()
+
+    # ------------------------------------------------------------------ leadership
+    def _on_elected(self, fence: Fence) -> None:
+        from .optimist import Optimist
+        with self._duty_lock:
+            opt = Optimist(self.store, fence, on_fenced=self.election.lost)
+            opt.start()
+            self.optimist = opt
+            self.binder = Binder(self.store, self.cluster, fence, self.election.lost, self.bind_period).start()
+
+    def _on_deposed(self) -> None:
+        with self._duty_lock:
+            opt, self.optimist = self.optimist, None
+            binder, self.binder = self.binder, None
+        if binder:
+            binder.stop()
+        if opt:
+            opt.close()
+
+    def leader_ready(self) -> bool:
+        opt = self.optimist
+        return opt is not None and opt.ready
+
+    def wake_binder(self) -> None:
+        if self.binder:
+            self.binder.wake.set()
+
+    def ready(self) -> tuple[bool, str]:
+        e = self.election
+        if not e.etcd_ok:
+            return False, f"not connected to etcd {self.etcd_spec}: {e.etcd_error or 'no answer yet'}"
+        if e.is_leader:
+            return (True, "leader") if self.leader_ready() else (False, "leader, rebuilding locks")
+        if e.leader_addr():
+            return True, f"follower, leader is {e.leader_addr()}"
+        return False, "no leader elected yet"

@@ -1,0 +1,204 @@
+"""The leader's shard-DDL coordinator: glue between etcd and the pure lock engine.
+
+On election it rebuilds every lock from etcd (SourceTables, then Infos in revision order, then
+done Operations) and watches the three prefixes from the revisions it read.  All events, manual
+unlocks and metadata removals run on ONE thread (``_loop``), so the engine never sees concurrent
+calls.  A lost or compacted watch triggers a full rebuild (retried every 0.5 s) — the same path as
+a master restart, so there is only one recovery code path to get right.
+
+A record that cannot be decoded, or an Info the engine rejects, marks only its lock ``error``
+(with the reason, visible in shard-ddl-lock) and never stops the master (DM pain #6).
+Operations always carry the revision of the Info they answer (DM pain #7).
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from typing import Callable
+
+from coordinator.etcdproto import (Fence, Fenced, RecordEvent, SourceTables,
+                                   Store, TableRef, parse_lock_id)
+from coordinator.obs import logger
+
+from . import metrics
+from .cluster import RequestError
+
+_REBUILD = object()
+_STOP = object()
+
+
+class Optimist:
+    def __init__(self, store: Store, fence: Fence, on_fenced: Callable[[], None] = lambda: None):
+        self.store, self.fence, self.on_fenced = store, fence, on_fenced
+        self.log = logger("master.optimist", fence=fence.revision)
+        self.ready = False
+        self.closed = False
+        self.engine = None
+        self._q: queue.Queue = queue.Queue()
+        self._watches: list[int] = []
+        self._gen = 0                      # watch generation; events of older generations are dropped
+        self._thread = threading.Thread(target=self._loop, name="master-optimist", daemon=True)
+        self.bad: dict[str, str] = {}      # lock ID -> reason, for records that cannot be read at all
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> "Optimist":
+        self._q.put(_REBUILD)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self.closed = True
+        self.ready = False
+        self._cancel_watches()
+        while True:   # fail pending API calls instead of letting them time out
+            try:
+                item = self._q.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, tuple) and isinstance(item[0], Future):
+                item[0].set_exception(RequestError("this master lost leadership; retry (the new leader answers)"))
+        self._q.put(_STOP)
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=10)
+
+    def call(self, fn, *args, timeout: float = 30.0):
+        """Run ``fn(*args)`` on the coordinator thread (serialised with events); return its result."""
+        if self.closed:
+            raise RequestError("this master is no longer the leader")
+        fut: Future = Future()
+        self._q.put((fut, fn, args))
+        return fut.result(timeout=timeout)
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                item = self._q.get(timeout=1.0)
+            except queue.Empty:
+                if self.closed:
+                    return
+                self._update_gauges()
+                continue
+            if item is _STOP or self.closed:
+                return
+            try:
+                if item is _REBUILD:
+                    self._rebuild_until_ok()
+                elif isinstance(item, tuple) and isinstance(item[0], Future):
+                    fut, fn, args = item
+                    try:
+                        fut.set_result(fn(*args))
+                    except BaseException as e:  # noqa: BLE001 — handed to the caller
+                        fut.set_exception(e)
+                else:
+                    gen, ev = item
+                    if gen == self._gen:
+                        self._dispatch(ev)
+            except Fenced as e:
+                self.log.warning("write fenced: this master is no longer the leader", error=str(e))
+                self.closed = True
+                self.on_fenced()
+                return
+            except Exception as e:  # noqa: BLE001 — one bad event never stops coordination
+                self.log.error("coordinator event failed; rebuilding", error=str(e))
+                self._q.put(_REBUILD)
+            self._update_gauges()
+
+    # ------------------------------------------------------------------ rebuild + watches
+    def _rebuild_until_ok(self) -> None:
+        while not self.closed:
+            try:
+                self._rebuild()
+                return
+            except Fenced:
+                raise
+            except Exception as e:  # noqa: BLE001 — etcd down etc.: retry
+                self.log.warning("rebuild failed; retrying in 0.5s", error=str(e))
+                time.sleep(0.5)
+
+    def _cancel_watches(self) -> None:
+        for w in self._watches:
+            try:
+                self.store.client.cancel_watch(w)
+            except Exception:  # noqa: BLE001
+                pass
+        self._watches = []
+
+    def _rebuild(self) -> None:
+        from .locks import Locks
+        t0 = time.monotonic()
+        self._cancel_watches()
+        self._gen += 1
+        gen = self._gen
+        # drop queued events of the old generation lazily (their gen no longer matches)
+        self.engine = Locks(self.store, self.fence, self.log)
+        sts = self.store.list_source_tables()
+        infos = self.store.list_infos()
+        ops = self.store.list_operations()
+        dcs = self.store.list_dropped_columns()
+        stats = self.engine.rebuild(sts, infos, ops, dcs)
+        metrics.REBUILDS.inc()
+        for kind, listing in (("source-tables", sts), ("info", infos), ("operation", ops)):
+            self._watches.append(self.store.watch(kind, listing.revision + 1,
+                                                  lambda ev, g=gen: self._q.put((g, ev))))
+        self.ready = True
+        self.log.info("locks rebuilt", took_ms=int((time.monotonic() - t0) * 1000), **stats)
+
+    def _dispatch(self, ev) -> None:
+        if isinstance(ev, Exception):
+            self.log.warning("watch broke; rebuilding from etcd", error=f"{type(ev).__name__}: {ev}")
+            self._rebuild_until_ok()
+            return
+        assert isinstance(ev, RecordEvent)
+        if ev.error is not None:
+            metrics.BAD_RECORDS.inc()
+            self.engine.bad_record(ev.error)
+            return
+        if ev.kind == "info":
+            if not ev.deleted:
+                self.engine.on_info(ev.record)
+        elif ev.kind == "operation":
+            if not ev.deleted and ev.record.done:
+                self.engine.on_done(ev.record)
+        elif ev.kind == "source-tables":
+            if ev.deleted:
+                p = ev.parts
+                if p.get("task") and p.get("source"):
+                    self.engine.on_source_tables(SourceTables(p["task"], p["source"], {}), deleted=True)
+            else:
+                self.engine.on_source_tables(ev.record, deleted=False)
+
+    _gauges_at = 0.0
+
+    def _update_gauges(self) -> None:
+        """Lock counts by state (at most once a second: a view walks every member table)."""
+        if self.engine is None or time.monotonic() - self._gauges_at < 1.0:
+            return
+        self._gauges_at = time.monotonic()
+        counts = dict.fromkeys(metrics.LOCK_STATES, 0)
+        for state in self.engine.states():
+            counts[state] = counts.get(state, 0) + 1
+        for s, n in counts.items():
+            metrics.LOCKS.labels(state=s).set(n)
+
+    # ------------------------------------------------------------------ API (serialised)
+    def show_locks(self, task: str, sources: list[str]):
+        return self.call(lambda: self.engine.show(task, sources))
+
+    def unlock(self, fence: Fence, req) -> str:
+        try:
+            lock = parse_lock_id(req.ID)
+        except Exception as e:  # noqa: BLE001 — BadKey names the input
+            raise RequestError(str(e)) from None
+        if req.force_remove:
+            return self.call(lambda: self.engine.force_remove(lock, req.ID))
+        table = TableRef(req.source, req.database, req.table)
+        if req.remove_table:
+            return self.call(lambda: self.engine.remove_table(lock, req.ID, table))
+        return self.call(lambda: self.engine.unlock(lock, req.ID, table, req.action or "skip"))
+
+    def remove_task_meta(self, fence: Fence, task: str, sources: list[str] | None) -> int:
+        """stop-task / start-task --remove-meta: forget the task's locks and delete its shard-DDL
+        metadata in etcd.  Returns how many locks were dropped."""
+        return self.call(lambda: self.engine.remove_task(task, sources))

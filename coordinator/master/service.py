@@ -1,0 +1,201 @@
+"""The gRPC ``Master`` service.
+
+Reads (query-status, get-config, operate-source show, members) are answered by any master from
+etcd.  Writes and lock views need the leader: a follower forwards them to the leader's
+advertised address once (a forwarded call is marked so it is never forwarded again) and answers
+"not leader, leader is X" when that fails.
+"""
+from __future__ import annotations
+
+import traceback
+from typing import TYPE_CHECKING
+
+import grpc
+
+from coordinator.errors import ShardMergeError
+from coordinator.etcdproto import EtcdUnavailable, Fenced
+from coordinator.obs import logger
+from protos import master_pb2 as pb
+from protos import master_pb2_grpc as pbg
+
+from .cluster import RequestError
+
+if TYPE_CHECKING:
+    from .node import MasterNode
+
+FORWARDED = "x-shardmerge-forwarded"
+FORWARD_TIMEOUT = 30.0
+
+
+class NotLeaderHere(Exception):
+    def __init__(self, leader: str):
+        super().__init__(leader)
+        self.leader = leader
+
+
+def _msg(e: BaseException) -> str:
+    return str(e) if isinstance(e, ShardMergeError) else f"{type(e).__name__}: {e}"
+
+
+class MasterService(pbg.MasterServicer):
+    def __init__(self, node: "MasterNode"):
+        self.node = node
+        self.log = logger("master.api", member=node.name)
+        self._channels: dict[str, grpc.Channel] = {}
+
+    # ------------------------------------------------------------------ plumbing
+    def _stub(self, addr: str) -> pbg.MasterStub:
+        ch = self._channels.get(addr)
+        if ch is None:
+            ch = self._channels[addr] = grpc.insecure_channel(addr)
+        return pbg.MasterStub(ch)
+
+    def _leader_call(self, name: str, request, context, resp_type, handler):
+        """Run ``handler(fence)`` when leader, else forward ``name`` to the leader."""
+        node = self.node
+        fence = node.election.fence
+        if fence is not None and node.leader_ready():
+            try:
+                return handler(fence)
+            except RequestError as e:
+                return resp_type(result=False, msg=str(e))
+            except Fenced as e:
+                node.election.lost()
+                return resp_type(result=False, msg=f"this master lost leadership while handling the "
+                                                   f"request; nothing was written: {e}")
+            except EtcdUnavailable as e:
+                return resp_type(result=False, msg=f"etcd unavailable, retry: {e}")
+            except ShardMergeError as e:
+                return resp_type(result=False, msg=str(e))
+            except Exception as e:  # noqa: BLE001 — report, never crash the server thread
+                self.log.error("request failed", rpc=name, error=_msg(e), exc=traceback.format_exc())
+                return resp_type(result=False, msg=f"internal error in {name}: {_msg(e)}")
+        if fence is not None:
+            return resp_type(result=False, msg="this master was just elected and is still rebuilding "
+                                               "locks; retry in a moment", leader=node.advertise)
+        leader = node.election.leader_addr()
+        forwarded = any(k == FORWARDED for k, _ in (context.invocation_metadata() or ()))
+        if not leader:
+            return resp_type(result=False, msg="not leader, and no leader is elected yet; retry in a few seconds")
+        if forwarded or leader == node.advertise:
+            return resp_type(result=False, msg=f"not leader, leader is {leader}", leader=leader)
+        try:
+            resp = getattr(self._stub(leader), name)(request, timeout=FORWARD_TIMEOUT,
+                                                    metadata=((FORWARDED, node.name),))
+            if not resp.leader:
+                resp.leader = leader
+            return resp
+        except grpc.RpcError as e:
+            return resp_type(result=False, leader=leader,
+                             msg=f"not leader, leader is {leader} (forwarding failed: {e.code().name})")
+
+    def _read(self, name: str, resp_type, fn):
+        try:
+            return fn()
+        except RequestError as e:
+            return resp_type(result=False, msg=str(e))
+        except EtcdUnavailable as e:
+            return resp_type(result=False, msg=f"etcd unavailable, retry: {e}")
+        except Exception as e:  # noqa: BLE001
+            self.log.error("request failed", rpc=name, error=_msg(e), exc=traceback.format_exc())
+            return resp_type(result=False, msg=f"internal error in {name}: {_msg(e)}")
+
+    # ------------------------------------------------------------------ tasks
+    def StartTask(self, request, context):  # noqa: N802 (gRPC names)
+        def run(fence):
+            cluster, opt = self.node.cluster, self.node.optimist
+            cfg, _ = cluster.check_task(request.task_yaml, request.file, list(request.sources))
+            if request.remove_meta and opt is not None:
+                opt.remove_task_meta(fence, cfg.name, None)
+            out = cluster.start_task(fence, request.task_yaml, request.file, list(request.sources))
+            self.node.wake_binder()
+            return pb.CommonResponse(result=out.ok, msg=out.msg, sources=[
+                pb.SourceResult(source=s, result=ok, msg=m) for s, ok, m in out.per_source])
+        return self._leader_call("StartTask", request, context, pb.CommonResponse, run)
+
+    def StopTask(self, request, context):  # noqa: N802
+        def run(fence):
+            out, meta_sources = self.node.cluster.stop_task(fence, request.name, list(request.sources))
+            opt = self.node.optimist
+            if opt is not None and (out.ok or meta_sources is None):
+                removed = opt.remove_task_meta(fence, request.name, meta_sources)
+                if not out.ok and removed:
+                    # DM pain #11: stop-task of an unknown task still clears its orphan locks
+                    return pb.CommonResponse(result=True, msg=f"task {request.name!r} not found; removed "
+                                             f"its leftover shard DDL metadata ({removed} lock(s))")
+            return pb.CommonResponse(result=out.ok, msg=out.msg, sources=[
+                pb.SourceResult(source=s, result=ok, msg=m) for s, ok, m in out.per_source])
+        return self._leader_call("StopTask", request, context, pb.CommonResponse, run)
+
+    def QueryStatus(self, request, context):  # noqa: N802
+        def run():
+            rows = self.node.cluster.query_status(request.name, list(request.sources))
+            msg = "" if rows else "no task is running"
+            return pb.QueryStatusResponse(result=True, msg=msg, leader=self.node.election.leader_addr(),
+                                          subtasks=[pb.SubTaskStatus(**r) for r in rows])
+        return self._read("QueryStatus", pb.QueryStatusResponse, run)
+
+    # ------------------------------------------------------------------ locks
+    def ShowDDLLocks(self, request, context):  # noqa: N802
+        def run(fence):
+            locks, msg = self.node.optimist.show_locks(request.task, list(request.sources))
+            if not locks and not msg:
+                msg = "no DDL lock exists"
+            return pb.ShowDDLLocksResponse(result=True, msg=msg, locks=locks)
+        return self._leader_call("ShowDDLLocks", request, context, pb.ShowDDLLocksResponse, run)
+
+    def UnlockDDLLock(self, request, context):  # noqa: N802
+        def run(fence):
+            msg = self.node.optimist.unlock(fence, request)
+            return pb.CommonResponse(result=True, msg=msg)
+        return self._leader_call("UnlockDDLLock", request, context, pb.CommonResponse, run)
+
+    # ------------------------------------------------------------------ cluster
+    def GetLeader(self, request, context):  # noqa: N802
+        e = self.node.election
+        return pb.GetLeaderResponse(leader=e.leader_addr(), self=self.node.advertise, is_leader=e.is_leader)
+
+    def OperateSource(self, request, context):  # noqa: N802
+        op = request.op or "show"
+        if op == "show":
+            def show():
+                rows = self.node.cluster.show_sources(list(request.sources))
+                return pb.OperateSourceResponse(
+                    result=all(r[1] for r in rows), msg="; ".join(r[2] for r in rows if not r[1]),
+                    sources=[pb.SourceInfo(source=s, result=ok, msg=m, worker=w, worker_state=st)
+                             for s, ok, m, w, st in rows])
+            return self._read("OperateSource", pb.OperateSourceResponse, show)
+        if op not in ("create", "stop"):
+            return pb.OperateSourceResponse(result=False, msg=f"operate-source: unknown operation {op!r}; "
+                                                              f"use create, stop or show")
+
+        def run(fence):
+            c = self.node.cluster
+            if op == "create":
+                out = c.create_sources(fence, list(request.configs), list(request.files))
+            else:
+                out = c.stop_sources(fence, list(request.sources))
+            self.node.wake_binder()
+            return pb.OperateSourceResponse(result=out.ok, msg=out.msg, sources=[
+                pb.SourceInfo(source=s, result=ok, msg=m) for s, ok, m in out.per_source])
+        return self._leader_call("OperateSource", request, context, pb.OperateSourceResponse, run)
+
+    def GetConfig(self, request, context):  # noqa: N802
+        return self._read("GetConfig", pb.GetConfigResponse, lambda: pb.GetConfigResponse(
+            result=True, cfg=self.node.cluster.get_config(request.type, request.name)))
+
+    def ListMember(self, request, context):  # noqa: N802
+        def run():
+            store = self.node.store
+            members = []
+            leader = store.leader()
+            if leader is not None:
+                members.append(pb.Member(name=leader.member, addr=leader.addr, role="leader", state="online"))
+            bound: dict[str, list[str]] = {}
+            for b in store.list_bindings().items:
+                bound.setdefault(b.worker, []).append(b.source)
+            for w in store.list_workers().items:
+                members.append(pb.Member(name=w.worker, addr=w.addr, role="worker", state="online",
+                                         sources=sorted(bound.get(w.worker, []))))
+            return pb.ListMemberResponse(result=True, members=members, leader=leader.addr if leader else "")
+        return self._read("ListMember", pb.ListMemberResponse, run)

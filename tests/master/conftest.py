@@ -1,0 +1,182 @@
+"""Master test helpers: real `shardctl master` subprocesses on free loopback ports, the CLI run
+in-process (its output parsed), and an etcdproto Store acting as the workers."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from coordinator.etcdproto import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARDCTL = str(ROOT / ".venv" / "bin" / "shardctl")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(cond, timeout: float = 15.0, interval: float = 0.05, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = cond()
+        except Exception as e:  # noqa: BLE001 — keep polling, report the last failure
+            last = e
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+class MasterProc:
+    """One `shardctl master` subprocess."""
+
+    def __init__(self, etcd: str, prefix: str, ttl: int = 2, name: str = "", log_dir: Path | None = None):
+        self.port, self.mport = free_port(), free_port()
+        self.addr = f"127.0.0.1:{self.port}"
+        self.name = name or f"m{self.port}"
+        self.args = [SHARDCTL, "master", "--etcd", etcd, "--listen", self.addr, "--prefix", prefix,
+                     "--election-ttl", str(ttl), "--metrics-addr", f"127.0.0.1:{self.mport}", "--name", self.name]
+        self.log_path = (log_dir or Path("/tmp")) / f"master-{self.name}.log"
+        self.proc = None
+
+    def start(self) -> "MasterProc":
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT)
+        return self
+
+    def stub(self):
+        from protos import master_pb2_grpc as pbg
+        return pbg.MasterStub(grpc.insecure_channel(self.addr))
+
+    def leader_info(self):
+        from protos import master_pb2 as pb
+        return self.stub().GetLeader(pb.GetLeaderRequest(), timeout=2)
+
+    def wait_leader_known(self, timeout=15.0):
+        return wait_for(lambda: self.leader_info().leader, timeout, what=f"{self.name} to know a leader")
+
+    def readyz(self) -> tuple[int, str]:
+        import urllib.error
+        import urllib.request
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.mport}/readyz", timeout=2) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def wait_ready(self, timeout=15.0):
+        wait_for(lambda: self.readyz()[0] == 200, timeout, what=f"{self.name} /readyz")
+        return self
+
+    def metrics(self) -> str:
+        import urllib.request
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.mport}/metrics", timeout=2) as r:
+            return r.read().decode()
+
+    def kill(self, sig=signal.SIGKILL):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=15)
+
+    def output(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+@pytest.fixture
+def masters(services, etcd_prefix, tmp_path):
+    """Factory: ``masters(ttl=2)`` starts one more master on this test's prefix."""
+    started: list[MasterProc] = []
+
+    def start(ttl: int = 2, name: str = "") -> MasterProc:
+        m = MasterProc(services.etcd, etcd_prefix, ttl, name or f"m{len(started) + 1}", tmp_path).start()
+        started.append(m)
+        return m
+    yield start
+    for m in started:
+        m.kill(signal.SIGTERM if m.proc and m.proc.poll() is None else signal.SIGKILL)
+
+
+@pytest.fixture
+def leader(masters):
+    """One master, elected and ready."""
+    m = masters()
+    m.wait_ready()
+    return m
+
+
+@pytest.fixture
+def store(etcd_client, etcd_prefix) -> Store:
+    return Store(etcd_client, etcd_prefix)
+
+
+def run_cli(capsys, master, *argv, fmt: str | None = None) -> tuple[int, dict | str, str]:
+    """Run `shardctl --master-addr ADDR argv...` in-process; returns (rc, parsed JSON or text, stderr)."""
+    from coordinator.cli import main
+    capsys.readouterr()
+    pre = ["--master-addr", master.addr if hasattr(master, "addr") else master]
+    if fmt:
+        pre += ["--format", fmt]
+    rc = main(pre + list(argv))
+    out, err = capsys.readouterr()
+    try:
+        return rc, json.loads(out), err
+    except ValueError:
+        return rc, out, err
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def source_yaml(sid: str, port: int = 33061) -> str:
+    return f"""source-id: {sid}
+flavor: mariadb
+enable-gtid: true
+from:
+  host: 127.0.0.1
+  port: {port}
+  user: shardmerge
+  password: shardmerge
+"""
+
+
+def task_yaml(name: str, sources=("s1", "s2"), extra: str = "") -> str:
+    inst = "".join(f"  - source-id: {s}\n    route-rules: [r1]\n" for s in sources)
+    return f"""name: {name}
+task-mode: incremental
+shard-mode: optimistic
+target-database:
+  host: 127.0.0.1
+  port: 33063
+  user: shardmerge
+  password: shardmerge
+routes:
+  r1:
+    schema-pattern: "shop_*"
+    table-pattern: "orders_*"
+    target-schema: shop
+    target-table: orders
+mysql-instances:
+{inst}{extra}"""
+
+
+__all__ = ["SHARDCTL", "MasterProc", "free_port", "wait_for", "run_cli", "write", "source_yaml", "task_yaml", "sys", "os"]

@@ -1,0 +1,154 @@
+"""start-task / query-status / stop-task, operate-source and source bindings, end to end:
+CLI -> running master process -> real etcd; workers simulated through the etcdproto Store."""
+from __future__ import annotations
+
+import time
+
+from coordinator.etcdproto import SubtaskStatus, WorkerRegistration
+
+from .conftest import run_cli, source_yaml, task_yaml, wait_for, write
+
+
+def _sources(capsys, m, tmp_path, *ids):
+    files = [write(tmp_path, f"{s}.yaml", source_yaml(s)) for s in ids]
+    rc, doc, err = run_cli(capsys, m, "operate-source", "create", *files)
+    assert rc == 0, (doc, err)
+
+
+def test_task_lifecycle_with_status_from_worker(leader, store, capsys, tmp_path):
+    _sources(capsys, leader, tmp_path, "s1", "s2")
+    f = write(tmp_path, "task.yaml", task_yaml("t1", extra="enable-heartbeat: true\n"))
+    rc, doc, err = run_cli(capsys, leader, "start-task", f)
+    assert rc == 0, (doc, err)
+    assert doc["result"] is True
+    assert "`enable-heartbeat` is accepted for DM compatibility but ignored" in doc["msg"]
+    assert f in doc["msg"]                                   # warnings name the file
+    assert store.get_task("t1").sources == ["s1", "s2"]
+
+    # no worker yet: stage New, and it says what it waits for
+    rc, doc, _ = run_cli(capsys, leader, "query-status", "t1")
+    assert rc == 0
+    sub = {s["sourceStatus"]["source"]: s["subTaskStatus"][0] for s in doc["sources"]}
+    assert sub["s1"]["stage"] == "New"
+    assert sub["s1"]["waitingFor"].startswith("no worker bound to source s1")
+
+    # a worker registers: the master binds both sources to it; then it reports status for s1
+    lease = store.register_worker(WorkerRegistration("w1", "127.0.0.1:9"), ttl=5)
+    try:
+        wait_for(lambda: {b.source: b.worker for b in store.list_bindings().items} == {"s1": "w1", "s2": "w1"},
+                 what="bindings to w1")
+        store.put_status(SubtaskStatus("t1", "s1", "Paused", worker="w1", conflict_msg="boom",
+                                       detail={"lock_id": "t1-`shop`.`orders`", "synced_position": "0-101-7",
+                                               "error": {"type": "ShardConflict", "message": "x", "position": "0-101-8"},
+                                               "lag_seconds": 1.5}))
+        rc, doc, _ = run_cli(capsys, leader, "query-status", "t1")
+        sub = {s["sourceStatus"]["source"]: s["subTaskStatus"][0] for s in doc["sources"]}
+        assert sub["s1"]["stage"] == "Paused" and sub["s1"]["worker"] == "w1"
+        assert sub["s1"]["unresolvedDDLLockID"] == "t1-`shop`.`orders`"
+        assert sub["s1"]["error"].startswith("ShardConflict: x") and sub["s1"]["sync"]["errorBinlog"] == "0-101-8"
+        assert sub["s1"]["sync"]["syncerBinlog"] == "0-101-7" and sub["s1"]["conflictMsg"] == "boom"
+        assert sub["s2"]["stage"] == "New" and "w1 has not reported" in sub["s2"]["waitingFor"]
+        # all tasks view
+        rc, doc, _ = run_cli(capsys, leader, "query-status")
+        assert doc["tasks"][0]["taskName"] == "t1" and doc["tasks"][0]["taskStatus"] == "Paused"
+        # table view
+        rc, out, _ = run_cli(capsys, leader, "query-status", "t1", fmt="table")
+        assert rc == 0 and "Paused" in out and "SOURCE" in out
+    finally:
+        lease.revoke()
+
+    # starting it again is refused; stop-task removes it
+    rc, doc, _ = run_cli(capsys, leader, "start-task", f)
+    assert rc == 1 and "already running" in doc["msg"]
+    rc, doc, _ = run_cli(capsys, leader, "stop-task", "t1")
+    assert rc == 0 and doc["result"] is True
+    assert store.get_task("t1") is None and store.list_status("t1").items == []
+    rc, doc, _ = run_cli(capsys, leader, "query-status", "t1")
+    assert rc == 1 and doc["msg"] == "task 't1' not found"
+
+
+def test_start_task_config_errors_name_file_and_key(leader, capsys, tmp_path):
+    _sources(capsys, leader, tmp_path, "s1")
+    bad = write(tmp_path, "bad.yaml", task_yaml("t1", sources=("s1",)).replace("task-mode: incremental",
+                                                                               "task-mode: sometimes"))
+    rc, doc, _ = run_cli(capsys, leader, "start-task", bad)
+    assert rc == 1
+    assert doc["msg"] == f"`task-mode` must be one of all, full, incremental, got 'sometimes' [file={bad}, key=task-mode]"
+    # a source that is not registered
+    f = write(tmp_path, "t.yaml", task_yaml("t1", sources=("s1", "s9")))
+    rc, doc, _ = run_cli(capsys, leader, "start-task", f)
+    assert rc == 1 and "s9" in doc["msg"] and "operate-source create" in doc["msg"]
+    # unreadable file: one line on stderr, exit 1
+    rc, out, err = run_cli(capsys, leader, "start-task", str(tmp_path / "missing.yaml"))
+    assert rc == 1 and "cannot read task file" in err and "missing.yaml" in err
+
+
+def test_dead_worker_source_moves_to_live_worker(leader, store, capsys, tmp_path):
+    _sources(capsys, leader, tmp_path, "s1", "s2")
+    l1 = store.register_worker(WorkerRegistration("w1"), ttl=30)
+    l2 = None
+    try:
+        wait_for(lambda: {b.source: b.worker for b in store.list_bindings().items} == {"s1": "w1", "s2": "w1"},
+                 what="both sources bound to the only worker")
+        l2 = store.register_worker(WorkerRegistration("w2"), ttl=30)
+        time.sleep(0.5)   # a new worker does not steal bound sources (moving one interrupts it)
+        assert {b.worker for b in store.list_bindings().items} == {"w1"}
+        l1.revoke()       # w1 dies: its sources move to the live worker
+        wait_for(lambda: {b.source: b.worker for b in store.list_bindings().items} == {"s1": "w2", "s2": "w2"},
+                 what="sources to move to w2")
+        survivor = "w2"
+        rc, doc, _ = run_cli(capsys, leader, "operate-source", "show")
+        assert {s["source"]: s["worker"] for s in doc["sources"]} == {"s1": survivor, "s2": survivor}
+        assert all(s["workerState"] == "online" for s in doc["sources"])
+        rc, doc, _ = run_cli(capsys, leader, "list-member")
+        assert {m["name"]: m["sources"] for m in doc["members"] if m["role"] == "worker"} == {survivor: ["s1", "s2"]}
+    finally:
+        for lease in (l1, l2):
+            try:
+                if lease is None:
+                    continue
+                lease.revoke()
+            except Exception:
+                pass
+
+
+def test_operate_source_and_get_config(leader, store, capsys, tmp_path):
+    _sources(capsys, leader, tmp_path, "s1")
+    rc, doc, _ = run_cli(capsys, leader, "operate-source", "create", write(tmp_path, "again.yaml", source_yaml("s1")))
+    assert rc == 1 and "already exists" in doc["sources"][0]["msg"]
+    bad = write(tmp_path, "bad.yaml", "source-id: s2\nfrom: {host: h, port: 99999}\n")
+    rc, doc, _ = run_cli(capsys, leader, "operate-source", "create", bad)
+    assert rc == 1 and doc["msg"].startswith("`from.port` must be a TCP port") and f"file={bad}" in doc["msg"]
+    rc, doc, _ = run_cli(capsys, leader, "get-config", "source", "s1")
+    assert rc == 0 and "source-id: s1" in doc["cfg"] and "shardmerge" not in doc["cfg"].split("password:")[1]
+    # a source used by a task cannot be removed; after stop-task it can
+    rc, doc, _ = run_cli(capsys, leader, "start-task", write(tmp_path, "t.yaml", task_yaml("t1", sources=("s1",))))
+    assert rc == 0, doc
+    rc, doc, _ = run_cli(capsys, leader, "operate-source", "stop", "s1")
+    assert rc == 1 and "used by task(s) t1" in doc["msg"]
+    assert run_cli(capsys, leader, "stop-task", "t1")[0] == 0
+    rc, doc, _ = run_cli(capsys, leader, "operate-source", "stop", "s1")
+    assert rc == 0 and store.get_source("s1") is None
+
+
+def test_unreachable_master_is_one_clear_line(capsys):
+    from .conftest import free_port
+    addr = f"127.0.0.1:{free_port()}"
+    rc, out, err = run_cli(capsys, addr, "query-status")
+    assert rc == 1 and out == ""
+    assert err.count("\n") == 1 and f"cannot reach master at {addr}" in err
+
+
+def test_shardctl_binary_against_running_master(leader):
+    """The installed entry point, as an operator runs it."""
+    import json
+    import subprocess
+
+    from .conftest import SHARDCTL
+    r = subprocess.run([SHARDCTL, "--master-addr", leader.addr, "query-status"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"result": True, "msg": "no task is running", "tasks": []}
+    r = subprocess.run([SHARDCTL, "--master-addr", leader.addr, "stop-task", "nope"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 1 and json.loads(r.stdout)["msg"] == "task 'nope' not found"
