@@ -15,6 +15,7 @@ from coordinator.lock import LockError, LockKeeper, LockView, Outcome
 from protos import master_pb2 as pb
 
 from . import metrics
+from .checkpoint_schema import CheckpointSchemaSource
 from .cluster import RequestError
 
 _ALL = 1 << 62   # "every revision": an unguarded lock removal (force-remove)
@@ -23,7 +24,8 @@ _ALL = 1 << 62   # "every revision": an unguarded lock removal (force-remove)
 class Locks:
     def __init__(self, store: Store, fence: Fence, log):
         self.store, self.fence, self.log = store, fence, log
-        self.keeper = LockKeeper()
+        self.schema_source = CheckpointSchemaSource(store)
+        self.keeper = LockKeeper(schema_source=self.schema_source)
 
     # ------------------------------------------------------------------ rebuild
     def rebuild(self, sts: Listing, infos: Listing, ops: Listing, dcs: Listing) -> dict:
@@ -34,7 +36,8 @@ class Locks:
         for e in bad:
             metrics.BAD_RECORDS.inc()
             self.log.error("unreadable record; its lock is marked error", etcd_key=e.etcd_key, error=e.message)
-        r = LockKeeper.rebuild(infos.items, ops.items, sts.items, dcs.items, bad=bad)
+        r = LockKeeper.rebuild(infos.items, ops.items, sts.items, dcs.items, bad=bad,
+                               schema_source=self.schema_source)
         self.keeper = r.keeper
         for err in r.errors:
             self.log.error("rebuild problem", error=err)

@@ -1,0 +1,76 @@
+"""Where a shard table joining a lock starts: the schema its worker checkpointed downstream.
+
+Design doc §1.3: when a table joins a lock, its starting schema is the ``table_info`` of its
+row in ``<meta-schema>.<task>_syncer_checkpoint`` (written by ``worker.checkpoint``); if that
+cannot be read (no task config, downstream unreachable, no row, JSON ``null``) the engine falls
+back to the lock's init schema.  Connections are cached per task and dropped on error.
+"""
+from __future__ import annotations
+
+import json
+
+import pymysql
+
+from coordinator.config import parse_task
+from coordinator.errors import ShardMergeError
+from coordinator.etcdproto import LockKey, Store, TableRef
+from coordinator.obs import logger
+from coordinator.schema import TableSchema
+
+log = logger("master.checkpoint_schema")
+
+
+class CheckpointSchemaSource:
+    """Callable ``(lock, table) -> TableSchema | None`` for ``LockKeeper(schema_source=...)``."""
+
+    def __init__(self, store: Store, connect_timeout: float = 5.0):
+        self.store = store
+        self.timeout = connect_timeout
+        self._conns: dict[str, tuple[pymysql.connections.Connection, str]] = {}
+
+    def _conn(self, task: str):
+        cached = self._conns.get(task)
+        if cached is not None:
+            return cached
+        rec = self.store.get_task(task)
+        if rec is None:
+            return None
+        cfg = parse_task(rec.yaml, f"<task {task} in etcd>")
+        conn = pymysql.connect(**cfg.target.pymysql_kwargs(), connect_timeout=self.timeout,
+                               read_timeout=self.timeout, autocommit=True, charset="utf8mb4")
+        self._conns[task] = (conn, cfg.meta_schema)
+        return self._conns[task]
+
+    def __call__(self, lock: LockKey, table: TableRef) -> TableSchema | None:
+        try:
+            got = self._conn(lock.task)
+            if got is None:
+                return None
+            conn, meta = got
+            fq = f"`{meta.replace('`', '``')}`.`{(lock.task + '_syncer_checkpoint').replace('`', '``')}`"
+            with conn.cursor() as cur:
+                cur.execute(f"SELECT table_info FROM {fq} WHERE id=%s AND cp_schema=%s AND cp_table=%s",
+                            (table.source, table.schema, table.table))
+                row = cur.fetchone()
+        except (pymysql.MySQLError, ShardMergeError, OSError) as e:
+            self.close(lock.task)
+            log.warning("cannot read a joining table's checkpoint schema; using the lock's init schema",
+                        lock_id=lock.id, source=table.source, table=f"{table.schema}.{table.table}", error=str(e))
+            return None
+        if not row or row[0] in (None, "", "null"):
+            return None
+        try:
+            return TableSchema.from_json(json.loads(row[0]))
+        except Exception as e:  # noqa: BLE001 — a bad row must not stop the lock
+            log.warning("checkpoint schema unreadable; using the lock's init schema", lock_id=lock.id,
+                        source=table.source, table=f"{table.schema}.{table.table}", error=str(e))
+            return None
+
+    def close(self, task: str | None = None) -> None:
+        for t in [task] if task else list(self._conns):
+            got = self._conns.pop(t, None)
+            if got:
+                try:
+                    got[0].close()
+                except Exception:  # noqa: BLE001
+                    pass

@@ -1,0 +1,42 @@
+"""A table joining a lock starts from the schema its worker checkpointed in the downstream."""
+import json
+
+from coordinator.etcdproto import LockKey, Store, TableRef
+from coordinator.etcdproto.records import TaskConfig as TaskRecord
+from coordinator.master.checkpoint_schema import CheckpointSchemaSource
+from coordinator.schema import TableSchema
+
+TASK_YAML = """
+name: cps
+shard-mode: optimistic
+meta-schema: {meta}
+target-database: {{host: {host}, port: {port}, user: {user}, password: {password}}}
+mysql-instances: [{{source-id: s1}}]
+"""
+
+
+def test_reads_table_info_from_checkpoint_row(etcd_client, etcd_prefix, downstream_db):
+    p = downstream_db.params
+    store = Store(etcd_client, etcd_prefix)
+    fence = store.campaign("m1", "127.0.0.1:1", ttl=10)
+    store.put_task(fence, TaskRecord(task="cps", yaml=TASK_YAML.format(meta=downstream_db.name, **p), sources=["s1"]))
+    schema = TableSchema.from_create_sql("CREATE TABLE t (id int NOT NULL, c varchar(20) DEFAULT NULL, PRIMARY KEY (id))")
+    downstream_db.execute("CREATE TABLE cps_syncer_checkpoint (id VARCHAR(64), cp_schema VARCHAR(128), "
+                          "cp_table VARCHAR(128), table_info LONGTEXT)")
+    downstream_db.execute("INSERT INTO cps_syncer_checkpoint VALUES ('s1','db1','t1',%s), ('s1','db1','t2','null')",
+                          (json.dumps(schema.to_json()),))
+    src = CheckpointSchemaSource(store)
+    lock = LockKey("cps", "db", "t")
+    assert src(lock, TableRef("s1", "db1", "t1")).same_as(schema)
+    assert src(lock, TableRef("s1", "db1", "t2")) is None          # JSON null: use the init schema
+    assert src(lock, TableRef("s1", "db1", "missing")) is None     # no row
+    assert src(LockKey("other-task", "db", "t"), TableRef("s1", "db1", "t1")) is None  # no task config
+    src.close()
+
+
+def test_unreachable_downstream_falls_back(etcd_client, etcd_prefix):
+    store = Store(etcd_client, etcd_prefix)
+    fence = store.campaign("m1", "127.0.0.1:1", ttl=10)
+    store.put_task(fence, TaskRecord(task="cps", yaml=TASK_YAML.format(meta="m", host="127.0.0.1", port=1,
+                                                                      user="u", password="p"), sources=["s1"]))
+    assert CheckpointSchemaSource(store, connect_timeout=1)(LockKey("cps", "db", "t"), TableRef("s1", "a", "b")) is None
