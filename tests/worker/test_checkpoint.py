@@ -1,0 +1,61 @@
+"""Checkpoint rules against the real downstream: points never go back (in memory or in the
+table, even when a stale second process flushes), the global point is clamped by held DDLs,
+and a reload rebuilds the same state."""
+from __future__ import annotations
+
+from worker.checkpoint import CheckpointStore
+from worker.events import Position
+
+
+def _store(db, source="s1"):
+    s = CheckpointStore(dict(db.params), db.name, "cptest", source)
+    s.ensure_table()
+    s.load()
+    return s
+
+
+def test_points_never_go_back_and_reload(downstream_db):
+    a = _store(downstream_db)
+    assert a.save_table("db", "t1", Position("bin.000002", 500, "1-1-9"), '{"x":1}')
+    assert a.save_global(Position("bin.000002", 400, "1-1-8"))
+    a.flush()
+    # older saves are refused in memory
+    assert not a.save_table("db", "t1", Position("bin.000002", 100))
+    assert not a.save_table("db", "t1", Position("bin.000001", 900))
+    assert not a.save_global(Position("bin.000001", 999))
+    assert a.rejected == 3
+    assert a.table_point("db", "t1") == Position("bin.000002", 500, "1-1-9")
+    # a later file wins over a larger offset in an earlier file
+    assert a.save_table("db", "t1", Position("bin.000010", 4))
+    a.flush()
+
+    # a stale process (loaded before the advance) cannot lower the stored rows
+    stale = CheckpointStore(dict(downstream_db.params), downstream_db.name, "cptest", "s1")
+    stale.tables = {}
+    stale.save_table("db", "t1", Position("bin.000002", 600))
+    stale.save_global(Position("bin.000001", 5))
+    stale.flush()
+    b = _store(downstream_db)
+    assert b.table_point("db", "t1") == Position("bin.000010", 4, "")
+    assert b.global_pos == Position("bin.000002", 400, "1-1-8")
+    assert b.tables[("db", "t1")].table_info == '{"x":1}'
+    # other sources' rows are separate
+    assert _store(downstream_db, "s2").global_pos is None
+
+
+def test_global_point_is_clamped_by_held_ddl(downstream_db):
+    s = _store(downstream_db)
+    s.save_global(Position("bin.000001", 100))
+    s.hold("db", "t2", Position("bin.000001", 150))
+    s.save_global(Position("bin.000001", 300))
+    assert s.global_pos == Position("bin.000001", 150)
+    s.release("db", "t2")
+    s.save_global(Position("bin.000001", 300))
+    assert s.global_pos == Position("bin.000001", 300)
+
+
+def test_safe_until_only_rises(downstream_db):
+    s = _store(downstream_db)
+    s.write_safe_until(Position("bin.000001", 700, "1-1-3"))
+    s.write_safe_until(Position("bin.000001", 200))
+    assert _store(downstream_db).safe_until == Position("bin.000001", 700, "1-1-3")

@@ -1,0 +1,151 @@
+"""Fixtures for the worker's shard-DDL coordination tests: the real etcd (a private key prefix),
+real upstream/downstream MariaDB databases, and the test acting as the master by writing
+Operations with the etcdproto helpers."""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from coordinator.config import Instance, RouteRule, SyncerConfig
+from coordinator.etcdproto import Info, Operation, Stage, Store, lock_id
+from coordinator.routing import TableMapper
+from worker.coordination import DownstreamDDL, ShardDDLCoordinator
+from worker.schema_tracker import SchemaTracker
+from worker.status import StatusReporter
+
+TASK = "t1"
+SOURCE = "s1"
+
+
+class ActingMaster:
+    """The test in the master's role: reads Infos from etcd, writes fenced Operations."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.fence = store.campaign("test-master", ttl=60)
+        assert self.fence is not None
+
+    def wait_info(self, task: str = TASK, *, newer_than: int = 0, timeout: float = 20) -> Info:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            infos = [i for i in self.store.list_infos(task).items if i.revision > newer_than]
+            if infos:
+                return max(infos, key=lambda i: i.revision)
+            time.sleep(0.05)
+        raise AssertionError(f"no Info newer than revision {newer_than} within {timeout}s")
+
+    def answer(self, info: Info, stage: Stage = Stage.NONE, ddls=None, message: str = "",
+               info_revision: int | None = None) -> Operation:
+        op = Operation(lock_id=lock_id(info.task, info.down_schema, info.down_table), task=info.task,
+                       source=info.source, up_schema=info.up_schema, up_table=info.up_table,
+                       down_schema=info.down_schema, down_table=info.down_table,
+                       info_revision=info.revision if info_revision is None else info_revision,
+                       ddls=list(info.ddls if ddls is None else ddls), stage=stage, message=message)
+        res = self.store.put_operation(self.fence, op)
+        assert res.put, res
+        return op
+
+
+def wait_for(cond, timeout=20, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def store(etcd_client, etcd_prefix):
+    return Store(etcd_client, etcd_prefix)
+
+
+@pytest.fixture
+def master(store):
+    m = ActingMaster(store)
+    yield m
+    store.resign(m.fence)
+
+
+@pytest.fixture
+def pool():
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        yield ex
+
+
+class Env:
+    """One subtask's coordination parts wired to the real services."""
+
+    def __init__(self, store, up, down, *, strict=False, recheck=30.0):
+        self.store, self.up, self.down = store, up, down
+        rule = RouteRule("r1", up.name, "orders_*", down.name, "orders")
+        self.inst = Instance(SOURCE, (rule,), None, None, SyncerConfig())
+        self.mapper = TableMapper(self.inst, "dm_meta")
+        self.tracker = SchemaTracker(SOURCE, connect=lambda: up.connect(None))
+        self.status = StatusReporter(store, TASK, SOURCE, "w1", min_interval=0)
+        self.stop = threading.Event()
+        self.coord = ShardDDLCoordinator(store, TASK, SOURCE, self.mapper, self.tracker,
+                                         DownstreamDDL(lambda: down.connect()), self.status,
+                                         strict=strict, stop=self.stop, recheck_interval=recheck)
+
+    def status_record(self):
+        return self.store._get("status", self.store.keys.key("status", TASK, SOURCE))[0]
+
+    def down_columns(self, table="orders"):
+        return [r[0] for r in self.down.execute(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s "
+            "ORDER BY ORDINAL_POSITION", (self.down.name, table))]
+
+
+@pytest.fixture
+def make_env(store, source1_db, downstream_db, pool):
+    """Depends on ``pool`` so that stopping the coordinators happens before the pool joins."""
+    envs = []
+
+    def make(**kw):
+        source1_db.execute("CREATE TABLE IF NOT EXISTS orders_01 (id INT PRIMARY KEY, v INT)")
+        source1_db.execute("CREATE TABLE IF NOT EXISTS orders_02 (id INT PRIMARY KEY, v INT)")
+        downstream_db.execute("CREATE TABLE IF NOT EXISTS orders (id INT PRIMARY KEY, v INT)")
+        e = Env(store, source1_db, downstream_db, **kw)
+        envs.append(e)
+        return e
+    yield make
+    for e in envs:
+        e.stop.set()
+
+
+class AutoMaster:
+    """A background thread in the master's role for syncer-driven tests: answers every new
+    Info with ``policy(info) -> (Stage, ddls) | None`` (None = leave it unanswered for now).
+    ``answered`` records (info, stage, ddls) in order."""
+
+    def __init__(self, store: Store, policy):
+        self.acting = ActingMaster(store)
+        self.store, self.policy = store, policy
+        self.seen: set[int] = set()
+        self.answered: list = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="auto-master")
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop.wait(0.05):
+            for info in sorted(self.store.list_infos().items, key=lambda i: i.revision):
+                if info.revision in self.seen:
+                    continue
+                decision = self.policy(info)
+                if decision is None:
+                    continue
+                stage, ddls = decision
+                self.seen.add(info.revision)
+                self.acting.answer(info, stage, ddls)
+                self.answered.append((info, stage, ddls))
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(5)
+        self.store.resign(self.acting.fence)

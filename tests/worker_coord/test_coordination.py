@@ -1,0 +1,165 @@
+"""Worker-side shard-DDL coordination against the real etcd and MariaDB, with the test acting
+as the master (Operations written with the etcdproto helpers)."""
+import pytest
+
+from coordinator.etcdproto import Info, Stage
+from coordinator.schema.model import TableSchema
+from worker.coordination import CoordinationStopped, StrictConflict, parse_table_ddl
+from worker.status import ERROR, PAUSED, RUNNING
+
+from .conftest import SOURCE, TASK, wait_for
+
+
+def _ddl(env, sql, pos="mysql-bin.000003:1200"):
+    return parse_table_ddl(sql, env.up.name, position=pos, timestamp=1700000000)
+
+
+def test_info_published_operation_executed_done_marked(make_env, master, pool, store):
+    env = make_env()
+    fut = pool.submit(env.coord.handle, _ddl(env, "ALTER TABLE orders_01 ADD COLUMN a INT, ADD COLUMN b "
+                                                  "VARCHAR(8) DEFAULT 'x'"))
+    info = master.wait_info()
+    # split before the lock sees it (dm#613), routed to the downstream name
+    assert info.ddls == [f"ALTER TABLE `{env.down.name}`.`orders` ADD COLUMN a INT",
+                         f"ALTER TABLE `{env.down.name}`.`orders` ADD COLUMN b VARCHAR(8) DEFAULT 'x'"]
+    assert (info.source, info.up_schema, info.up_table) == (SOURCE, env.up.name, "orders_01")
+    assert (info.down_schema, info.down_table) == (env.down.name, "orders")
+    before = TableSchema.from_json(info.before)
+    afters = [TableSchema.from_json(a) for a in info.afters]
+    assert [c.name for c in before.columns] == ["id", "v"]
+    assert [[c.name for c in a.columns] for a in afters] == [["id", "v", "a"], ["id", "v", "a", "b"]]
+    st = wait_for(lambda: (s := env.status_record()) and "waiting_for" in s.detail and s, what="status")
+    assert st.stage == RUNNING and f"info revision {info.revision}" in st.detail["waiting_for"]
+
+    master.answer(info, Stage.NONE)
+    out = fut.result(timeout=30)
+    assert env.down_columns() == ["id", "v", "a", "b"]
+    assert out.executed == info.ddls
+    assert [c.name for c in out.schema.columns] == ["id", "v", "a", "b"]
+    assert env.tracker.get(env.up.name, "orders_01") == out.schema
+    op = store.get_operation(info.lock, info.table)
+    assert op.done and op.info_revision == info.revision
+    assert "waiting_for" not in env.status_record().detail
+
+    # the second shard makes the same change: the master returns it again; the repeat is absorbed
+    fut = pool.submit(env.coord.handle, _ddl(env, "ALTER TABLE orders_02 ADD COLUMN a INT"))
+    info2 = master.wait_info(newer_than=info.revision)
+    master.answer(info2, Stage.NONE)
+    out2 = fut.result(timeout=30)
+    assert out2.executed == [] and env.down_columns() == ["id", "v", "a", "b"]
+    assert store.get_operation(info2.lock, info2.table).done
+
+
+def test_answer_to_an_older_info_is_ignored(make_env, master, pool, store):
+    """dm#2282: an Operation left over for an earlier Info of the same table (e.g. written by a
+    master before it restarted, never marked done) is not executed for the new DDL."""
+    env = make_env()
+    old = Info(task=TASK, source=SOURCE, up_schema=env.up.name, up_table="orders_01",
+               down_schema=env.down.name, down_table="orders",
+               ddls=[f"ALTER TABLE `{env.down.name}`.`orders` DROP COLUMN v"], before={}, afters=[{}])
+    store.put_info(old)
+    master.answer(old, Stage.NONE)             # pending, not done, answers the OLD Info
+    fut = pool.submit(env.coord.handle, _ddl(env, "ALTER TABLE orders_01 ADD COLUMN a INT"))
+    info = master.wait_info(newer_than=old.revision)
+    with pytest.raises(TimeoutError):
+        fut.result(timeout=1.5)
+    assert env.down_columns() == ["id", "v"]
+    master.answer(info, Stage.NONE)
+    fut.result(timeout=30)
+    assert env.down_columns() == ["id", "v", "a"]
+
+
+def test_conflict_pauses_then_unlock_skip_continues(make_env, master, pool, store):
+    env = make_env()
+    pos = "mysql-bin.000007:4567"
+    fut = pool.submit(env.coord.handle, _ddl(env, "ALTER TABLE orders_01 MODIFY v BIGINT", pos))
+    info = master.wait_info()
+    master.answer(info, Stage.DETECTED, ddls=[], message="there will be conflicts if DDLs are applied")
+    lid = f"{TASK}-`{env.down.name}`.`orders`"
+    st = wait_for(lambda: (s := env.status_record()).stage == PAUSED and s, what="Paused status")
+    assert st.detail["lock_id"] == lid
+    assert st.detail["error"]["position"] == pos and st.detail["error"]["lock_id"] == lid
+    assert "conflicts" in st.conflict_msg and "shard-ddl-lock unlock" in st.conflict_msg
+    assert st.block_ddl_owner == f"{SOURCE}-`{env.up.name}`.`orders_01`"
+    assert not fut.done()
+
+    # the operator unlocks with skip: the master rewrites the Operation for the same Info
+    master.answer(info, Stage.UNLOCKED, ddls=[])
+    out = fut.result(timeout=30)
+    assert out.executed == [] and env.down_columns() == ["id", "v"]
+    # the tracker follows the upstream even when the downstream skipped the change
+    assert env.tracker.get(env.up.name, "orders_01").column("v").type.base == "bigint"
+    assert store.get_operation(info.lock, info.table).done
+    st = env.status_record()
+    assert st.stage == RUNNING and st.conflict_msg == "" and "error" not in st.detail
+
+
+def test_conflict_then_unlock_exec_runs_the_ddl(make_env, master, pool):
+    env = make_env()
+    fut = pool.submit(env.coord.handle, _ddl(env, "ALTER TABLE orders_01 ADD COLUMN c INT NOT NULL"))
+    info = master.wait_info()
+    master.answer(info, Stage.SKIP_AND_WAIT, ddls=[], message="add column not null non default")
+    wait_for(lambda: env.status_record().stage == PAUSED, what="Paused status")
+    master.answer(info, Stage.UNLOCKED)   # exec: the Info's own statements
+    fut.result(timeout=30)
+    assert env.down_columns() == ["id", "v", "c"]
+
+
+def test_strict_mode_fails_fast_naming_the_tables(make_env, master, pool):
+    env = make_env(strict=True)
+    fut = pool.submit(env.coord.handle, _ddl(env, "ALTER TABLE orders_01 MODIFY v VARCHAR(10)"))
+    info = master.wait_info()
+    master.answer(info, Stage.DETECTED, ddls=[], message="conflict with orders_02")
+    with pytest.raises(StrictConflict) as ei:
+        fut.result(timeout=30)
+    assert f"{SOURCE}-`{env.up.name}`.`orders_01`" in ei.value.tables[0]
+    assert ei.value.context["lock_id"] == f"{TASK}-`{env.down.name}`.`orders`"
+    st = env.status_record()
+    assert st.stage == ERROR and st.detail["error"]["type"] == "StrictConflict"
+    assert env.tracker.get(env.up.name, "orders_01").column("v").type.base == "int"   # not committed
+
+
+def test_vanished_info_is_sent_again(make_env, master, pool, store, etcd_client):
+    """dm#628: the master must never wait for an Info the worker believes it sent."""
+    env = make_env(recheck=0.3)
+    fut = pool.submit(env.coord.handle, _ddl(env, "ALTER TABLE orders_01 ADD COLUMN a INT"))
+    info = master.wait_info()
+    etcd_client.delete(store.keys.info(info.task, info.down_schema, info.down_table, info.source,
+                                       info.up_schema, info.up_table))
+    again = master.wait_info(newer_than=info.revision)
+    assert again.ddls == info.ddls and again.before == info.before
+    master.answer(again, Stage.NONE)
+    fut.result(timeout=30)
+    assert env.down_columns() == ["id", "v", "a"]
+
+
+def test_stop_while_waiting_commits_nothing(make_env, master, pool):
+    env = make_env()
+    fut = pool.submit(env.coord.handle, _ddl(env, "ALTER TABLE orders_01 ADD COLUMN a INT"))
+    master.wait_info()
+    env.stop.set()
+    with pytest.raises(CoordinationStopped):
+        fut.result(timeout=30)
+    assert env.tracker.get(env.up.name, "orders_01").column("a") is None
+    assert env.down_columns() == ["id", "v"]
+
+
+def test_create_and_drop_table_update_source_tables(make_env, store):
+    env = make_env()
+    env.coord.source_tables.write_all([(env.up.name, "orders_01"), (env.up.name, "orders_02"),
+                                       (env.up.name, "other")])
+    st = store.get_source_tables(TASK, SOURCE)
+    assert st.members(env.down.name, "orders") == {(env.up.name, "orders_01"), (env.up.name, "orders_02")}
+    assert st.members(env.up.name, "other") == {(env.up.name, "other")}
+
+    env.up.execute("CREATE TABLE orders_03 (id INT PRIMARY KEY, v INT)")
+    out = env.coord.handle(_ddl(env, "CREATE TABLE orders_03 (id INT PRIMARY KEY, v INT)"))
+    assert out.executed == [f"CREATE TABLE IF NOT EXISTS `{env.down.name}`.`orders` (id INT PRIMARY KEY, v INT)"]
+    assert (env.up.name, "orders_03") in store.get_source_tables(TASK, SOURCE).members(env.down.name, "orders")
+    assert env.tracker.get(env.up.name, "orders_03") is not None
+
+    out = env.coord.handle(_ddl(env, "DROP TABLE orders_02"))
+    assert out.executed == [] and env.down_columns() == ["id", "v"]
+    members = store.get_source_tables(TASK, SOURCE).members(env.down.name, "orders")
+    assert members == {(env.up.name, "orders_01"), (env.up.name, "orders_03")}
+    assert env.tracker.get(env.up.name, "orders_02") is None

@@ -1,0 +1,113 @@
+"""The optimistic DDL handler inside the real syncer (Spark, binlog, downstream checkpoints),
+with a background thread in the master's role.  2 sources x 2 shard tables -> 1 target;
+``worker.check`` is the oracle."""
+import threading
+
+from coordinator.etcdproto import Stage
+from worker.check import check_task
+from worker.coordination import DownstreamDDL, OptimisticDDLHandler, ShardDDLCoordinator
+from worker.schema_tracker import SchemaTracker
+from worker.status import PAUSED, RUNNING, StatusReporter
+from worker.syncer import Syncer
+
+from ..worker.conftest import make_task, positions  # noqa: F401 (fixture)
+from .conftest import AutoMaster, wait_for
+
+
+def _build(spark, store, task, src, down):
+    import pymysql
+    up_kw, down_kw = src.db.pymysql_kwargs(), task.target.pymysql_kwargs()
+    inst = task.instance(src.source_id)
+    from coordinator.routing import TableMapper
+    mapper = TableMapper(inst, task.meta_schema)
+    status = StatusReporter(store, task.name, src.source_id, "w-test", min_interval=0)
+    stop = threading.Event()
+    coord = ShardDDLCoordinator(store, task.name, src.source_id, mapper,
+                                SchemaTracker(src.source_id, connect=lambda: pymysql.connect(**up_kw)),
+                                DownstreamDDL(lambda: pymysql.connect(**down_kw, autocommit=True)),
+                                status, stop=stop)
+    box = {}
+    handler = OptimisticDDLHandler(coord, on_redirect=lambda: box["s"].request_rewind())
+    box["s"] = Syncer(spark, task, src, handler)
+    return box["s"], status, stop
+
+
+def _status(store, task, source):
+    return store._get("status", store.keys.key("status", task, source))[0]
+
+
+def test_staggered_add_column_conflict_unlock_skip_then_restart(spark, store, source1_db, source2_db,
+                                                                downstream_db, positions):
+    p1, p2 = positions(source1_db, source2_db)
+    task, srcs, _ = make_task(downstream_db, {"s1": source1_db, "s2": source2_db}, start={"s1": p1, "s2": p2})
+    for db, base in ((source1_db, 0), (source2_db, 100_000)):
+        for n, t in enumerate(("orders_01", "orders_02")):
+            db.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT)")
+            db.execute(f"INSERT INTO {t} VALUES " + ", ".join(
+                f"({base + n * 10_000 + i}, {i})" for i in range(20)))
+
+    blocked = {"modify": True}
+
+    def policy(info):
+        text = " ".join(info.ddls).upper()
+        if "MODIFY" in text:   # a conflicting change: detected until the operator unlocks
+            return (Stage.DETECTED, []) if blocked["modify"] else None
+        return Stage.NONE, info.ddls
+
+    master = AutoMaster(store, policy)
+    try:
+        syncers = {sid: _build(spark, store, task, srcs[sid], downstream_db) for sid in ("s1", "s2")}
+        for s, _, _ in syncers.values():
+            s.sync_until_caught_up()
+        assert check_task(task, srcs).equal
+
+        # staggered ADD COLUMN with writes between
+        source1_db.execute("ALTER TABLE orders_01 ADD COLUMN c INT DEFAULT 7")
+        source1_db.execute("INSERT INTO orders_01 VALUES (500, 1, 5)")
+        source2_db.execute("INSERT INTO orders_01 VALUES (100500, 1)")
+        for s, _, _ in syncers.values():
+            s.sync_until_caught_up()
+        down_cols = [r[0] for r in downstream_db.execute("SHOW COLUMNS FROM orders")]
+        assert down_cols == ["id", "v", "c"]
+        for db, t in ((source1_db, "orders_02"), (source2_db, "orders_01"), (source2_db, "orders_02")):
+            db.execute(f"ALTER TABLE {t} ADD COLUMN c INT DEFAULT 7")
+            db.execute(f"UPDATE {t} SET c = 9 WHERE v < 3")
+        for s, _, _ in syncers.values():
+            s.sync_until_caught_up()
+        rep = check_task(task, srcs)
+        assert rep.equal, rep.to_json()
+        assert len([a for a in master.answered if "ADD COLUMN" in " ".join(a[0].ddls)]) == 4
+
+        # conflict on s1: the syncer blocks, status Paused with the lock ID; unlock skip -> continues
+        source1_db.execute("ALTER TABLE orders_02 MODIFY v BIGINT")
+        source1_db.execute("INSERT INTO orders_02 VALUES (600, 6, 6)")
+        s1, st1, _ = syncers["s1"]
+        runner = threading.Thread(target=s1.sync_until_caught_up, daemon=True)
+        runner.start()
+        st = wait_for(lambda: (x := _status(store, task.name, "s1")) and x.stage == PAUSED and x,
+                      what="Paused status", timeout=60)
+        assert st.detail["lock_id"] == f"{task.name}-`{downstream_db.name}`.`orders`"
+        assert st.detail["error"]["position"]
+        info = next(i for i in store.list_infos(task.name).items if "MODIFY" in " ".join(i.ddls))
+        master.acting.answer(info, Stage.UNLOCKED, [])      # shard-ddl-lock unlock --action skip
+        runner.join(60)
+        assert not runner.is_alive()
+        assert _status(store, task.name, "s1").stage == RUNNING
+        # writes after the skipped DDL keep flowing (tiflow#9588: nothing skipped after resume)
+        source1_db.execute("INSERT INTO orders_02 VALUES (601, 7, 7)")
+        source1_db.execute("UPDATE orders_01 SET v = v + 1000")
+        s1.sync_until_caught_up()
+        rep = check_task(task, srcs)
+        assert rep.equal, rep.to_json()
+
+        # restart both syncers from their checkpoints (fresh handler/tracker), more writes
+        source1_db.execute("INSERT INTO orders_02 VALUES (602, 8, 8)")
+        source2_db.execute("DELETE FROM orders_02 WHERE v > 15")
+        syncers = {sid: _build(spark, store, task, srcs[sid], downstream_db) for sid in ("s1", "s2")}
+        for s, _, _ in syncers.values():
+            s.sync_until_caught_up()
+        rep = check_task(task, srcs)
+        assert rep.equal, rep.to_json()
+        assert downstream_db.execute("SELECT COUNT(*) FROM orders WHERE id IN (600, 601, 602)") == [(3,)]
+    finally:
+        master.close()

@@ -1,0 +1,266 @@
+"""``shardctl check``: is each downstream table the merge of its upstream shards?
+
+For every target of the task (routes + block-allow-list applied to the tables the sources have
+now) the downstream table and all its shards are cut into the same chunks of the key and, per
+chunk, compared by row count and an order-independent checksum (``SUM(CRC32(row))``, so rows
+may sit in any shard and in any order, and duplicates still count).  Chunks are buckets of
+``CRC32(key) % n``: the same key falls in the same chunk on every server whatever its type,
+without an ordered scan.  For differing chunks the rows' keys and hashes are fetched and the
+first differing keys listed (missing downstream / extra downstream / different values).
+
+Compared columns: those the downstream table and every shard have (a column some shard
+dropped while the downstream keeps it is not comparable for that shard's rows).  The key is
+the downstream primary key (else its first NOT NULL unique key, else every compared column).
+
+Needs no master: it reads the task and source files directly.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+
+import pymysql
+
+from coordinator.config import SourceConfig, TaskConfig
+from coordinator.errors import ShardMergeError
+from coordinator.routing import SYSTEM_SCHEMAS, TableMapper
+
+
+class CheckError(ShardMergeError):
+    """The check could not run (unreachable server, missing source file, ...)."""
+
+
+@dataclass
+class TableReport:
+    target: str
+    shards: list[str]
+    columns: list[str]
+    key: list[str]
+    downstream_rows: int = 0
+    upstream_rows: int = 0
+    chunks: int = 0
+    differing_chunks: int = 0
+    missing_downstream: list = field(default_factory=list)   # keys upstream has, downstream lacks
+    extra_downstream: list = field(default_factory=list)     # keys only downstream has
+    different: list = field(default_factory=list)            # keys whose values differ
+    problem: str = ""
+
+    @property
+    def equal(self) -> bool:
+        return not self.problem and self.differing_chunks == 0 and self.downstream_rows == self.upstream_rows
+
+    def to_json(self) -> dict:
+        return {"target": self.target, "equal": self.equal, "shards": self.shards, "key": self.key,
+                "columns": self.columns, "downstream_rows": self.downstream_rows,
+                "upstream_rows": self.upstream_rows, "chunks": self.chunks,
+                "differing_chunks": self.differing_chunks, "missing_downstream": self.missing_downstream,
+                "extra_downstream": self.extra_downstream, "different": self.different,
+                "problem": self.problem}
+
+
+@dataclass
+class CheckReport:
+    task: str
+    tables: list[TableReport]
+
+    @property
+    def equal(self) -> bool:
+        return all(t.equal for t in self.tables)
+
+    def to_json(self) -> dict:
+        return {"task": self.task, "equal": self.equal, "tables": [t.to_json() for t in self.tables]}
+
+    def table(self, target: str) -> TableReport:
+        return next(t for t in self.tables if t.target == target)
+
+
+def _q(n: str) -> str:
+    return "`" + n.replace("`", "``") + "`"
+
+
+def _connect(kw: dict, what: str):
+    try:
+        return pymysql.connect(**kw, autocommit=True, charset="utf8mb4")
+    except pymysql.MySQLError as e:
+        raise CheckError(f"cannot connect to {what} at {kw.get('host')}:{kw.get('port')}: {e}") from e
+
+
+def _columns(conn, schema: str, table: str) -> list[str]:
+    with conn.cursor() as cur:
+        cur.execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=%s AND "
+                    "TABLE_NAME=%s ORDER BY ORDINAL_POSITION", (schema, table))
+        return [r[0] for r in cur.fetchall()]
+
+
+def _row_expr(cols: list[str]) -> str:
+    parts = [f"IF({_q(c)} IS NULL, 'N', CONCAT('v', CAST({_q(c)} AS BINARY)))" for c in cols]
+    return "CONCAT_WS('|', " + ", ".join(parts) + ")"
+
+
+def _bucket_expr(key: list[str], n: int) -> str:
+    return f"(CRC32({_row_expr(key)}) % {n})"
+
+
+def _chunk_sums(conn, fq: str, cols, key, n) -> dict[int, tuple[int, int]]:
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT {_bucket_expr(key, n)} AS b, COUNT(*), SUM(CRC32({_row_expr(cols)})) "
+                    f"FROM {fq} GROUP BY b")
+        return {int(b): (int(c), int(s or 0)) for b, c, s in cur.fetchall()}
+
+
+def _chunk_rows(conn, fq: str, cols, key, n, buckets) -> list[tuple[tuple, int]]:
+    ph = ", ".join(str(int(b)) for b in buckets)
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT {', '.join(_q(k) for k in key)}, CRC32({_row_expr(cols)}) FROM {fq} "
+                    f"WHERE {_bucket_expr(key, n)} IN ({ph})")
+        return [(tuple(r[:-1]), int(r[-1])) for r in cur.fetchall()]
+
+
+def _jsonable(k: tuple) -> list:
+    return [v if isinstance(v, (int, float, str, type(None))) else str(v) for v in k]
+
+
+def check_task(task_cfg: TaskConfig, sources: dict[str, SourceConfig], *, chunk_rows: int = 10_000,
+               max_keys: int = 10) -> CheckReport:
+    """Compare every downstream target of the task with the merge of its upstream shards."""
+    from worker.syncer import fetch_keys
+    missing = [s for s in task_cfg.sources if s not in sources]
+    if missing:
+        raise CheckError(f"no source config given for source(s) {', '.join(missing)} of task "
+                         f"{task_cfg.name!r}; pass --source-file for each", task=task_cfg.name)
+    shards: dict[tuple[str, str], list[tuple[str, str, str]]] = {}   # target -> [(source, schema, table)]
+    up_conns = {}
+    try:
+        for inst in task_cfg.instances:
+            mapper = TableMapper(inst, task_cfg.meta_schema)
+            conn = up_conns[inst.source_id] = _connect(sources[inst.source_id].db.pymysql_kwargs(),
+                                                       f"source {inst.source_id}")
+            with conn.cursor() as cur:
+                cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+                            "WHERE TABLE_TYPE = 'BASE TABLE'")
+                for schema, table in cur.fetchall():
+                    if schema.lower() in SYSTEM_SCHEMAS:
+                        continue
+                    tgt = mapper.target(schema, table)
+                    if tgt is not None:
+                        shards.setdefault((tgt.schema, tgt.table), []).append((inst.source_id, schema, table))
+        down = _connect(task_cfg.target.pymysql_kwargs(), "the downstream")
+        try:
+            keys = fetch_keys(down)
+            reports = [_check_target(down, up_conns, tgt, members, keys, chunk_rows, max_keys)
+                       for tgt, members in sorted(shards.items())]
+        finally:
+            down.close()
+    finally:
+        for c in up_conns.values():
+            c.close()
+    return CheckReport(task_cfg.name, reports)
+
+
+def _check_target(down, up_conns, tgt, members, keys, chunk_rows, max_keys) -> TableReport:
+    ts, tt = tgt
+    name = f"{ts}.{tt}"
+    rep = TableReport(name, [f"{s}:{d}.{t}" for s, d, t in sorted(members)], [], [])
+    dcols = _columns(down, ts, tt)
+    if not dcols:
+        rep.problem = "downstream table does not exist"
+        for s, d, t in members:
+            with up_conns[s].cursor() as cur:
+                cur.execute(f"SELECT COUNT(*) FROM {_q(d)}.{_q(t)}")
+                rep.upstream_rows += cur.fetchone()[0]
+        return rep
+    common = {c.lower(): c for c in dcols}
+    for s, d, t in members:
+        have = {c.lower() for c in _columns(up_conns[s], d, t)}
+        common = {k: v for k, v in common.items() if k in have}
+    cols = [c for c in dcols if c.lower() in common]
+    key = [k for k in keys.get(name, []) if k.lower() in common] or cols
+    if keys.get(name) and len(key) != len(keys[name]):
+        key = cols
+    rep.columns, rep.key = cols, key
+    fq_down = f"{_q(ts)}.{_q(tt)}"
+    with down.cursor() as cur:
+        cur.execute(f"SELECT COUNT(*) FROM {fq_down}")
+        rep.downstream_rows = cur.fetchone()[0]
+    ups = []
+    for s, d, t in members:
+        with up_conns[s].cursor() as cur:
+            cur.execute(f"SELECT COUNT(*) FROM {_q(d)}.{_q(t)}")
+            rep.upstream_rows += cur.fetchone()[0]
+        ups.append((up_conns[s], f"{_q(d)}.{_q(t)}"))
+    n = max(1, max(rep.downstream_rows, rep.upstream_rows) // chunk_rows)
+    rep.chunks = n
+    dsums = _chunk_sums(down, fq_down, cols, key, n)
+    usums: dict[int, list[int]] = {}
+    for conn, fq in ups:
+        for b, (c, s) in _chunk_sums(conn, fq, cols, key, n).items():
+            acc = usums.setdefault(b, [0, 0])
+            acc[0] += c
+            acc[1] += s
+    bad = sorted(b for b in set(dsums) | set(usums)
+                 if tuple(dsums.get(b, (0, 0))) != tuple(usums.get(b, (0, 0))))
+    rep.differing_chunks = len(bad)
+    if bad:
+        probe = bad[:50]
+        drows: dict[tuple, list[int]] = {}
+        for k, h in _chunk_rows(down, fq_down, cols, key, n, probe):
+            drows.setdefault(k, []).append(h)
+        urows: dict[tuple, list[int]] = {}
+        for conn, fq in ups:
+            for k, h in _chunk_rows(conn, fq, cols, key, n, probe):
+                urows.setdefault(k, []).append(h)
+        for k in sorted(set(drows) | set(urows), key=lambda k: json.dumps(_jsonable(k))):
+            dv, uv = sorted(drows.get(k, [])), sorted(urows.get(k, []))
+            if dv == uv:
+                continue
+            if len(uv) > len(dv) and not dv:
+                lst = rep.missing_downstream
+            elif len(dv) > len(uv) and not uv:
+                lst = rep.extra_downstream
+            else:
+                lst = rep.different
+            if len(lst) < max_keys:
+                lst.append(_jsonable(k))
+    return rep
+
+
+# ------------------------------------------------------------------ CLI
+def register(subparsers) -> None:
+    """Add ``check`` to shardctl's sub-parsers (wired in by coordinator.cli)."""
+    p = subparsers.add_parser("check", help="compare each downstream table with the merge of its shards",
+                              description="Compare each downstream table of a task with the merge of its "
+                                          "upstream shards (counts + checksums per key chunk). Exit 0 "
+                                          "equal, 1 different, 2 error.")
+    p.add_argument("--task-file", required=True, help="task YAML")
+    p.add_argument("--source-file", action="append", default=[], required=True,
+                   help="source YAML, once per source of the task")
+    p.add_argument("--chunk-rows", type=int, default=10_000, help="rows per checksum chunk (approx.)")
+    p.add_argument("--max-keys", type=int, default=10, help="differing keys listed per table and kind")
+    p.set_defaults(func=_cli)
+
+
+def _cli(args) -> int:
+    from coordinator.config import load_source, load_task
+    try:
+        task = load_task(args.task_file)
+        srcs = {}
+        for f in args.source_file:
+            s = load_source(f)
+            srcs[s.source_id] = s
+        rep = check_task(task, srcs, chunk_rows=args.chunk_rows, max_keys=args.max_keys)
+    except ShardMergeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if getattr(args, "format", "json") == "table":
+        for t in rep.tables:
+            state = "equal" if t.equal else "DIFFERENT"
+            print(f"{t.target}\t{state}\tdownstream={t.downstream_rows}\tupstream={t.upstream_rows}\t"
+                  f"chunks={t.differing_chunks}/{t.chunks}\t{t.problem}")
+            for label, ks in (("missing downstream", t.missing_downstream),
+                              ("extra downstream", t.extra_downstream), ("different", t.different)):
+                if ks:
+                    print(f"  {label}: {ks}")
+    else:
+        print(json.dumps(rep.to_json(), indent=2, default=str))
+    return 0 if rep.equal else 1

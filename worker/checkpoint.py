@@ -1,0 +1,298 @@
+"""Binlog checkpoints of one (task, source), stored in the downstream — the ONE place their rules live.
+
+Table ``<meta-schema>.<task>_syncer_checkpoint``, unique key ``(id, cp_schema, cp_table)``:
+``id`` = source ID; ``cp_schema``/``cp_table`` = upstream table, both empty for the **global
+row**; ``binlog_name/pos/gtid`` = the point; ``table_info`` = the table's schema at that point
+(JSON text, ``null`` allowed; the master reads it when a table joins a lock); on the global row
+``exit_safe_binlog_*`` = the *safe-until* point (below); on a table row ``ddl_intent`` = the
+DDL being executed (below); timestamps.
+
+Rules (tested in tests/worker/test_checkpoint.py and the syncer tests):
+
+1. **Meaning.**  A table point P means "every change of this table up to P (the end of the
+   transaction or DDL at P) is in the downstream".  The global point G means "the binlog up to
+   G is fully handled for every table not held" — the syncer resumes reading at G.
+2. **Only acknowledged progress.**  A table point advances only from what the downstream
+   acknowledged: the partition transactions that returned, or the DDL that executed
+   (tiflow#12626).  The global point advances only after all changes before it are flushed.
+3. **Never back.**  Saving an older point than the saved or stored one is refused (logged,
+   the newer point kept); flushing re-reads the stored rows under a lock and never lowers them
+   (a second, stale process cannot move a point back either).
+4. **Global <= pending DDLs.**  While a table is held on a DDL (shard conflict, §7.3), the
+   global point is clamped to the position before that DDL, so a restart meets it again.
+5. **Table rows first, global row last, one transaction.**  A flush is atomic: either the
+   whole snapshot is stored or nothing is.
+6. **Skip what is applied.**  On resume every change whose position <= its table's point is
+   skipped; DDLs at or before a table's point are never executed again.
+7. **Safe replay.**  Before the syncer applies a batch it stores the batch's end as
+   *safe-until*.  After a crash, every change up to safe-until is applied idempotently (REPLACE
+   / ON DUPLICATE KEY UPDATE / DELETE by key) because it may already be downstream; past it the
+   syncer writes normally.  So no row is lost (resume <= acknowledged) and none is duplicated.
+8. **DDL at most once.**  Before executing a DDL the syncer stores ``ddl_intent`` = {DDL end
+   position, the target's ``SHOW CREATE TABLE`` before}.  If a crash hits between execution and
+   the checkpoint, the restart sees the intent; when the target's definition no longer equals
+   the recorded one the DDL ran, and it is not run a second time.
+9. **Rebuild, don't remember.**  All in-memory state of a restarted syncer (read position,
+   table points, schemas, safe mode window) comes from these rows (tiflow#9588).
+
+Why not one transaction per table for DML + checkpoint: a table's changes are spread over
+several Spark tasks by key hash, each committing on its own; rule 7 makes their replay exact.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pymysql
+
+from coordinator.errors import ShardMergeError
+from coordinator.obs import logger
+from worker.events import Position
+
+log = logger("worker.checkpoint")
+
+
+class CheckpointError(ShardMergeError):
+    """Checkpoints could not be read or written; names task, source and table."""
+
+
+@dataclass
+class TablePoint:
+    pos: Position
+    table_info: str | None = None            # JSON text or None
+    ddl_intent: dict | None = None
+    dirty: bool = False
+
+
+@dataclass
+class Loaded:
+    global_pos: Position | None
+    safe_until: Position | None
+    tables: dict[tuple[str, str], TablePoint] = field(default_factory=dict)
+
+
+def table_name(task: str) -> str:
+    return f"{task}_syncer_checkpoint"
+
+
+def _q(n: str) -> str:
+    return "`" + n.replace("`", "``") + "`"
+
+
+class CheckpointStore:
+    """In-memory points of one (task, source) plus their flush to the downstream."""
+
+    def __init__(self, db_kwargs: dict, meta_schema: str, task: str, source_id: str):
+        self.db_kwargs = dict(db_kwargs)
+        self.meta_schema, self.task, self.source_id = meta_schema, task, source_id
+        self.fq = f"{_q(meta_schema)}.{_q(table_name(task))}"
+        self.global_pos: Position | None = None
+        self.global_dirty = False
+        self.safe_until: Position | None = None
+        self.tables: dict[tuple[str, str], TablePoint] = {}
+        self.holds: dict[tuple[str, str], Position] = {}
+        self.rejected = 0                   # older saves refused (rule 3); exposed for tests/metrics
+
+    # ------------------------------------------------------------------ storage
+    def _connect(self):
+        try:
+            return pymysql.connect(**self.db_kwargs, autocommit=False, charset="utf8mb4")
+        except pymysql.MySQLError as e:
+            raise CheckpointError(f"cannot connect to the downstream for checkpoints: {e}",
+                                  task=self.task, source=self.source_id) from e
+
+    def ensure_table(self) -> None:
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"CREATE DATABASE IF NOT EXISTS {_q(self.meta_schema)}")
+                cur.execute(f"""CREATE TABLE IF NOT EXISTS {self.fq} (
+                    id VARCHAR(64) NOT NULL,
+                    cp_schema VARCHAR(128) NOT NULL,
+                    cp_table VARCHAR(128) NOT NULL,
+                    binlog_name VARCHAR(128) NOT NULL DEFAULT '',
+                    binlog_pos BIGINT UNSIGNED NOT NULL DEFAULT 0,
+                    binlog_gtid TEXT,
+                    exit_safe_binlog_name VARCHAR(128) NOT NULL DEFAULT '',
+                    exit_safe_binlog_pos BIGINT UNSIGNED NOT NULL DEFAULT 0,
+                    exit_safe_binlog_gtid TEXT,
+                    table_info LONGTEXT,
+                    ddl_intent LONGTEXT,
+                    is_global TINYINT(1) NOT NULL DEFAULT 0,
+                    create_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP,
+                    update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+                    UNIQUE KEY uk_id_schema_table (id, cp_schema, cp_table)
+                ) DEFAULT CHARSET = utf8mb4""")
+            conn.commit()
+        finally:
+            conn.close()
+
+    def load(self) -> Loaded:
+        """Read every row of this source and make them the in-memory state (rule 9)."""
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"SELECT cp_schema, cp_table, binlog_name, binlog_pos, binlog_gtid, "
+                            f"exit_safe_binlog_name, exit_safe_binlog_pos, exit_safe_binlog_gtid, "
+                            f"table_info, ddl_intent, is_global FROM {self.fq} WHERE id = %s",
+                            (self.source_id,))
+                rows = cur.fetchall()
+            conn.commit()
+        except pymysql.MySQLError as e:
+            raise CheckpointError(f"cannot read checkpoints from {self.fq}: {e}", task=self.task,
+                                  source=self.source_id) from e
+        finally:
+            conn.close()
+        self.global_pos, self.safe_until, self.tables, self.holds = None, None, {}, {}
+        self.global_dirty = False
+        for s, t, bn, bp, bg, sn, sp, sg, info, intent, is_global in rows:
+            if is_global:
+                self.global_pos = Position(bn, int(bp), bg or "") if bn else None
+                self.safe_until = Position(sn, int(sp), sg or "") if sn else None
+            else:
+                self.tables[(s, t)] = TablePoint(Position(bn, int(bp), bg or ""), info,
+                                                 json.loads(intent) if intent else None)
+        return Loaded(self.global_pos, self.safe_until, dict(self.tables))
+
+    # ------------------------------------------------------------------ in-memory saves
+    def table_point(self, schema: str, table: str) -> Position | None:
+        tp = self.tables.get((schema, table))
+        return tp.pos if tp else None
+
+    def save_table(self, schema: str, table: str, pos: Position, table_info: str | None = None,
+                   keep_info: bool = True) -> bool:
+        """Advance one table's point (rule 3: an older position is refused)."""
+        key = (schema, table)
+        tp = self.tables.get(key)
+        if tp is not None and pos < tp.pos:
+            self.rejected += 1
+            log.warning("refused to move a table checkpoint back", task=self.task, source=self.source_id,
+                        table=f"{schema}.{table}", position=str(pos), current=str(tp.pos))
+            return False
+        info = table_info if (table_info is not None or not keep_info or tp is None) else tp.table_info
+        self.tables[key] = TablePoint(pos, info, tp.ddl_intent if tp else None, True)
+        return True
+
+    def hold(self, schema: str, table: str, before: Position) -> None:
+        """Rule 4: the global point stays at or before ``before`` until released."""
+        self.holds[(schema, table)] = before
+
+    def release(self, schema: str, table: str) -> None:
+        self.holds.pop((schema, table), None)
+
+    def save_global(self, pos: Position) -> bool:
+        if self.holds:
+            floor = min(self.holds.values())
+            if floor < pos:
+                pos = floor
+        if self.global_pos is not None and pos < self.global_pos:
+            if pos.same_point(self.global_pos):
+                return True
+            self.rejected += 1
+            log.warning("refused to move the global checkpoint back", task=self.task,
+                        source=self.source_id, position=str(pos), current=str(self.global_pos))
+            return False
+        self.global_pos = pos
+        self.global_dirty = True
+        return True
+
+    # ------------------------------------------------------------------ flushes
+    def flush(self) -> None:
+        """Rule 5: table rows then the global row, in one transaction, never lowering a row."""
+        dirty = {k: tp for k, tp in self.tables.items() if tp.dirty}
+        if not dirty and not self.global_dirty:
+            return
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"SELECT cp_schema, cp_table, binlog_name, binlog_pos FROM {self.fq} "
+                            f"WHERE id = %s FOR UPDATE", (self.source_id,))
+                stored = {(s, t): Position(bn, int(bp)) for s, t, bn, bp in cur.fetchall()}
+                for (s, t), tp in dirty.items():
+                    old = stored.get((s, t))
+                    if old is not None and old.file and tp.pos < old:
+                        self.rejected += 1
+                        log.warning("stored table checkpoint is newer; keeping it", task=self.task,
+                                    source=self.source_id, table=f"{s}.{t}", position=str(tp.pos),
+                                    stored=str(old))
+                        continue
+                    self._upsert(cur, s, t, tp.pos, tp.table_info, 0)
+                if self.global_dirty and self.global_pos is not None:
+                    old = stored.get(("", ""))
+                    if old is None or not old.file or old <= self.global_pos:
+                        self._upsert(cur, "", "", self.global_pos, None, 1)
+                    else:
+                        self.rejected += 1
+                        log.warning("stored global checkpoint is newer; keeping it", task=self.task,
+                                    source=self.source_id, position=str(self.global_pos), stored=str(old))
+            conn.commit()
+        except pymysql.MySQLError as e:
+            conn.rollback()
+            raise CheckpointError(f"checkpoint flush to {self.fq} failed: {e}", task=self.task,
+                                  source=self.source_id, position=str(self.global_pos)) from e
+        finally:
+            conn.close()
+        for tp in dirty.values():
+            tp.dirty = False
+        self.global_dirty = False
+
+    def _upsert(self, cur, s, t, pos: Position, info, is_global) -> None:
+        cur.execute(f"""INSERT INTO {self.fq} (id, cp_schema, cp_table, binlog_name, binlog_pos,
+                        binlog_gtid, table_info, is_global) VALUES (%s,%s,%s,%s,%s,%s,%s,%s)
+                        ON DUPLICATE KEY UPDATE binlog_name = VALUES(binlog_name),
+                        binlog_pos = VALUES(binlog_pos), binlog_gtid = VALUES(binlog_gtid),
+                        table_info = IF(%s, table_info, VALUES(table_info))""",
+                    (self.source_id, s, t, pos.file, pos.pos, pos.gtid,
+                     info if info is not None else "null", is_global, int(bool(is_global))))
+
+    def write_safe_until(self, pos: Position) -> None:
+        """Rule 7: store the end of the batch about to be applied (only ever raised)."""
+        if self.safe_until is not None and pos <= self.safe_until:
+            return
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                g = self.global_pos or Position()
+                cur.execute(f"""INSERT INTO {self.fq} (id, cp_schema, cp_table, binlog_name, binlog_pos,
+                                binlog_gtid, exit_safe_binlog_name, exit_safe_binlog_pos,
+                                exit_safe_binlog_gtid, table_info, is_global)
+                                VALUES (%s,'','',%s,%s,%s,%s,%s,%s,'null',1)
+                                ON DUPLICATE KEY UPDATE exit_safe_binlog_name = VALUES(exit_safe_binlog_name),
+                                exit_safe_binlog_pos = VALUES(exit_safe_binlog_pos),
+                                exit_safe_binlog_gtid = VALUES(exit_safe_binlog_gtid)""",
+                            (self.source_id, g.file, g.pos, g.gtid, pos.file, pos.pos, pos.gtid))
+            conn.commit()
+        finally:
+            conn.close()
+        self.safe_until = pos
+
+    def write_ddl_intent(self, schema: str, table: str, intent: dict | None) -> None:
+        """Rule 8: record (or clear, with None) the DDL being executed for one table."""
+        tp = self.tables.get((schema, table))
+        pos = tp.pos if tp else Position()
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"""INSERT INTO {self.fq} (id, cp_schema, cp_table, binlog_name, binlog_pos,
+                                binlog_gtid, table_info, ddl_intent, is_global)
+                                VALUES (%s,%s,%s,%s,%s,%s,%s,%s,0)
+                                ON DUPLICATE KEY UPDATE ddl_intent = VALUES(ddl_intent)""",
+                            (self.source_id, schema, table, pos.file, pos.pos, pos.gtid,
+                             (tp.table_info if tp and tp.table_info else "null"),
+                             json.dumps(intent) if intent else None))
+            conn.commit()
+        finally:
+            conn.close()
+        if tp is None:
+            tp = self.tables[(schema, table)] = TablePoint(pos, None)
+        tp.ddl_intent = intent
+
+    def delete_all(self) -> None:
+        """Remove this source's rows (task removed with --remove-meta)."""
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"DELETE FROM {self.fq} WHERE id = %s", (self.source_id,))
+            conn.commit()
+        finally:
+            conn.close()

@@ -1,0 +1,161 @@
+"""The seam between the syncer (data path) and whoever decides what a DDL does downstream.
+
+The syncer (``worker.syncer.Syncer``) owns reading, routing, DML apply and checkpoints.  At
+every DDL of the binlog it stops and asks a :class:`DDLHandler`.  The contract:
+
+1. **Before** ``handle_ddl`` is called, every change that precedes the DDL in the binlog has
+   been applied downstream and the checkpoints are flushed: the global point is the DDL's
+   ``event.start`` and each table's point (and its ``table_info`` schema, taken from
+   :meth:`DDLHandler.table_info`) is the state *before* the DDL.  A master reading the
+   checkpoint of this table therefore sees the schema before the DDL.
+2. ``handle_ddl(event, ctx)`` returns a :class:`DDLDecision`.  It may block (e.g. wait for a
+   shard-DDL Operation in etcd).  It must also update its own schema state for the table
+   (the state :meth:`table_info` returns afterwards is saved with the DDL's checkpoint).
+3. The syncer executes ``decision.execute`` downstream in order (errors that mean "already
+   applied" are ignored when ``decision.ignorable``), then calls
+   ``ddl_executed(event, decision, ctx)`` (e.g. mark the Operation done), and only then
+   advances the table point and the global point to ``event.end`` and flushes.
+   ``skip=True`` executes nothing but still counts as done (``ddl_executed`` is called).
+   ``pause=<reason>`` stops the syncer with :class:`SyncPaused` *before* the DDL (checkpoint
+   stays at ``event.start``); a restart handles the same DDL again.  ``hold=True`` executes
+   nothing, does not advance this table's point, drops the table's later DML and keeps the
+   global point at ``event.start`` until :meth:`worker.syncer.Syncer.request_rewind` makes
+   the syncer restart from its checkpoints (the held table then replays from this DDL).
+4. On (re)start the syncer calls ``restore(table_infos)`` with every table's checkpointed
+   schema (``{(up_schema, up_table): json_text_or_None}``) so all in-memory state is rebuilt
+   from the checkpoints alone; DDLs at or before a table's point are never handed over again.
+
+A DDL already executed before a crash but not yet checkpointed is handed over again; the
+syncer then compares the target's current ``SHOW CREATE TABLE`` with the one it recorded
+before executing (``ddl_intent`` in the checkpoint row) and does not run it a second time.
+
+:class:`DirectDDLHandler` is the default for tables without shard coordination: it rewrites
+the statement for the routed target and executes it as is.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from coordinator.errors import ShardMergeError
+from coordinator.routing import TableMapper
+from worker import ddl as ddlmod
+from worker.events import DDLEvent
+
+
+class UnsupportedDDL(ShardMergeError):
+    """A DDL the data path cannot replicate (e.g. RENAME of a merged table)."""
+
+
+@dataclass
+class DDLDecision:
+    execute: list[str] = field(default_factory=list)   # downstream statements, in order
+    skip: bool = False            # execute nothing; the DDL counts as done
+    pause: str | None = None      # stop before the DDL with this reason
+    hold: bool = False            # conflict: hold this table (see module docstring)
+    ignorable: bool = True        # ignore "already applied" errors on execution
+    note: str = ""                # free text for logs/status
+
+
+@dataclass
+class DDLContext:
+    """What a handler may use while deciding."""
+    task: str
+    source_id: str
+    mapper: TableMapper
+    downstream: Callable[[], object]          # () -> new pymysql connection to the downstream
+    upstream: Callable[[], object]            # () -> new pymysql connection to the upstream
+    is_sharded: Callable[[str, str], bool]    # (up_schema, up_table) -> merged target?
+
+
+class DDLHandler(Protocol):
+    def restore(self, table_infos: dict[tuple[str, str], str | None]) -> None: ...
+
+    def handle_ddl(self, event: DDLEvent, ctx: DDLContext) -> DDLDecision: ...
+
+    def ddl_executed(self, event: DDLEvent, decision: DDLDecision, ctx: DDLContext) -> None: ...
+
+    def table_info(self, schema: str, table: str) -> str | None: ...
+
+
+def rewrite_for_target(event: DDLEvent, ctx: DDLContext) -> list[str]:
+    """The upstream statement with every table name replaced by its routed target."""
+    parsed = ddlmod.parse_ddl(event.query, event.extra.get("session_schema", event.schema))
+    names = []
+    for t in parsed.tables:
+        tgt = ctx.mapper.target(t.schema, t.table)
+        if tgt is None:
+            raise UnsupportedDDL(f"statement names filtered table `{t.schema}`.`{t.table}`; "
+                                 f"allow it in the block-allow-list or skip the event",
+                                 source=ctx.source_id, table=event.upstream, position=str(event.end))
+        names.append(ddlmod.quote(tgt.schema, tgt.table))
+    if parsed.kind == ddlmod.CREATE_TABLE and not _has_if_not_exists(event.query):
+        names[0] = "IF NOT EXISTS " + names[0]
+    return [parsed.rewrite(names)]
+
+
+def _has_if_not_exists(q: str) -> bool:
+    head = q[:q.find("(")] if "(" in q else q
+    return "IF NOT EXISTS" in " ".join(head.upper().split())
+
+
+class DirectDDLHandler:
+    """No coordination: run each DDL on its routed target (idempotently).  Keeps each
+    upstream table's schema (``coordinator.schema``) for the checkpoint's ``table_info``."""
+
+    def __init__(self):
+        self.schemas: dict[tuple[str, str], object] = {}
+
+    def restore(self, table_infos: dict[tuple[str, str], str | None]) -> None:
+        from coordinator.schema.model import TableSchema
+        self.schemas = {}
+        for k, text in table_infos.items():
+            data = json.loads(text) if text else None
+            if data:
+                try:
+                    self.schemas[k] = TableSchema.from_json(data)
+                except Exception:  # an unreadable schema only costs the table_info column
+                    pass
+
+    def table_info(self, schema: str, table: str) -> str | None:
+        s = self.schemas.get((schema, table))
+        return None if s is None else json.dumps(s.to_json(), sort_keys=True, separators=(",", ":"))
+
+    def _track(self, event: DDLEvent) -> None:
+        from coordinator.schema.model import TableSchema
+        key = (event.schema, event.table)
+        try:
+            if event.kind == ddlmod.CREATE_TABLE:
+                self.schemas[key] = TableSchema.from_create_sql(event.query)
+            elif event.kind == ddlmod.DROP_TABLE:
+                self.schemas.pop(key, None)
+            elif key in self.schemas:
+                self.schemas[key] = self.schemas[key].apply_ddl(event.query)
+        except Exception:  # tracking is best-effort here; coordination uses its own tracker
+            self.schemas.pop(key, None)
+
+    def handle_ddl(self, event: DDLEvent, ctx: DDLContext) -> DDLDecision:
+        k = event.kind
+        if k in (ddlmod.OTHER, ddlmod.NOT_DDL):
+            return DDLDecision(skip=True, note="not a replicated statement")
+        if k == ddlmod.CREATE_DATABASE:
+            return DDLDecision([f"CREATE DATABASE IF NOT EXISTS {ddlmod.quote(event.target_schema)}"])
+        if k in (ddlmod.DROP_DATABASE, ddlmod.ALTER_DATABASE):
+            return DDLDecision(skip=True, note="database-level statement not propagated")
+        if event.target_table is None:
+            return DDLDecision(skip=True, note="filtered table")
+        sharded = ctx.is_sharded(event.schema, event.table)
+        self._track(event)
+        if sharded and k in (ddlmod.DROP_TABLE, ddlmod.TRUNCATE_TABLE):
+            return DDLDecision(skip=True, note="DROP/TRUNCATE of one shard is not propagated to the merged table")
+        if k == ddlmod.RENAME_TABLE and sharded:
+            raise UnsupportedDDL("RENAME TABLE of a sharded table is not supported; rename the merged "
+                                 "table downstream and update the route rules instead",
+                                 source=ctx.source_id, table=event.upstream, position=str(event.end))
+        if k == ddlmod.DROP_TABLE:
+            return DDLDecision([f"DROP TABLE IF EXISTS {ddlmod.quote(event.target_schema, event.target_table)}"])
+        return DDLDecision(rewrite_for_target(event, ctx))
+
+    def ddl_executed(self, event: DDLEvent, decision: DDLDecision, ctx: DDLContext) -> None:
+        return None

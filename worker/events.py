@@ -1,0 +1,121 @@
+"""Binlog positions and the events the syncer hands around (one source, one task).
+
+A :class:`Position` is a point *between* events of one upstream server: binlog file + offset
+(the total order the syncer compares with) plus the MariaDB GTID set reached there (what an
+operator or a failover uses).  Every change carries the position at the END of its
+transaction, so "position <= table checkpoint" means "this transaction is already applied".
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from coordinator.errors import ShardMergeError
+
+
+class PositionError(ShardMergeError):
+    """A binlog position or GTID set is malformed; names the text and where it came from."""
+
+
+_FILE_RE = re.compile(r"^(.*?)(\d+)$")
+
+
+def _file_key(name: str) -> tuple[str, int]:
+    m = _FILE_RE.match(name or "")
+    return (m.group(1), int(m.group(2))) if m else (name or "", -1)
+
+
+@dataclass(frozen=True)
+class Position:
+    file: str = ""
+    pos: int = 0
+    gtid: str = ""   # MariaDB GTID set, "domain-server-seq[,...]"; may be "" when unknown
+
+    @property
+    def key(self) -> tuple:
+        base, num = _file_key(self.file)
+        return (num, base, self.pos)
+
+    def is_zero(self) -> bool:
+        return not self.file
+
+    def __lt__(self, other: "Position") -> bool:
+        return self.key < other.key
+
+    def __le__(self, other: "Position") -> bool:
+        return self.key <= other.key
+
+    def __gt__(self, other: "Position") -> bool:
+        return self.key > other.key
+
+    def __ge__(self, other: "Position") -> bool:
+        return self.key >= other.key
+
+    def same_point(self, other: "Position") -> bool:
+        return self.key == other.key
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.pos}" + (f" gtid={self.gtid}" if self.gtid else "")
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "pos": self.pos, "gtid": self.gtid}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Position":
+        return cls(d.get("file", ""), int(d.get("pos", 0)), d.get("gtid", ""))
+
+
+def parse_gtid_set(text: str, what: str = "GTID set") -> dict[int, str]:
+    """MariaDB GTID set text -> {domain: "domain-server-seq"} (one entry per domain)."""
+    out: dict[int, str] = {}
+    for part in (text or "").replace("\n", "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        bits = part.split("-")
+        if len(bits) != 3 or not all(b.isdigit() for b in bits):
+            raise PositionError(f"{what} {text!r} is not a MariaDB GTID list "
+                                f"(expected domain-server-seq[,...], e.g. 101-101-57)")
+        out[int(bits[0])] = part
+    return out
+
+
+def format_gtid_set(domains: dict[int, str]) -> str:
+    return ",".join(domains[d] for d in sorted(domains))
+
+
+def advance_gtid_set(text: str, gtid: str) -> str:
+    """The set after the transaction with ``gtid`` (replaces that domain's entry)."""
+    d = parse_gtid_set(text)
+    d[int(gtid.split("-", 1)[0])] = gtid
+    return format_gtid_set(d)
+
+
+# Kinds of rows in the binlog DataFrame (see worker.binlog_source.EVENT_SCHEMA).
+INSERT, UPDATE, DELETE, DDL, END = "insert", "update", "delete", "ddl", "end"
+DML_KINDS = (INSERT, UPDATE, DELETE)
+
+
+@dataclass(frozen=True)
+class DDLEvent:
+    """One DDL statement of the binlog, as the syncer hands it to the DDL handler.
+
+    ``table`` is the upstream table the statement changes (``None`` for database-level
+    statements); ``target`` its routed downstream table (``None`` when filtered).  ``start``
+    is the position before the statement (the global checkpoint while it is pending),
+    ``end`` the position after it (the table checkpoint once it is done)."""
+    source: str
+    schema: str                       # the upstream schema the statement names (or the session's db)
+    table: str | None
+    kind: str                         # see worker.ddl.KINDS
+    query: str                        # verbatim upstream statement
+    target_schema: str | None
+    target_table: str | None
+    start: Position
+    end: Position
+    timestamp: int = 0
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def upstream(self) -> str:
+        return f"`{self.schema}`.`{self.table}`" if self.table else f"`{self.schema}`"

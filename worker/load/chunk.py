@@ -1,0 +1,184 @@
+"""Load one chunk: runs inside a Spark task (executor side).
+
+1. Upstream: open a consistent snapshot (its binlog position is the chunk's position), check
+   the table definition is still the planned one, stream the chunk's rows.
+2. Downstream, ONE transaction: lock the chunk's checkpoint row (``FOR UPDATE``; a chunk marked
+   done is skipped, so a retried or duplicated Spark task never loads twice), write the rows as
+   multi-row INSERTs of ``batch_rows`` rows, mark the chunk done with its row count, position
+   and the shard schema seen, commit.
+
+A duplicate key between shards fails the chunk (rolled back) with the colliding keys, unless
+``on_duplicate`` is ``replace``/``ignore``.  Deadlocks / lock wait timeouts retry the chunk.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import pymysql
+
+from coordinator.errors import ShardMergeError
+from worker.load.plan import key_where
+from worker.load.snapshot import connect_reader, fingerprint, open_snapshot, show_create
+from worker.load.store import _q
+
+RETRYABLE = {1205, 1213}    # lock wait timeout, deadlock
+MAX_ATTEMPTS = 4
+
+
+class ChunkError(ShardMergeError):
+    """A chunk could not be loaded; names source, shard table, chunk and snapshot position."""
+
+
+class KeyCollision(ChunkError):
+    """Rows of a shard collide with rows already in the merged target (another shard's)."""
+
+
+class SchemaChangedDuringLoad(ChunkError):
+    """A shard table's definition changed between planning and a chunk's snapshot (a DDL ran
+    during the full load)."""
+
+
+def connect_writer(db_kwargs: dict):
+    conn = pymysql.connect(**db_kwargs, autocommit=False, charset="utf8mb4")
+    with conn.cursor() as cur:
+        # UTC like the reader (TIMESTAMPs pass through unchanged); zero dates allowed; a 0 in an
+        # AUTO_INCREMENT column stays 0; no FK checks (shards load in any order).
+        cur.execute("SET SESSION time_zone = '+00:00', SESSION foreign_key_checks = 0, "
+                    "SESSION sql_mode = 'STRICT_TRANS_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION'")
+    return conn
+
+
+def load_partition(specs, *, ctx: dict):
+    """Spark ``mapPartitions`` function: load each chunk spec of the partition in turn."""
+    for spec in specs:
+        yield load_chunk(spec, ctx)
+
+
+def load_chunk(spec: dict, ctx: dict) -> dict:
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        try:
+            out = _load_once(spec, ctx)
+            break
+        except pymysql.MySQLError as e:
+            code = e.args[0] if e.args else 0
+            if code in RETRYABLE and attempt < MAX_ATTEMPTS:
+                time.sleep(0.2 * attempt)
+                continue
+            raise ChunkError(f"chunk {spec['chunk']} of {spec['schema']}.{spec['table']} failed: "
+                             f"{e.args[-1] if e.args else e} (MySQL error {code})", source=ctx["source_id"],
+                             table=f"{spec['schema']}.{spec['table']}") from e
+    hook = ctx.get("after_chunk")
+    if hook is not None:
+        hook(out)
+    return out
+
+
+def _load_once(spec: dict, ctx: dict) -> dict:
+    s, t, n = spec["schema"], spec["table"], spec["chunk"]
+    where_ckpt = ("WHERE source = %s AND up_schema = %s AND up_table = %s AND chunk = %s",
+                  (ctx["source_id"], s, t, n))
+    t0 = time.monotonic()
+    up = connect_reader(ctx["up"])
+    down = connect_writer(ctx["down"])
+    try:
+        pos = open_snapshot(up, ctx["source_id"])
+        ctxinfo = dict(source=ctx["source_id"], table=f"{s}.{t}", position=str(pos), chunk=n)
+        try:
+            create = show_create(up, s, t)
+        except pymysql.err.ProgrammingError as e:
+            raise SchemaChangedDuringLoad(f"shard table {s}.{t} disappeared during the full load: {e.args[-1]}",
+                                          **ctxinfo) from e
+        if fingerprint(create) != spec["fingerprint"]:
+            raise SchemaChangedDuringLoad(
+                f"shard table {s}.{t} was altered during the full load (its definition differs from the "
+                f"planned one); DDLs on routed tables must wait until the task reaches incremental. To "
+                f"reload, stop the task, delete this source's rows from the load checkpoint and the "
+                f"target rows, and start it again", **ctxinfo)
+        with down.cursor() as dc:
+            dc.execute(f"SELECT status, rows_loaded FROM {ctx['ckpt']} {where_ckpt[0]} FOR UPDATE", where_ckpt[1])
+            row = dc.fetchone()
+            if row is None:
+                raise ChunkError(f"chunk {n} of {s}.{t} is not in the load plan {ctx['ckpt']}", **ctxinfo)
+            if row[0] == "done":
+                down.rollback()
+                return {"schema": s, "table": t, "chunk": n, "skipped": True, "rows": int(row[1])}
+        cols = spec["columns"]
+        target = f"{_q(spec['target'][0])}.{_q(spec['target'][1])}"
+        verb = {"error": "INSERT", "replace": "REPLACE", "ignore": "INSERT IGNORE"}[ctx["on_duplicate"]]
+        insert = (f"{verb} INTO {target} ({', '.join(_q(c) for c in cols)}) VALUES "
+                  f"({', '.join(['%s'] * len(cols))})")
+        where, args = key_where(spec["key"], spec["lo"], spec["hi"]) if spec["key"] else ("1", [])
+        select = f"SELECT {', '.join(_q(c) for c in cols)} FROM {_q(s)}.{_q(t)} WHERE {where}"
+        rows = affected = 0
+        batch = ctx["batch_rows"]
+        with up.cursor() as uc, down.cursor() as dc:
+            uc.execute(select, args)
+            while True:
+                part = uc.fetchmany(batch)
+                if not part:
+                    break
+                try:
+                    affected += dc.executemany(insert, part) or 0
+                except pymysql.err.IntegrityError as e:
+                    if e.args[0] != 1062:
+                        raise
+                    down.rollback()
+                    uc.close()
+                    keys = _colliding_keys(up, down, spec, where, args)
+                    raise KeyCollision(
+                        f"primary/unique key collision while loading {s}.{t} into {spec['target'][0]}."
+                        f"{spec['target'][1]}: {e.args[-1]}; keys of this shard already in the target "
+                        f"(loaded from another shard, or there before the load): {keys or 'see message'}. "
+                        f"Make the shard keys disjoint, or set `on-duplicate-logical: replace|ignore` in "
+                        f"the task's loader config", **ctxinfo) from None
+                rows += len(part)
+            conflicts = 0
+            if ctx["on_duplicate"] == "ignore":
+                conflicts = rows - affected
+            elif ctx["on_duplicate"] == "replace":
+                conflicts = max(0, affected - rows) // 2
+            dc.execute(f"UPDATE {ctx['ckpt']} SET status = 'done', rows_loaded = %s, binlog_name = %s, "
+                       f"binlog_pos = %s, binlog_gtid = %s, info = %s {where_ckpt[0]}",
+                       (rows, pos.file, pos.pos, pos.gtid, spec["table_info"], *where_ckpt[1]))
+        down.commit()
+        return {"schema": s, "table": t, "chunk": n, "skipped": False, "rows": rows, "conflicts": conflicts,
+                "pos": pos.to_json(), "seconds": time.monotonic() - t0}
+    except BaseException:
+        try:
+            down.rollback()
+        except Exception:
+            pass
+        raise
+    finally:
+        for c in (up, down):
+            try:
+                c.close()
+            except Exception:
+                pass
+
+
+def _colliding_keys(up, down, spec: dict, where: str, args: list, limit: int = 20) -> list:
+    """Keys (of the target's key) of this chunk that the target already holds."""
+    dkey = spec.get("down_key") or []
+    if not dkey or not all(k in spec["columns"] for k in dkey):
+        return []
+    found: list = []
+    kl = ", ".join(_q(k) for k in dkey)
+    target = f"{_q(spec['target'][0])}.{_q(spec['target'][1])}"
+    tup = "%s" if len(dkey) == 1 else "(" + ", ".join(["%s"] * len(dkey)) + ")"
+    lhs = _q(dkey[0]) if len(dkey) == 1 else f"({kl})"
+    with up.cursor() as uc:
+        uc.execute(f"SELECT {kl} FROM {_q(spec['schema'])}.{_q(spec['table'])} WHERE {where}", args)
+        while len(found) < limit:
+            part = uc.fetchmany(500)
+            if not part:
+                break
+            vals = [v for r in part for v in r] if len(dkey) > 1 else [r[0] for r in part]
+            with down.cursor() as dc:
+                dc.execute(f"SELECT {kl} FROM {target} WHERE {lhs} IN ({', '.join([tup] * len(part))})", vals)
+                found += [r[0] if len(dkey) == 1 else list(r) for r in dc.fetchall()]
+        while uc.fetchone() is not None:
+            pass
+    down.rollback()
+    return [json.loads(json.dumps(k, default=str)) for k in found[:limit]]

@@ -1,0 +1,186 @@
+"""Per-chunk progress of the full load, stored downstream in ``<meta>.<task>_load_checkpoint``.
+
+Rows are keyed by **source** (not worker), so whichever worker the source is bound to resumes
+the load (DM pain #19, #20).  Three kinds of rows per source:
+
+* the plan row (``up_schema = up_table = ''``, ``chunk = -1``): ``status`` ``planned`` or
+  ``finished``; ``info`` = {plan position, result once finished};
+* one table row per shard table (``chunk = -1``): ``info`` = the table's planned shape
+  (create SQL, schema fingerprint, target, chunk key, columns, row estimate);
+* one row per chunk (``chunk >= 0``): bounds ``lo``/``hi``, ``status`` ``pending`` or ``done``,
+  and once done the rows loaded, the binlog position of the chunk's snapshot and the schema
+  seen in it (``info``).
+
+A chunk is marked done by its loader in the same downstream transaction as its rows
+(``worker.load.chunk``), so a chunk is either fully loaded and marked, or neither.  The plan
+is written once and reused on resume: chunk bounds never change under finished chunks.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pymysql
+
+from coordinator.errors import ShardMergeError
+from worker.events import Position
+
+
+class LoadCheckpointError(ShardMergeError):
+    """The load checkpoint table could not be read or written; names task and source."""
+
+
+def table_name(task: str) -> str:
+    return f"{task}_load_checkpoint"
+
+
+def _q(n: str) -> str:
+    return "`" + n.replace("`", "``") + "`"
+
+
+def fq_name(meta_schema: str, task: str) -> str:
+    return f"{_q(meta_schema)}.{_q(table_name(task))}"
+
+
+@dataclass
+class ChunkRow:
+    up_schema: str
+    up_table: str
+    chunk: int
+    lo: list | None           # encoded key values (worker.binlog_source.enc), None = open
+    hi: list | None
+    status: str = "pending"
+    rows: int = 0
+    pos: Position | None = None
+    info: str | None = None   # table_info JSON of the shard at the chunk's snapshot
+
+
+@dataclass
+class Stored:
+    plan: dict | None                     # None: never planned
+    status: str                           # '', planned, finished
+    tables: dict[tuple[str, str], dict]   # table rows' info
+    chunks: list[ChunkRow]
+
+
+class LoadStore:
+    def __init__(self, db_kwargs: dict, meta_schema: str, task: str, source_id: str):
+        self.db_kwargs = dict(db_kwargs)
+        self.meta_schema, self.task, self.source_id = meta_schema, task, source_id
+        self.fq = fq_name(meta_schema, task)
+
+    def _connect(self):
+        try:
+            return pymysql.connect(**self.db_kwargs, autocommit=False, charset="utf8mb4")
+        except pymysql.MySQLError as e:
+            raise LoadCheckpointError(f"cannot connect to the downstream for load checkpoints: {e}",
+                                      task=self.task, source=self.source_id) from e
+
+    def ensure_table(self) -> None:
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"CREATE DATABASE IF NOT EXISTS {_q(self.meta_schema)}")
+                cur.execute(f"""CREATE TABLE IF NOT EXISTS {self.fq} (
+                    source VARCHAR(64) NOT NULL,
+                    up_schema VARCHAR(128) NOT NULL,
+                    up_table VARCHAR(128) NOT NULL,
+                    chunk INT NOT NULL,
+                    status VARCHAR(16) NOT NULL,
+                    lo LONGTEXT, hi LONGTEXT, info LONGTEXT,
+                    rows_loaded BIGINT NOT NULL DEFAULT 0,
+                    binlog_name VARCHAR(128) NOT NULL DEFAULT '',
+                    binlog_pos BIGINT UNSIGNED NOT NULL DEFAULT 0,
+                    binlog_gtid TEXT,
+                    update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+                    PRIMARY KEY (source, up_schema, up_table, chunk)
+                ) DEFAULT CHARSET = utf8mb4""")
+            conn.commit()
+        finally:
+            conn.close()
+
+    def load(self) -> Stored:
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"SELECT up_schema, up_table, chunk, status, lo, hi, info, rows_loaded, binlog_name, "
+                            f"binlog_pos, binlog_gtid FROM {self.fq} WHERE source = %s "
+                            f"ORDER BY up_schema, up_table, chunk", (self.source_id,))
+                rows = cur.fetchall()
+            conn.commit()
+        except pymysql.MySQLError as e:
+            raise LoadCheckpointError(f"cannot read load checkpoints from {self.fq}: {e}", task=self.task,
+                                      source=self.source_id) from e
+        finally:
+            conn.close()
+        plan, status, tables, chunks = None, "", {}, []
+        for s, t, c, st, lo, hi, info, n, bn, bp, bg in rows:
+            if s == "" and t == "":
+                plan, status = json.loads(info or "{}"), st
+            elif c < 0:
+                tables[(s, t)] = json.loads(info or "{}")
+            else:
+                chunks.append(ChunkRow(s, t, c, json.loads(lo) if lo else None, json.loads(hi) if hi else None,
+                                       st, int(n), Position(bn, int(bp), bg or "") if bn else None, info))
+        return Stored(plan, status, tables, chunks)
+
+    def save_plan(self, plan: dict, tables: dict[tuple[str, str], dict], chunks: list[ChunkRow]) -> None:
+        """Write the whole plan in one transaction (a crash leaves none of it)."""
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"DELETE FROM {self.fq} WHERE source = %s", (self.source_id,))
+                rows = [(self.source_id, "", "", -1, "planned", None, None, json.dumps(plan))]
+                rows += [(self.source_id, s, t, -1, "planned", None, None, json.dumps(info))
+                         for (s, t), info in tables.items()]
+                rows += [(self.source_id, c.up_schema, c.up_table, c.chunk, "pending",
+                          None if c.lo is None else json.dumps(c.lo), None if c.hi is None else json.dumps(c.hi),
+                          None) for c in chunks]
+                cur.executemany(f"INSERT INTO {self.fq} (source, up_schema, up_table, chunk, status, lo, hi, info) "
+                                f"VALUES (%s, %s, %s, %s, %s, %s, %s, %s)", rows)
+            conn.commit()
+        except pymysql.MySQLError as e:
+            conn.rollback()
+            raise LoadCheckpointError(f"cannot store the load plan in {self.fq}: {e}", task=self.task,
+                                      source=self.source_id) from e
+        finally:
+            conn.close()
+
+    def finish(self, result: dict) -> None:
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"SELECT info FROM {self.fq} WHERE source = %s AND up_schema = '' AND up_table = '' "
+                            f"AND chunk = -1 FOR UPDATE", (self.source_id,))
+                row = cur.fetchone()
+                plan = json.loads(row[0]) if row and row[0] else {}
+                plan["result"] = result
+                cur.execute(f"UPDATE {self.fq} SET status = 'finished', info = %s WHERE source = %s AND "
+                            f"up_schema = '' AND up_table = '' AND chunk = -1", (json.dumps(plan), self.source_id))
+            conn.commit()
+        finally:
+            conn.close()
+
+    def progress_rows(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """{(schema, table): (rows loaded, chunks done)} from the done chunks (cheap poll)."""
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"SELECT up_schema, up_table, SUM(rows_loaded), COUNT(*) FROM {self.fq} "
+                            f"WHERE source = %s AND chunk >= 0 AND status = 'done' GROUP BY up_schema, up_table",
+                            (self.source_id,))
+                out = {(s, t): (int(n or 0), int(c)) for s, t, n, c in cur.fetchall()}
+            conn.commit()
+            return out
+        finally:
+            conn.close()
+
+    def delete_all(self) -> None:
+        """Forget this source's load (``stop-task --remove-meta``)."""
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"DELETE FROM {self.fq} WHERE source = %s", (self.source_id,))
+            conn.commit()
+        finally:
+            conn.close()

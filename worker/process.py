@@ -1,0 +1,388 @@
+"""The worker process: registration, bindings, subtasks.
+
+One process serves the sources the master binds to it (normally the one named by its
+``--source`` file).  Life cycle:
+
+1. Register ``worker/<name>`` in etcd on a lease (TTL ``ttl``) and keep the lease alive.  If the
+   lease is lost (etcd partition longer than the TTL), every subtask is stopped *first* — the
+   master may already have moved the binding to another worker, and two writers of one source
+   must never run — then the worker registers again.
+2. Watch bindings and tasks (plus a periodic full re-read, so a missed event only delays):
+   for every task whose ``sources`` include a source bound to this worker and whose stage is
+   ``running``, run one subtask; stop subtasks whose task, binding or stage went away.  A
+   subtask that a new worker takes over resumes from the checkpoints in the downstream.
+3. A subtask = :class:`Subtask`: writes the SourceTables record, builds the syncer (with the
+   optimistic shard-DDL handler when ``shard-mode: optimistic``), runs micro-batches and
+   reports status to etcd.  An error stops the subtask with status ``Error`` and is retried
+   with backoff (transient errors) or when the task record changes (resume/update).
+
+``/healthz`` is process liveness, ``/readyz`` = registered in etcd, bound, and every subtask
+streaming.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from coordinator.config import SourceConfig, parse_source, parse_task
+from coordinator.errors import ConfigError, ShardMergeError, TransientError
+from coordinator.etcd_client import connect
+from coordinator.etcdproto import EtcdUnavailable, Store, WorkerRegistration
+from coordinator.etcdproto.keys import DEFAULT_PREFIX
+from coordinator.obs import ObsServer, logger
+
+from .status import StatusReporter
+
+_log = logger("worker.process")
+
+
+class WorkerError(ShardMergeError):
+    """The worker process cannot start or serve (bad name, etcd unreachable at start)."""
+
+
+# ----------------------------------------------------------------------------- one subtask
+class Subtask:
+    """Replication of one (task, source) on a thread: syncer + coordination + status."""
+
+    def __init__(self, worker: "WorkerProcess", task_rec, source: SourceConfig):
+        self.worker, self.task_rec, self.source = worker, task_rec, source
+        self.key = (task_rec.task, source.source_id)
+        self.revision = task_rec.revision
+        self.stop_event = threading.Event()
+        self.status = StatusReporter(worker.store, task_rec.task, source.source_id, worker.name)
+        self.thread = threading.Thread(target=self._run, name=f"subtask-{task_rec.task}-{source.source_id}",
+                                       daemon=True)
+        self.streaming = False
+        self.failed: BaseException | None = None
+        self.syncer = None
+        self.write_final_status = True   # False when the task is gone (its status key too)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self, timeout: float = 30) -> None:
+        self.stop_event.set()
+        if self.thread.is_alive() and threading.current_thread() is not self.thread:
+            self.thread.join(timeout)
+
+    # -- the thread
+    def _run(self) -> None:
+        log = _log.bind(task=self.key[0], source=self.key[1])
+        backoff = 1.0
+        while not self.stop_event.is_set():
+            try:
+                self._serve(log)
+                break
+            except Exception as e:  # noqa: BLE001 — every failure becomes visible status
+                self.streaming = False
+                self.failed = e
+                transient = isinstance(e, TransientError)
+                log.error("subtask failed", error=str(e), transient=transient)
+                if self.stop_event.is_set():
+                    break
+                self.status.error(e, lock_id=getattr(e, "context", {}).get("lock_id", ""),
+                                  position=getattr(e, "context", {}).get("position", ""))
+                if not transient:
+                    return   # stays in Error until the task record changes (resume-task / update)
+                if self.stop_event.wait(backoff):
+                    break
+                backoff = min(backoff * 2, 30.0)
+        self.streaming = False
+        if not self.write_final_status:
+            return
+        try:
+            self.status.stopped()
+        except Exception:  # noqa: BLE001 — etcd may be gone at shutdown
+            pass
+
+    def _serve(self, log) -> None:
+        import pymysql
+
+        from coordinator.routing import TableMapper
+        from worker.syncer import Syncer
+
+        from .coordination import (DownstreamDDL, OptimisticDDLHandler, ShardDDLCoordinator,
+                                   SourceTablesWriter, list_upstream_tables)
+        from .schema_tracker import SchemaTracker
+
+        cfg = parse_task(self.task_rec.yaml, f"<task {self.task_rec.task} in etcd>")
+        inst = cfg.instance(self.source.source_id)
+        if inst is None:
+            raise ConfigError(f"task {cfg.name!r} has no mysql-instances entry for source "
+                              f"{self.source.source_id!r}", task=cfg.name, source=self.source.source_id)
+        mapper = TableMapper(inst, cfg.meta_schema)
+        up_kwargs = self.source.db.pymysql_kwargs()
+        down_kwargs = cfg.target.pymysql_kwargs()
+
+        def up():
+            return pymysql.connect(**up_kwargs, autocommit=True, charset="utf8mb4")
+
+        def down():
+            return pymysql.connect(**down_kwargs, autocommit=True, charset="utf8mb4")
+
+        # §7.1: the master learns every upstream table of this subtask, DDL or not
+        st_writer = SourceTablesWriter(self.worker.store, cfg.name, self.source.source_id, mapper)
+        conn = up()
+        try:
+            st_writer.write_all(list_upstream_tables(conn, mapper))
+        finally:
+            conn.close()
+        handler = None
+        syncer_box = {}
+        if cfg.shard_mode == "optimistic":
+            tracker = SchemaTracker(self.source.source_id, connect=up)
+            coord = ShardDDLCoordinator(self.worker.store, cfg.name, self.source.source_id, mapper, tracker,
+                                        DownstreamDDL(down), self.status, strict=cfg.strict_optimistic,
+                                        stop=self.stop_event, source_tables=st_writer)
+            handler = OptimisticDDLHandler(coord, on_redirect=lambda: syncer_box["s"].request_rewind())
+        spark = self.worker.spark()
+        syncer = Syncer(spark, cfg, self.source, handler)
+        syncer_box["s"] = syncer
+        self.syncer = syncer
+        syncer.start()
+        self.status.running()
+        log.info("subtask streaming")
+        while not self.stop_event.is_set():
+            r = syncer.run_once()
+            self.streaming = True
+            self.failed = None
+            s = syncer.status()
+            self.status.progress(synced_position=s["read_pos"], checkpoint=s["checkpoint"],
+                                 rows_applied=s["rows_applied"], held_tables=s["held_tables"],
+                                 caught_up=bool(r.idle),
+                                 lag_seconds=0 if r.idle else None)
+            if r.idle:
+                self.stop_event.wait(self.worker.poll_interval)
+
+
+# ----------------------------------------------------------------------------- the process
+@dataclass
+class WorkerOptions:
+    etcd: str
+    name: str = ""
+    source_file: str | None = None
+    prefix: str = DEFAULT_PREFIX
+    spark_master: str = ""
+    metrics_addr: str = ""
+    ttl: int = 10
+    resync_interval: float = 5.0
+    poll_interval: float = 0.5
+
+
+class WorkerProcess:
+    def __init__(self, opts: WorkerOptions):
+        self.opts = opts
+        self.local_source: SourceConfig | None = None
+        if opts.source_file:
+            from coordinator.config import load_source
+            self.local_source = load_source(opts.source_file)   # ConfigError names file and key
+        default = f"worker-{socket.gethostname()}-{os.getpid()}"
+        if self.local_source is not None and not opts.name:
+            default = f"worker-{self.local_source.source_id}-{socket.gethostname()}-{os.getpid()}"
+        self.name = opts.name or default
+        if "/" in self.name or not self.name.strip():
+            raise WorkerError(f"worker name {self.name!r} must be non-empty and contain no '/'")
+        self.poll_interval = opts.poll_interval
+        self.client = connect(opts.etcd)
+        self.store = Store(self.client, opts.prefix)
+        self.subtasks: dict[tuple[str, str], Subtask] = {}
+        self.lease = None
+        self.registered = False
+        self.bound: set[str] = set()
+        self._stop = threading.Event()
+        self._changed = threading.Event()
+        self._watch_ids: list = []
+        self._spark = None
+        self._spark_lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self.obs: ObsServer | None = None
+        self.log = _log.bind(worker=self.name)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> "WorkerProcess":
+        try:
+            self.store.revision()
+        except EtcdUnavailable as e:
+            raise WorkerError(f"etcd at {self.opts.etcd} does not answer: {e.message}; start etcd or fix --etcd",
+                              worker=self.name) from e
+        self._register()
+        if self.opts.metrics_addr:
+            host, _, port = self.opts.metrics_addr.rpartition(":")
+            self.obs = ObsServer(host or "127.0.0.1", int(port), ready=self.ready).start()
+        self._watch()
+        for fn, name in ((self._keepalive_loop, "lease-keepalive"), (self._reconcile_loop, "reconcile")):
+            t = threading.Thread(target=fn, name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
+        self.log.info("worker started", source=self.local_source.source_id if self.local_source else "",
+                      prefix=self.opts.prefix)
+        return self
+
+    def stop(self) -> None:
+        """Graceful stop: subtasks first, then the registration (lease revoked at once, so
+        the master rebinds without waiting for the TTL)."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._changed.set()
+        self._stop_all("worker stopping")
+        for wid in self._watch_ids:
+            try:
+                self.client.cancel_watch(wid)
+            except Exception:  # noqa: BLE001
+                pass
+        if self.lease is not None:
+            try:
+                self.lease.revoke()
+            except Exception:  # noqa: BLE001 — etcd may be gone; the TTL expires the key
+                pass
+        if self.obs is not None:
+            self.obs.stop()
+        self.log.info("worker stopped")
+
+    def wait(self) -> None:
+        while not self._stop.wait(1.0):
+            pass
+
+    def spark(self):
+        """One SparkSession per process, created when the first subtask needs it."""
+        with self._spark_lock:
+            if self._spark is None:
+                from pyspark.sql import SparkSession
+                b = SparkSession.builder.appName(f"shardmerge-{self.name}")
+                b = b.master(self.opts.spark_master or "local[2]")
+                self._spark = b.config("spark.ui.enabled", "false").getOrCreate()
+            return self._spark
+
+    def ready(self) -> tuple[bool, str]:
+        if not self.registered:
+            return False, "not registered in etcd (lease lost or etcd unreachable)"
+        if not self.bound:
+            return False, "no source bound to this worker yet"
+        subs = list(self.subtasks.values())
+        bad = [f"{t}/{s}" for (t, s), st in self.subtasks.items() if not st.streaming]
+        if bad:
+            return False, "subtasks not streaming: " + ", ".join(sorted(bad))
+        return True, f"bound to {', '.join(sorted(self.bound))}; {len(subs)} subtask(s) streaming"
+
+    # ------------------------------------------------------------------ registration
+    def _register(self) -> None:
+        fields = dict(worker=self.name, addr=self.opts.metrics_addr,
+                      started_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        if self.local_source is not None and "source" in WorkerRegistration.__dataclass_fields__:
+            fields["source"] = self.local_source.source_id
+        self.lease = self.store.register_worker(WorkerRegistration(**fields), ttl=self.opts.ttl)
+        self.registered = True
+        self.log.info("registered", ttl=self.opts.ttl)
+
+    def _keepalive_loop(self) -> None:
+        interval = max(self.opts.ttl / 3.0, 0.5)
+        while not self._stop.wait(interval):
+            try:
+                if not self.registered:
+                    self._register()
+                    self._changed.set()
+                    continue
+                resp = list(self.lease.refresh())
+                ttl = resp[0].TTL if resp else 0
+                if ttl <= 0:
+                    self._lost("lease expired")
+                else:
+                    self._last_ok_refresh = time.monotonic()
+            except Exception as e:  # noqa: BLE001 — etcd unreachable: the lease may expire
+                self.log.warning("lease refresh failed", error=str(e))
+                if self.lease is not None and self._lease_expired_locally():
+                    self._lost(f"etcd unreachable longer than the lease TTL ({e})")
+
+    def _lease_expired_locally(self) -> bool:
+        last = getattr(self, "_last_ok_refresh", None)
+        now = time.monotonic()
+        if last is None:
+            self._last_ok_refresh = now
+            return False
+        return now - last > self.opts.ttl
+
+    def _lost(self, why: str) -> None:
+        """Our registration is gone: the master may rebind our sources. Stop writing first."""
+        self.log.error("registration lost; stopping all subtasks before re-registering", reason=why)
+        self.registered = False
+        self._stop_all(f"registration lost: {why}")
+        self.bound = set()
+
+    # ------------------------------------------------------------------ bindings & tasks
+    def _watch(self) -> None:
+        rev = self.store.revision()
+        for kind in ("binding", "task"):
+            self._watch_ids.append(self.store.watch(kind, rev + 1, lambda ev: self._changed.set()))
+
+    def _reconcile_loop(self) -> None:
+        while not self._stop.is_set():
+            self._changed.wait(self.opts.resync_interval)
+            self._changed.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.reconcile()
+            except Exception as e:  # noqa: BLE001 — etcd hiccup: next round re-reads everything
+                self.log.warning("reconcile failed; will retry", error=str(e))
+
+    def reconcile(self) -> None:
+        """Make the running subtasks match bindings + tasks in etcd."""
+        if not self.registered:
+            return
+        bound = {b.source for b in self.store.list_bindings().items if b.worker == self.name}
+        tasks = {t.task: t for t in self.store.list_tasks().items}
+        want = {}
+        for t in tasks.values():
+            if t.stage != "running":
+                continue
+            for s in t.sources:
+                if s in bound:
+                    want[(t.task, s)] = t
+        self.bound = bound
+        for key, sub in list(self.subtasks.items()):
+            rec = want.get(key)
+            if rec is None or (rec.revision != sub.revision and (sub.failed is not None or rec.yaml != sub.task_rec.yaml)):
+                self.log.info("stopping subtask", task=key[0], source=key[1],
+                              reason="task/binding gone" if rec is None else "task record changed")
+                sub.write_final_status = rec is not None and key[0] in tasks
+                sub.stop()
+                del self.subtasks[key]
+        for key, rec in want.items():
+            if key in self.subtasks:
+                self.subtasks[key].revision = rec.revision
+                continue
+            src = self._source_config(key[1])
+            if src is None:
+                continue
+            sub = Subtask(self, rec, src)
+            self.subtasks[key] = sub
+            self.log.info("starting subtask", task=key[0], source=key[1])
+            sub.start()
+
+    def _source_config(self, source: str) -> SourceConfig | None:
+        if self.local_source is not None and self.local_source.source_id == source:
+            return self.local_source
+        rec = self.store.get_source(source)
+        if rec is None:
+            self.log.error("bound to a source that is not registered", source=source)
+            return None
+        try:
+            return parse_source(rec.yaml, f"<source {source} in etcd>")
+        except ConfigError as e:
+            self.log.error("bound source config invalid", source=source, error=str(e))
+            return None
+
+    def _stop_all(self, why: str) -> None:
+        subs = list(self.subtasks.values())
+        for sub in subs:
+            sub.stop_event.set()
+        for sub in subs:
+            sub.stop()
+        self.subtasks.clear()
+        if subs:
+            self.log.info("subtasks stopped", reason=why, count=len(subs))

@@ -1,0 +1,162 @@
+"""Per task+source status in etcd, the source of ``shardctl query-status``.
+
+The worker is the only writer of its status key.  A stage change (Running -> Paused, ...) and
+every change of what the worker waits for is written at once; progress (positions, lag) is
+written at most every ``min_interval`` seconds, so a busy stream does not hammer etcd.
+A failed write is kept pending and retried with the next update: status is never a reason
+to stop replicating.
+
+``detail`` layout (JSON, read by the master's query-status):
+  ``error``: {"type", "message", "lock_id", "position", "table", ...} or absent
+  ``waiting_for``: text, e.g. "Operation for lock test-`shop`.`orders` (info revision 42)"
+  ``lock_id``: the lock the subtask is blocked on (also in ``error`` when paused by it)
+  ``synced_position`` / ``checkpoint``: binlog positions (text, GTID or file:pos)
+  ``lag_seconds`` / ``lag_events``: how far behind the upstream the applied stream is
+"""
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timezone
+
+from coordinator.errors import ShardMergeError
+from coordinator.etcdproto.errors import EtcdProtoError
+from coordinator.etcdproto.records import SubtaskStatus
+from coordinator.obs import logger
+
+RUNNING = "Running"
+PAUSED = "Paused"      # waiting for an operator (conflict, error answer); resumes by itself
+ERROR = "Error"        # stopped on an error that needs a restart/fix (strict conflict, bad DDL)
+STOPPED = "Stopped"
+STAGES = (RUNNING, PAUSED, ERROR, STOPPED)
+
+_log = logger("worker.status")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def error_detail(err: BaseException | str, **ctx) -> dict:
+    """The ``error`` entry: type, message and context (lock ID, position, table...)."""
+    if isinstance(err, ShardMergeError):
+        d = {"type": type(err).__name__, "message": err.message,
+             **{k: str(v) for k, v in err.context.items()}}
+    elif isinstance(err, BaseException):
+        d = {"type": type(err).__name__, "message": str(err)}
+    else:
+        d = {"type": "Message", "message": str(err)}
+    d.update({k: str(v) for k, v in ctx.items() if v not in (None, "")})
+    return d
+
+
+class StatusReporter:
+    """Writes one subtask's ``SubtaskStatus``; all methods are thread-safe."""
+
+    def __init__(self, store, task: str, source: str, worker: str = "", *, min_interval: float = 1.0):
+        self.store = store
+        self.min_interval = min_interval
+        self._lock = threading.Lock()
+        self._st = SubtaskStatus(task=task, source=source, stage=RUNNING, worker=worker)
+        self._dirty = True
+        self._last_write = 0.0
+        self.write_errors = 0
+
+    # ------------------------------------------------------------------ state changes (written now)
+    def running(self) -> None:
+        """Replicating normally: clears error, wait and conflict fields."""
+        with self._lock:
+            d = self._st.detail
+            for k in ("error", "waiting_for", "lock_id"):
+                d.pop(k, None)
+            self._st.stage, self._st.block_ddl_owner, self._st.conflict_msg = RUNNING, "", ""
+        self.flush(force=True)
+
+    def waiting(self, what: str, *, lock_id: str = "") -> None:
+        """Still Running, but blocked on something outside (an Operation from the master)."""
+        with self._lock:
+            self._st.detail["waiting_for"] = what
+            if lock_id:
+                self._st.detail["lock_id"] = lock_id
+        self.flush(force=True)
+
+    def paused(self, err: BaseException | str, *, lock_id: str = "", position: str = "",
+               owner: str = "", waiting_for: str = "") -> None:
+        """Blocked until an operator acts (e.g. ``shardctl shard-ddl-lock unlock``); the
+        subtask continues by itself once the answer arrives."""
+        self._set_problem(PAUSED, err, lock_id, position, owner, waiting_for)
+
+    def error(self, err: BaseException | str, *, lock_id: str = "", position: str = "",
+              owner: str = "") -> None:
+        """Stopped: the subtask will not continue without a fix and a restart/resume."""
+        self._set_problem(ERROR, err, lock_id, position, owner, "")
+
+    def stopped(self) -> None:
+        with self._lock:
+            self._st.stage = STOPPED
+            self._st.detail.pop("waiting_for", None)
+        self.flush(force=True)
+
+    def _set_problem(self, stage, err, lock_id, position, owner, waiting_for) -> None:
+        with self._lock:
+            e = error_detail(err, lock_id=lock_id, position=position)
+            self._st.stage = stage
+            self._st.detail["error"] = e
+            if lock_id:
+                self._st.detail["lock_id"] = lock_id
+            if waiting_for:
+                self._st.detail["waiting_for"] = waiting_for
+            else:
+                self._st.detail.pop("waiting_for", None)
+            self._st.block_ddl_owner = owner
+            self._st.conflict_msg = e["message"] if lock_id else ""
+        self.flush(force=True)
+
+    # ------------------------------------------------------------------ progress (throttled)
+    def progress(self, *, synced_position: str | None = None, checkpoint: str | None = None,
+                 lag_seconds: float | None = None, lag_events: int | None = None, **extra) -> None:
+        with self._lock:
+            for k, v in (("synced_position", synced_position), ("checkpoint", checkpoint),
+                         ("lag_seconds", lag_seconds), ("lag_events", lag_events), *extra.items()):
+                if v is not None and self._st.detail.get(k) != v:
+                    self._st.detail[k] = v
+                    self._dirty = True
+        self.flush()
+
+    # ------------------------------------------------------------------ output
+    @property
+    def stage(self) -> str:
+        with self._lock:
+            return self._st.stage
+
+    def snapshot(self) -> SubtaskStatus:
+        with self._lock:
+            return self._snapshot()
+
+    def flush(self, force: bool = False) -> bool:
+        """Write if something changed (now if ``force``, else at most every min_interval)."""
+        with self._lock:
+            if force:
+                self._dirty = True
+            if not self._dirty:
+                return True
+            if not force and time.monotonic() - self._last_write < self.min_interval:
+                return False
+            self._st.updated_at = _now()
+            rec = self._snapshot()
+            try:
+                self.store.put_status(rec)
+            except (EtcdProtoError, OSError) as e:
+                self.write_errors += 1
+                _log.warning("status write failed; will retry with the next update", task=rec.task,
+                             source=rec.source, error=str(e))
+                return False
+            self._dirty = False
+            self._last_write = time.monotonic()
+            return True
+
+    def _snapshot(self) -> SubtaskStatus:
+        s = self._st
+        return SubtaskStatus(task=s.task, source=s.source, stage=s.stage, worker=s.worker,
+                             block_ddl_owner=s.block_ddl_owner, conflict_msg=s.conflict_msg,
+                             detail=dict(s.detail), updated_at=s.updated_at)
