@@ -19,6 +19,8 @@ COMMAND_MODULES = (
     "coordinator.cli_tasks",      # start-task, stop-task, query-status
     "coordinator.cli_locks",      # shard-ddl-lock (show-ddl-locks, unlock-ddl-lock)
     "coordinator.cli_sources",    # operate-source, get-config/config, list-member
+    "worker.cli",                 # worker
+    "worker.check",               # check (compare downstream with the merged upstream)
 )
 
 
