@@ -3,8 +3,12 @@
 N shard tables (spread over the two local upstream servers) receive M rows in total; a worker
 (Syncer on a local Spark session) replicates the backlog into one merged table.  Reported:
 rows/s replicated, the downstream ingest limit (the same M rows written by one client with
-1,000-row multi-row INSERTs into an identical table), their ratio, and the worker's peak RSS
-(driver + Spark JVM + Python workers: the whole process tree, sampled).
+1,000-row multi-row INSERTs into an identical table), their ratio, the binlog decode limit (the
+same binlog ranges decoded by the worker's reader with nothing applied: pure-Python
+mysql-replication, single-threaded) and the ratio to it, where the worker's time went (summed
+batch timings) and the worker's peak RSS (driver + Spark JVM + Python workers: the whole
+process tree, sampled).  The Spark session is warmed up (Python workers started) before the
+clock starts, as in a long-running worker.
 
     .venv/bin/python bench/replication.py            # 4 shards, 200,000 rows
     .venv/bin/python bench/replication.py --short    # CI form: 4 shards, 20,000 rows
@@ -28,6 +32,8 @@ import pymysql  # noqa: E402
 import yaml  # noqa: E402
 
 from coordinator.config import parse_source, parse_task  # noqa: E402
+from coordinator.routing import TableMapper  # noqa: E402
+from worker.binlog_source import decode_range  # noqa: E402
 from worker.syncer import Syncer, master_status  # noqa: E402
 
 DDL = "(id BIGINT PRIMARY KEY, shard INT NOT NULL, item VARCHAR(40), qty INT, price DECIMAL(10,2), note VARCHAR(100))"
@@ -94,6 +100,7 @@ def main(argv=None) -> int:
     ap.add_argument("--short", action="store_true", help="CI form: 20,000 rows")
     ap.add_argument("--parallelism", type=int, default=2)
     ap.add_argument("--batch", type=int, default=1000)
+    ap.add_argument("--apply-rows", type=int, default=20_000, help="rows per Spark apply job")
     args = ap.parse_args(argv)
     if args.short:
         args.rows = 20_000
@@ -122,6 +129,7 @@ def main(argv=None) -> int:
             rows = _rows(sh, 0, per)
             _insert(conns[server], fq, rows)
             all_rows.extend(rows)
+        data_end = {"s1": master_status(mysql["source1"]), "s2": master_status(mysql["source2"])}
 
         # downstream ingest limit: one client, 1,000-row multi-row INSERTs
         t0 = time.monotonic()
@@ -152,16 +160,32 @@ def main(argv=None) -> int:
                  .config("spark.driver.memory", "1g").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         try:
-            syncers = [Syncer(spark, task, srcs[s], max_batch_events=100_000) for s in ("s1", "s2")]
+            syncers = [Syncer(spark, task, srcs[s], max_batch_events=100_000, apply_rows=args.apply_rows)
+                       for s in ("s1", "s2")]
             for s in syncers:   # session warm-up and checkpoint table creation are not replication
                 s.start()
+            spark.sparkContext.parallelize(range(args.parallelism), args.parallelism).map(lambda x: x).collect()
             t0 = time.monotonic()
-            batches = [len(s.sync_until_caught_up()) for s in syncers]
+            results = [s.sync_until_caught_up() for s in syncers]
             repl_s = time.monotonic() - t0
         finally:
             spark.stop()
             sampler.stop.set()
             sampler.join()
+        batches = [len(r) for r in results]
+        phases: dict = {}
+        for r in (b for rs in results for b in rs):
+            for k, v in r.timings.items():
+                phases[k] = phases.get(k, 0.0) + v
+        # decode limit: the same binlog ranges through the worker's decoder, nothing applied
+        t0 = time.monotonic()
+        decoded = 0
+        for sid in ("s1", "s2"):
+            mapper = TableMapper(task.instance(sid), task.meta_schema)
+            for item in decode_range(srcs[sid].db.pymysql_kwargs(), mapper, start[sid], data_end[sid]):
+                if isinstance(item, tuple):
+                    decoded += sum(len(rows) for _, _, rows in item[1])
+        decode_s = time.monotonic() - t0
         with conns["downstream"].cursor() as cur:
             cur.execute(f"SELECT COUNT(*) FROM `{down_name}`.`merged`")
             (got,) = cur.fetchone()
@@ -173,6 +197,9 @@ def main(argv=None) -> int:
                "replicated_rows_per_s": round(len(all_rows) / repl_s),
                "downstream_ingest_rows_per_s": round(len(all_rows) / ingest_s),
                "ratio_to_ingest_limit": round((len(all_rows) / repl_s) / (len(all_rows) / ingest_s), 3),
+               "binlog_decode_rows_per_s": round(decoded / decode_s),
+               "ratio_to_decode_limit": round((len(all_rows) / repl_s) / (decoded / decode_s), 3),
+               "worker_seconds": {k: round(v, 2) for k, v in sorted(phases.items())},
                "worker_peak_rss_mb": round(sampler.peak / 2**20)}
         print(json.dumps(out))
         return 0

@@ -1,23 +1,30 @@
-"""Apply row changes to the downstream, one Spark task = one partition = one transaction.
+"""Row changes to the downstream: split by key in the driver, applied by Spark tasks.
 
-Each partition holds every change of its keys in binlog order (the syncer hashed by target and
-key and sorted by ``seq``), so applying a partition in order keeps each row's history; different
-partitions touch different keys and may run in parallel.
+:class:`Partitioner` (driver) spreads a chunk's changes over ``n`` partitions by a hash of
+(target, key values) and keeps binlog order inside each, so every change of one row lands in
+one partition in order and partitions touch disjoint rows: they may run in parallel.  The key
+is the downstream's (primary key, else the first unique key of NOT NULL columns), else the
+upstream primary key from the binlog, else every column.  An update that changes the key
+becomes a delete of the old key then an insert of the new one, so each key's history stays in
+one partition.  String key values are hashed trimmed and lower-cased (a case- and
+pad-insensitive collation treats them as one key; putting more keys together is harmless).
 
+:func:`apply_partition` (Spark task) applies one partition in ONE downstream transaction.
 Statements always name the columns of the row image: a shard that lacks a column (dropped on
-that shard only, or not yet added) writes rows without it and the downstream keeps its value
-or default.  Consecutive changes of the same kind, table and column list become one
+that shard only, or not yet added) writes rows without it and the downstream keeps its value or
+default.  Consecutive changes of the same kind, table, column list and mode become one
 multi-row statement (at most ``batch`` rows):
 
 * insert  -> ``INSERT`` (``REPLACE`` in safe mode)
 * update  -> ``INSERT ... ON DUPLICATE KEY UPDATE`` of the non-key columns (idempotent; the key
-  did not change, the source emits key changes as delete + insert)
+  did not change)
 * delete  -> ``DELETE ... WHERE key IN (...)``
 Tables without a primary/unique key are matched on every column (``<=>``, one row at a time).
 
-Safe mode (idempotent replay) is used for changes at or before ``safe_until`` (replay after a
-crash) or when configured.  A partition that hits a duplicate key outside safe mode is rolled
-back and re-applied in safe mode once, so a Spark task retried after its commit cannot fail.
+Safe mode (idempotent replay) is used for changes at or before *safe-until* (replay after a
+crash) or when configured; the driver marks each change.  A partition that hits a duplicate
+key outside safe mode is rolled back and re-applied in safe mode once, so a Spark task retried
+after its commit cannot fail.
 
 A partition returns ``{(up_schema, up_table): [file, pos, gtid, rows]}`` for the last change it
 committed per upstream table: the driver advances table checkpoints only from these
@@ -25,13 +32,11 @@ acknowledgements.
 """
 from __future__ import annotations
 
-import json
 import time
 
 import pymysql
 
 from coordinator.errors import ShardMergeError
-from worker.binlog_source import dec
 from worker.events import DELETE, INSERT, UPDATE, Position
 
 
@@ -43,46 +48,117 @@ def _q(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _tz_offset() -> str:
+def local_time_zone() -> str:
+    """This process's UTC offset as MariaDB ``time_zone`` text (TIMESTAMP values are decoded in it)."""
     off = -time.timezone if not time.localtime().tm_isdst else -time.altzone
     sign = "+" if off >= 0 else "-"
     off = abs(off)
     return f"{sign}{off // 3600:02d}:{off % 3600 // 60:02d}"
 
 
-def connect_downstream(db_kwargs: dict, autocommit: bool = False) -> pymysql.connections.Connection:
+def connect_downstream(db_kwargs: dict, autocommit: bool = False, *,
+                       time_zone: str | None = None) -> pymysql.connections.Connection:
+    """A downstream session whose ``time_zone`` is the one the binlog values were decoded in
+    (default: this process's)."""
     conn = pymysql.connect(**db_kwargs, autocommit=autocommit, charset="utf8mb4")
     with conn.cursor() as cur:
-        # Row images carry wall-clock values decoded in this process's zone.
-        cur.execute("SET SESSION time_zone = %s, SESSION foreign_key_checks = 0", (_tz_offset(),))
+        cur.execute("SET SESSION time_zone = %s, SESSION foreign_key_checks = 0",
+                    (time_zone or local_time_zone(),))
     return conn
 
 
-class _Change:
-    __slots__ = ("kind", "us", "ut", "target", "cols", "keys", "before", "after", "pos")
-
-    def __init__(self, r):
-        self.kind = r["kind"]
-        self.us, self.ut = r["up_schema"], r["up_table"]
-        self.target = f"{_q(r['tgt_schema'])}.{_q(r['tgt_table'])}"
-        self.cols = json.loads(r["cols"])
-        self.keys = json.loads(r["keys"])
-        self.before = [dec(v) for v in json.loads(r["before"])] if r["before"] else None
-        self.after = [dec(v) for v in json.loads(r["after"])] if r["after"] else None
-        self.pos = Position(r["file"], r["pos"], r["gtid"] or "")
+# ------------------------------------------------------------------ driver: split by key
+# A change as shipped to a task: (kind, meta, before, after, pos, safe) with
+# meta = (up_schema, up_table, quoted target, cols, key cols) shared by the rows of a table.
+KIND, META, BEFORE, AFTER, POS, SAFE = range(6)
 
 
-def _statements(group: list[_Change], safe: bool):
+def _norm(v):
+    return v.rstrip(" ").lower() if type(v) is str else v
+
+
+class Partitioner:
+    """Splits chunks into ``n`` ordered partitions by (target, key) for one key map.
+
+    ``keys`` maps "schema.table" of a downstream table to its key columns (``fetch_keys``);
+    build a new partitioner when it changes."""
+
+    def __init__(self, keys: dict[str, list[str]], n: int):
+        self.keys = {k.lower(): [c.lower() for c in v] for k, v in keys.items()}
+        self.n = max(1, n)
+        self._meta: dict = {}
+
+    def _resolve(self, ref):
+        m = self._meta.get(ref)
+        if m is None:
+            tname = f"{ref.tgt_schema}.{ref.tgt_table}"
+            cols = ref.cols
+            lower = [c.lower() for c in cols]
+            kcols = self.keys.get(tname.lower())
+            pk = [c.lower() for c in ref.pk]
+            if kcols and all(k in lower for k in kcols):
+                kidx = [lower.index(k) for k in kcols]
+            elif pk and all(k in lower for k in pk):
+                kidx = [lower.index(k) for k in pk]
+            else:
+                kidx = list(range(len(cols)))
+            meta = (ref.up_schema, ref.up_table, f"{_q(ref.tgt_schema)}.{_q(ref.tgt_table)}", cols,
+                    tuple(cols[i] for i in kidx))
+            m = self._meta[ref] = (meta, tuple(kidx), hash(tname.lower()))
+        return m
+
+    def split(self, txns, *, held: set = frozenset(), points: dict | None = None,
+              safe_until: Position | None = None, force_safe: bool = False) -> list[list]:
+        """``txns`` as in :class:`worker.binlog_source.Chunk`; changes of ``held`` tables and
+        of transactions at or before their table's point (``points``) are left out.  Returns
+        the non-empty partitions."""
+        n = self.n
+        parts: list[list] = [[] for _ in range(n)]
+        points = points or {}
+        for pos, events in txns:
+            safe = force_safe or (safe_until is not None and pos <= safe_until)
+            for kind, ref, rows in events:
+                tkey = (ref.up_schema, ref.up_table)
+                if tkey in held:
+                    continue
+                p = points.get(tkey)
+                if p is not None and pos <= p:
+                    continue   # already applied before the last checkpoint
+                meta, kidx, th = self._resolve(ref)
+                single = kidx[0] if len(kidx) == 1 else None
+                if kind != UPDATE:
+                    for row in rows:
+                        kv = _norm(row[single]) if single is not None else tuple(_norm(row[i]) for i in kidx)
+                        parts[hash((th, kv)) % n].append(
+                            (kind, meta, row if kind == DELETE else None, row if kind == INSERT else None, pos, safe))
+                    continue
+                for before, after in rows:
+                    if single is not None:
+                        kb, ka = _norm(before[single]), _norm(after[single])
+                        same = before[single] == after[single]
+                    else:
+                        kb, ka = tuple(_norm(before[i]) for i in kidx), tuple(_norm(after[i]) for i in kidx)
+                        same = all(before[i] == after[i] for i in kidx)
+                    if same:
+                        parts[hash((th, ka)) % n].append((UPDATE, meta, before, after, pos, safe))
+                    else:
+                        parts[hash((th, kb)) % n].append((DELETE, meta, before, None, pos, safe))
+                        parts[hash((th, ka)) % n].append((INSERT, meta, None, after, pos, safe))
+        return [p for p in parts if p]
+
+
+# ------------------------------------------------------------------ task: apply in order
+def _statements(group: list, safe: bool):
     """(sql, args) pairs for a group of consecutive changes of one kind/table/column list."""
-    c0 = group[0]
-    cols, keys, t = c0.cols, c0.keys, c0.target
+    kind = group[0][KIND]
+    _, _, t, cols, keys = group[0][META]
     keyless = len(keys) == len(cols)
     clist = ", ".join(_q(c) for c in cols)
     row_ph = "(" + ", ".join(["%s"] * len(cols)) + ")"
-    if c0.kind == INSERT or (c0.kind == UPDATE and not keyless):
-        args = [v for ch in group for v in ch.after]
+    if kind == INSERT or (kind == UPDATE and not keyless):
+        args = [v for ch in group for v in ch[AFTER]]
         values = ", ".join([row_ph] * len(group))
-        if c0.kind == INSERT:
+        if kind == INSERT:
             verb = "REPLACE" if safe else "INSERT"
             yield f"{verb} INTO {t} ({clist}) VALUES {values}", args
         else:
@@ -93,38 +169,37 @@ def _statements(group: list[_Change], safe: bool):
             else:
                 yield f"INSERT IGNORE INTO {t} ({clist}) VALUES {values}", args
         return
-    if c0.kind == UPDATE:  # keyless: replace one matching row
+    if kind == UPDATE:  # keyless: replace one matching row
+        where = " AND ".join(f"{_q(c)} <=> %s" for c in cols)
         for ch in group:
-            where = " AND ".join(f"{_q(c)} <=> %s" for c in cols)
-            yield f"DELETE FROM {t} WHERE {where} LIMIT 1", list(ch.before)
-            yield f"INSERT INTO {t} ({clist}) VALUES {row_ph}", list(ch.after)
+            yield f"DELETE FROM {t} WHERE {where} LIMIT 1", list(ch[BEFORE])
+            yield f"INSERT INTO {t} ({clist}) VALUES {row_ph}", list(ch[AFTER])
         return
     # delete
     if keyless:
         where = " AND ".join(f"{_q(c)} <=> %s" for c in cols)
         for ch in group:
-            yield f"DELETE FROM {t} WHERE {where} LIMIT 1", list(ch.before)
+            yield f"DELETE FROM {t} WHERE {where} LIMIT 1", list(ch[BEFORE])
         return
     kidx = [cols.index(k) for k in keys]
     if len(keys) == 1:
         ph = ", ".join(["%s"] * len(group))
-        yield f"DELETE FROM {t} WHERE {_q(keys[0])} IN ({ph})", [ch.before[kidx[0]] for ch in group]
+        yield f"DELETE FROM {t} WHERE {_q(keys[0])} IN ({ph})", [ch[BEFORE][kidx[0]] for ch in group]
     else:
         tup = "(" + ", ".join(["%s"] * len(keys)) + ")"
         ph = ", ".join([tup] * len(group))
         kl = "(" + ", ".join(_q(k) for k in keys) + ")"
-        yield f"DELETE FROM {t} WHERE {kl} IN ({ph})", [ch.before[i] for ch in group for i in kidx]
+        yield f"DELETE FROM {t} WHERE {kl} IN ({ph})", [ch[BEFORE][i] for ch in group for i in kidx]
 
 
-def _apply(conn, changes: list[_Change], batch: int, safe_until: Position | None, force_safe: bool,
-           source_id: str) -> None:
-    group: list[_Change] = []
+def _apply(conn, changes: list, batch: int, force_safe: bool, source_id: str) -> None:
+    group: list = []
     gkey = None
 
     def flush():
         if not group:
             return
-        safe = force_safe or (safe_until is not None and group[-1].pos <= safe_until)
+        safe = force_safe or group[0][SAFE]
         try:
             with conn.cursor() as cur:
                 for sql, args in _statements(group, safe):
@@ -132,15 +207,15 @@ def _apply(conn, changes: list[_Change], batch: int, safe_until: Position | None
         except pymysql.err.IntegrityError:
             raise
         except pymysql.MySQLError as e:
-            raise ApplyError(f"downstream rejected {group[0].kind} of {len(group)} row(s) into "
-                             f"{group[0].target}: {e.args[-1] if e.args else e}",
-                             source=source_id, table=f"{group[0].us}.{group[0].ut}",
-                             position=str(group[0].pos)) from e
+            meta = group[0][META]
+            raise ApplyError(f"downstream rejected {group[0][KIND]} of {len(group)} row(s) into "
+                             f"{meta[2]}: {e.args[-1] if e.args else e}",
+                             source=source_id, table=f"{meta[0]}.{meta[1]}",
+                             position=str(group[0][POS])) from e
         group.clear()
 
     for ch in changes:
-        safe = force_safe or (safe_until is not None and ch.pos <= safe_until)
-        k = (ch.kind, ch.target, tuple(ch.cols), safe)
+        k = (ch[KIND], ch[META], ch[SAFE])
         if k != gkey or len(group) >= batch:
             flush()
             gkey = k
@@ -148,35 +223,23 @@ def _apply(conn, changes: list[_Change], batch: int, safe_until: Position | None
     flush()
 
 
-def apply_partition(rows, *, db_kwargs: dict, batch: int, safe_until: dict | None, force_safe: bool,
-                    points: dict, held: set, source_id: str):
-    """Spark ``mapPartitions`` function: apply this partition's changes in one transaction and
-    yield one acknowledgement dict (see module docstring)."""
-    until = Position.from_json(safe_until) if safe_until else None
-    changes = []
-    for r in rows:
-        ch = _Change(r.asDict() if hasattr(r, "asDict") else r)
-        if (ch.us, ch.ut) in held:
-            continue
-        p = points.get((ch.us, ch.ut))
-        if p is not None and ch.pos <= Position.from_json(p):
-            continue  # already applied before the last checkpoint
-        changes.append(ch)
-    ack: dict = {}
+def apply_changes(changes: list, *, db_kwargs: dict, batch: int, source_id: str,
+                  time_zone: str | None = None) -> dict:
+    """Apply one partition's changes (binlog order) in one transaction; its acknowledgement."""
     if not changes:
-        yield ack
-        return
-    conn = connect_downstream(db_kwargs)
+        return {}
+    conn = connect_downstream(db_kwargs, time_zone=time_zone)
     try:
         try:
-            _apply(conn, changes, batch, until, force_safe, source_id)
+            _apply(conn, changes, batch, False, source_id)
             conn.commit()
         except pymysql.err.IntegrityError as e:
             conn.rollback()
-            if force_safe or e.args[0] != 1062:
+            if all(ch[SAFE] for ch in changes) or e.args[0] != 1062:
+                meta = changes[0][META]
                 raise ApplyError(f"downstream integrity error: {e.args[-1]}", source=source_id,
-                                 table=f"{changes[0].us}.{changes[0].ut}", position=str(changes[0].pos)) from e
-            _apply(conn, changes, batch, until, True, source_id)   # replayed rows: make them idempotent
+                                 table=f"{meta[0]}.{meta[1]}", position=str(changes[0][POS])) from e
+            _apply(conn, changes, batch, True, source_id)   # replayed rows: make them idempotent
             conn.commit()
     except BaseException:
         try:
@@ -186,11 +249,19 @@ def apply_partition(rows, *, db_kwargs: dict, batch: int, safe_until: dict | Non
         raise
     finally:
         conn.close()
-    for ch in changes:
-        k = (ch.us, ch.ut)
+    ack: dict = {}
+    for ch in changes:   # binlog order: the last change of a table has its highest position
+        meta, pos = ch[META], ch[POS]
+        k = (meta[0], meta[1])
         cur = ack.get(k)
-        if cur is None or Position(cur[0], cur[1]) <= ch.pos:
-            ack[k] = [ch.pos.file, ch.pos.pos, ch.pos.gtid, (cur[3] if cur else 0) + 1]
+        if cur is None:
+            ack[k] = [pos.file, pos.pos, pos.gtid, 1]
         else:
-            cur[3] += 1
-    yield ack
+            cur[0], cur[1], cur[2], cur[3] = pos.file, pos.pos, pos.gtid, cur[3] + 1
+    return ack
+
+
+def apply_partition(parts, **kw):
+    """Spark ``mapPartitions`` function: each element is one partition's list of changes."""
+    for changes in parts:
+        yield apply_changes(changes, **kw)

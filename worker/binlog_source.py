@@ -1,24 +1,24 @@
-"""Spark data source ``mysql-binlog``: a batch read of one upstream's binlog between two positions.
+"""Reading one upstream's binlog between two positions: decoded in the driver, ahead of the apply.
 
-``spark.read.format("mysql-binlog").options(**read_options(...)).load()`` gives one row per row
-change (and one per statement event) in binlog order.  Offsets are binlog positions, never a
-Spark checkpoint directory: the syncer's checkpoints in the downstream are the one source of
-truth for where to resume.
+Why in the driver and not in a Spark task: a binlog range is one sequential stream, so a read
+task would run alone anyway; decoding it here lets the next rows be decoded on a background
+thread while Spark tasks apply the previous ones, and saves a Spark job, a cache and a trip of
+every row through the JVM per batch.  Offsets are binlog positions; the syncer's checkpoints in
+the downstream are the one source of truth for where to resume.
 
-Why one partition: a binlog range is a single sequential stream; parallelism comes after the
-read, when the syncer repartitions the changes by (target, key hash).
+:class:`BinlogPrefetch` runs :func:`decode_range` on a thread and hands out, in binlog order:
 
-Rows:
-* DML (``insert``/``update``/``delete``): one per changed row, ``pos`` = end of its
-  transaction (so all changes of a transaction share one position), ``cols`` the column names
-  from the row image (binlog_row_metadata=FULL), ``before``/``after`` the images as JSON lists,
-  ``keys`` the key columns used, ``khash`` a stable hash of (target, key values).  An update
-  that changes the key is emitted as a delete of the old key then an insert of the new one, so
-  hashing by key keeps every key's changes in order.
-* ``ddl``: any statement event other than BEGIN/COMMIT; ``query``, the session ``up_schema``,
-  ``sfile/spos/sgtid`` = position before it, ``file/pos/gtid`` = after it.
-* ``end``: always last; the position the read stopped at (a transaction boundary).
-Tables filtered out by the task's block-allow-list produce no rows.
+* :class:`Chunk` — whole transactions (``txns`` = ``[(end position, [(kind, TableRef, rows)])]``,
+  a DML transaction's changes all carry the position at its END), at most about ``max_rows``
+  rows, fewer when the apply is waiting;
+* :class:`Statement` — any statement event other than BEGIN/COMMIT (DDL), with the positions
+  before and after it;
+* :class:`End` — always last: the position the read stopped at (a transaction boundary).
+
+Rows are tuples of values pymysql binds directly (no JSON in between); ``rows`` of an update is
+a list of ``(before, after)`` pairs.  Tables the task's block-allow-list filters produce nothing;
+unrouted tables map one to one.  Memory stays bounded: at most about ``max_rows`` decoded rows
+wait in the queue (a single larger transaction is kept whole).
 """
 from __future__ import annotations
 
@@ -26,32 +26,27 @@ import base64
 import datetime as dt
 import decimal
 import json
-import pickle
+import queue
 import random
+import threading
 import time
-import zlib
-
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from coordinator.errors import ShardMergeError
-from worker.events import DDL, DELETE, END, INSERT, UPDATE, advance_gtid_set
+from worker.events import DELETE, INSERT, UPDATE, Position, advance_gtid_set
 
-FORMAT = "mysql-binlog"
 STALL_SECONDS = 60
 
 
 class BinlogReadError(ShardMergeError):
     """The binlog could not be read up to the requested end; names source and position."""
 
-EVENT_SCHEMA = ("seq long, kind string, up_schema string, up_table string, tgt_schema string, "
-                "tgt_table string, file string, pos long, gtid string, ts long, cols string, "
-                "keys string, before string, after string, khash int, query string, "
-                "sfile string, spos long, sgtid string")
-
 
 # ------------------------------------------------------------------ value encoding
 def enc(v):
-    """A binlog value as JSON: types JSON lacks are tagged so apply gets them back exactly."""
+    """A binlog value as JSON: types JSON lacks are tagged so a reader gets them back exactly
+    (used where values are stored as text, e.g. the full load's chunk bounds)."""
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
     if isinstance(v, decimal.Decimal):
@@ -85,97 +80,116 @@ def dec(v):
     return v
 
 
-def key_hash(target: str, key_values: list) -> int:
-    return zlib.crc32(json.dumps([target, key_values], separators=(",", ":"), default=str).encode()) & 0x7FFFFFFF
+# Types pymysql binds as the downstream expects (TIME as a signed duration, DECIMAL exactly).
+_PLAIN = frozenset({type(None), bool, int, float, str, bytes, decimal.Decimal,
+                    dt.datetime, dt.date, dt.time, dt.timedelta})
 
 
-# ------------------------------------------------------------------ options
-def read_options(*, db_kwargs: dict, source_id: str, instance, meta_schema: str, start, end=None,
-                 server_id: int = 0, max_events: int = 0, keys: dict | None = None) -> dict:
-    """Options for one read.  ``instance`` is the task's ``coordinator.config.Instance`` (its
-    routes and block-allow-list run in the executor); ``keys`` maps "schema.table" of a target
-    to the key columns the downstream identifies rows by."""
-    return {
-        "conn": base64.b64encode(pickle.dumps(db_kwargs)).decode(),
-        "mapper": base64.b64encode(pickle.dumps((instance, meta_schema))).decode(),
-        "source_id": source_id,
-        "start_file": start.file, "start_pos": str(start.pos), "start_gtid": start.gtid,
-        "end_file": end.file if end else "", "end_pos": str(end.pos if end else 0),
-        "server_id": str(server_id), "max_events": str(max_events),
-        "keys": json.dumps(keys or {}),
-    }
+def bindable(v):
+    """A decoded binlog value as a pymysql parameter (SET -> "a,b", JSON -> its text)."""
+    if type(v) in _PLAIN:
+        return v
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v)
+    if isinstance(v, (set, frozenset)):
+        return ",".join(sorted(v))
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, ensure_ascii=False, default=str)
+    if isinstance(v, (bool, int, float, str, decimal.Decimal, dt.date, dt.time, dt.timedelta)):
+        return v
+    return str(v)
 
 
-class BinlogDataSource(DataSource):
-    @classmethod
-    def name(cls):
-        return FORMAT
-
-    def schema(self):
-        return EVENT_SCHEMA
-
-    def reader(self, schema):
-        return BinlogReader(dict(self.options))
+def _image(values: dict, cols: tuple) -> tuple:
+    row = tuple(map(values.get, cols))
+    for v in row:
+        if type(v) not in _PLAIN:
+            return tuple(map(bindable, row))
+    return row
 
 
-class BinlogReader(DataSourceReader):
-    def __init__(self, options: dict):
-        self.o = options
-
-    def partitions(self):
-        return [InputPartition(0)]
-
-    def read(self, partition):
-        yield from read_range(self.o)
-
-
-def _pk_list(pk) -> list[str]:
-    if not pk:
-        return []
-    return [pk] if isinstance(pk, str) else list(pk)
+# ------------------------------------------------------------------ what the reader hands out
+class TableRef(NamedTuple):
+    """One upstream table as seen by a rows event (interned: shared by all its rows)."""
+    up_schema: str
+    up_table: str
+    tgt_schema: str
+    tgt_table: str
+    cols: tuple          # column names of the row image (binlog_row_metadata=FULL)
+    pk: tuple            # the upstream primary key from the binlog metadata ((), if none)
 
 
-def read_range(o: dict):
-    """Generator of event tuples (EVENT_SCHEMA order) for one read; runs in the executor."""
+@dataclass
+class Chunk:
+    txns: list           # [(Position, [(kind, TableRef, rows)])], whole transactions in order
+    rows: int
+    end: Position        # end of the last transaction
+
+
+@dataclass
+class Statement:
+    query: str
+    schema: str          # the session's default database
+    ts: int
+    start: Position      # before the statement
+    end: Position        # after it
+
+
+@dataclass
+class End:
+    pos: Position
+
+
+@dataclass
+class _Failed:
+    error: BaseException
+
+
+# ------------------------------------------------------------------ decoding
+def decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None, *, max_events: int = 0,
+                 source_id: str = "", server_id: int = 0, stop: threading.Event | None = None):
+    """Generator of ``(Position, [(kind, TableRef, rows)])`` per committed transaction with
+    routed rows, :class:`Statement` per statement event and a final :class:`End`.
+
+    Reading stops at ``end`` (which exists: it came from SHOW MASTER STATUS) or, at a
+    transaction boundary, once ``max_events`` rows were produced."""
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import MariadbGtidEvent, QueryEvent, XidEvent
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-    from coordinator.routing import TableMapper
-    from worker.events import Position
-
-    conn = pickle.loads(base64.b64decode(o["conn"]))
-    instance, meta_schema = pickle.loads(base64.b64decode(o["mapper"]))
-    mapper = TableMapper(instance, meta_schema)
-    keys = {k.lower(): [c.lower() for c in v] for k, v in json.loads(o.get("keys") or "{}").items()}
-    end = Position(o.get("end_file", ""), int(o.get("end_pos") or 0))
-    max_events = int(o.get("max_events") or 0)
-    server_id = int(o.get("server_id") or 0) or random.randint(1_000_000, 2_000_000_000)
-    settings = {"host": conn["host"], "port": int(conn["port"]), "user": conn["user"],
-                "passwd": conn.get("password", "")}
-    # Blocking dump, stopped by us at ``end`` (which exists: it came from SHOW MASTER STATUS).
-    # The non-blocking dump of MariaDB drops the connection mid-stream on larger ranges, and
-    # every event is taken (no only_events) so the end check runs after each one; heartbeats
-    # let a stalled read notice it.
-    kw = dict(connection_settings=settings, server_id=server_id, blocking=bool(end.file),
-              is_mariadb=True, slave_heartbeat=1)
-    # MariaDB: the dump always starts from a GTID state (the server ignores file/pos), so the
-    # start GTID set is what positions the stream; file/pos bound the end and order events.
-    kw.update(auto_position=o.get("start_gtid") or "")
-    gtid_set = o.get("start_gtid", "")
-    boundary = Position(o.get("start_file", ""), int(o.get("start_pos") or 0), gtid_set)
-    stream = BinLogStreamReader(**kw)
-    seq = 0
+    end = end or Position()
+    server_id = server_id or random.randint(1_000_000, 2_000_000_000)
+    settings = {"host": db_kwargs["host"], "port": int(db_kwargs["port"]), "user": db_kwargs["user"],
+                "passwd": db_kwargs.get("password", "")}
+    # Blocking dump, stopped by us at ``end``: MariaDB's non-blocking dump drops the connection
+    # mid-stream on larger ranges.  Every event is taken (no only_events) so the end check runs
+    # after each one; heartbeats let a stalled read notice it.  MariaDB positions the dump by
+    # the start GTID state (it ignores file/pos); file/pos bound the end and order events.
+    stream = BinLogStreamReader(connection_settings=settings, server_id=server_id, blocking=bool(end.file),
+                                is_mariadb=True, slave_heartbeat=1, auto_position=start.gtid or "")
+    gtid_set = start.gtid or ""
+    boundary = Position(start.file, start.pos, gtid_set)
     emitted = 0
-    txn: list[list] = []
+    txn: list = []
     txn_gtid = ""
-    route_cache: dict = {}
+    routes: dict = {}
+    refs: dict = {}
 
-    def route(schema, table):
-        k = (schema, table)
-        if k not in route_cache:
-            route_cache[k] = mapper.target(schema, table)
-        return route_cache[k]
+    def table_ref(ev):
+        k = (ev.schema, ev.table)
+        if k not in routes:
+            routes[k] = mapper.target(ev.schema, ev.table)
+        tgt = routes[k]
+        if tgt is None:
+            return None
+        cols = tuple(c.name for c in ev.columns)
+        pk = getattr(ev, "primary_key", None) or ()
+        pk = (pk,) if isinstance(pk, str) else tuple(pk)
+        rk = (ev.schema, ev.table, cols, pk)
+        ref = refs.get(rk)
+        if ref is None:
+            ref = refs[rk] = TableRef(ev.schema, ev.table, tgt.schema, tgt.table, cols, pk)
+        return ref
 
     def here() -> Position:
         return Position(stream.log_file or "", int(stream.log_pos or 0), gtid_set)
@@ -185,13 +199,28 @@ def read_range(o: dict):
 
     try:
         if done():
+            yield End(boundary)
             return
         last_progress = (here().key, time.monotonic())
         for ev in stream:
+            if stop is not None and stop.is_set():
+                return
             if isinstance(ev, MariadbGtidEvent):
                 txn, txn_gtid = [], ev.gtid
                 continue
-            if not isinstance(ev, (QueryEvent, XidEvent, WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
+            if isinstance(ev, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
+                ref = table_ref(ev)
+                if ref is None:
+                    continue
+                cols = ref.cols
+                if isinstance(ev, UpdateRowsEvent):
+                    rows = [(_image(r["before_values"], cols), _image(r["after_values"], cols)) for r in ev.rows]
+                    txn.append((UPDATE, ref, rows))
+                else:
+                    rows = [_image(r["values"], cols) for r in ev.rows]
+                    txn.append((INSERT if isinstance(ev, WriteRowsEvent) else DELETE, ref, rows))
+                continue
+            if not isinstance(ev, (QueryEvent, XidEvent)):
                 if not txn_gtid and done():
                     break
                 now = here().key
@@ -199,44 +228,7 @@ def read_range(o: dict):
                     last_progress = (now, time.monotonic())
                 elif time.monotonic() - last_progress[1] > STALL_SECONDS:
                     raise BinlogReadError(f"binlog read stalled at {here()} before reaching {end}",
-                                          source=o.get("source_id"), position=str(here()))
-                continue
-            if isinstance(ev, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
-                tgt = route(ev.schema, ev.table)
-                if tgt is None:
-                    continue
-                tname = f"{tgt.schema}.{tgt.table}"
-                cols = [c.name for c in ev.columns]
-                kcols = keys.get(tname.lower())
-                lower = [c.lower() for c in cols]
-                if kcols and all(k in lower for k in kcols):
-                    kidx = [lower.index(k) for k in kcols]
-                else:
-                    pk = [c.lower() for c in _pk_list(getattr(ev, "primary_key", None))]
-                    kidx = [lower.index(k) for k in pk if k in lower] if pk and all(k in lower for k in pk) \
-                        else list(range(len(cols)))
-                kjson = json.dumps([cols[i] for i in kidx])
-                cjson = json.dumps(cols)
-                for r in ev.rows:
-                    if isinstance(ev, UpdateRowsEvent):
-                        b = [enc(r["before_values"].get(c)) for c in cols]
-                        a = [enc(r["after_values"].get(c)) for c in cols]
-                        kb, ka = [b[i] for i in kidx], [a[i] for i in kidx]
-                        if kb == ka:
-                            txn.append([UPDATE, ev.schema, ev.table, tgt.schema, tgt.table, cjson, kjson,
-                                        json.dumps(b), json.dumps(a), key_hash(tname, ka), ev.timestamp])
-                        else:
-                            txn.append([DELETE, ev.schema, ev.table, tgt.schema, tgt.table, cjson, kjson,
-                                        json.dumps(b), None, key_hash(tname, kb), ev.timestamp])
-                            txn.append([INSERT, ev.schema, ev.table, tgt.schema, tgt.table, cjson, kjson,
-                                        None, json.dumps(a), key_hash(tname, ka), ev.timestamp])
-                    else:
-                        img = [enc(r["values"].get(c)) for c in cols]
-                        kind = INSERT if isinstance(ev, WriteRowsEvent) else DELETE
-                        txn.append([kind, ev.schema, ev.table, tgt.schema, tgt.table, cjson, kjson,
-                                    None if kind == INSERT else json.dumps(img),
-                                    json.dumps(img) if kind == INSERT else None,
-                                    key_hash(tname, [img[i] for i in kidx]), ev.timestamp])
+                                          source=source_id, position=str(here()))
                 continue
             is_commit = isinstance(ev, XidEvent)
             if isinstance(ev, QueryEvent):
@@ -252,9 +244,7 @@ def read_range(o: dict):
                         txn_gtid = ""
                     p = here()
                     schema = ev.schema if isinstance(ev.schema, str) else ev.schema.decode()
-                    seq += 1
-                    yield (seq, DDL, schema, None, None, None, p.file, p.pos, p.gtid, ev.timestamp,
-                           None, None, None, None, 0, q, boundary.file, boundary.pos, boundary.gtid)
+                    yield Statement(q, schema, int(ev.timestamp or 0), boundary, p)
                     boundary = p
                     if done():
                         break
@@ -264,27 +254,126 @@ def read_range(o: dict):
                     gtid_set = advance_gtid_set(gtid_set, txn_gtid)
                     txn_gtid = ""
                 p = here()
-                for kind, us, ut, ts_, tt, cj, kj, b, a, kh, ts in txn:
-                    seq += 1
-                    yield (seq, kind, us, ut, ts_, tt, p.file, p.pos, p.gtid, ts, cj, kj, b, a, kh,
-                           None, None, None, None)
-                emitted += len(txn)
+                if txn:
+                    yield (p, txn)
+                    emitted += sum(len(rows) for _, _, rows in txn)
                 txn = []
                 boundary = p
                 if done() or (max_events and emitted >= max_events):
                     break
     finally:
         stream.close()
-    seq += 1
-    yield (seq, END, None, None, None, None, boundary.file, boundary.pos, boundary.gtid, 0,
-           None, None, None, None, 0, None, None, None, None)
+    yield End(boundary)
 
 
-_registered: set[int] = set()
+# ------------------------------------------------------------------ read-ahead
+class BinlogPrefetch:
+    """Runs :func:`decode_range` on a daemon thread; :meth:`items` yields Chunk/Statement/End.
 
+    The thread groups transactions into pieces of about ``piece_rows`` rows and queues at most
+    ``max_rows`` rows of them; :meth:`items` joins queued pieces into a chunk of up to
+    ``max_rows`` rows, taking what is there when the consumer is ready (so a slow apply gets
+    big chunks and a fast one does not wait)."""
 
-def register(spark) -> None:
-    """Register the data source with a Spark session (idempotent per session)."""
-    if id(spark) not in _registered:
-        spark.dataSource.register(BinlogDataSource)
-        _registered.add(id(spark))
+    def __init__(self, db_kwargs: dict, mapper, start: Position, end: Position | None, *, max_events: int = 0,
+                 source_id: str = "", max_rows: int = 20_000, piece_rows: int = 2_000, linger: float = 0.02):
+        self._args = (db_kwargs, mapper, start, end)
+        self._kw = {"max_events": max_events, "source_id": source_id}
+        self.max_rows, self.piece_rows, self.linger = max_rows, piece_rows, linger
+        self._q: queue.Queue = queue.Queue(maxsize=max(2, max_rows // max(1, piece_rows)))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"binlog-read-{source_id}", daemon=True)
+        self.decode_seconds = 0.0
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _put(self, item) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._q.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        t0 = time.monotonic()
+        txns, rows, last = [], 0, None
+        try:
+            for item in decode_range(*self._args, stop=self._stop, **self._kw):
+                if isinstance(item, tuple):
+                    txns.append(item)
+                    rows += sum(len(r) for _, _, r in item[1])
+                    last = item[0]
+                    if rows >= self.piece_rows:
+                        if not self._put(Chunk(txns, rows, last)):
+                            return
+                        txns, rows = [], 0
+                    continue
+                if txns:
+                    if not self._put(Chunk(txns, rows, last)):
+                        return
+                    txns, rows = [], 0
+                if isinstance(item, End):
+                    self.decode_seconds = time.monotonic() - t0
+                if not self._put(item):
+                    return
+        except BaseException as e:   # handed to the consumer, raised there
+            self._put(_Failed(e))
+
+    def _get(self, timeout: float | None = None):
+        while True:
+            try:
+                item = self._q.get(timeout=0.5 if timeout is None else timeout)
+            except queue.Empty:
+                if timeout is not None:
+                    raise
+                if not self._thread.is_alive() and self._q.empty():
+                    raise BinlogReadError("binlog reader thread ended without a result") from None
+                continue
+            if isinstance(item, _Failed):
+                raise item.error
+            return item
+
+    def items(self):
+        while True:
+            item = self._get()
+            if not isinstance(item, Chunk):
+                yield item
+                if isinstance(item, End):
+                    return
+                continue
+            txns, rows, last, nxt = list(item.txns), item.rows, item.end, None
+            deadline = time.monotonic() + self.linger
+            while rows < self.max_rows:
+                try:
+                    more = self._get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if isinstance(more, Chunk):
+                    txns += more.txns
+                    rows += more.rows
+                    last = more.end
+                else:
+                    nxt = more
+                    break
+            yield Chunk(txns, rows, last)
+            if nxt is not None:
+                yield nxt
+                if isinstance(nxt, End):
+                    return
+
+    def close(self) -> None:
+        self._stop.set()
+        while True:   # unblock a thread waiting on a full queue
+            try:
+                self._q.get_nowait()
+            except queue.Empty:
+                break
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)

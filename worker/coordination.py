@@ -252,13 +252,6 @@ class ShardDDLCoordinator:
         self.recheck_interval = recheck_interval
         self.can_hold = can_hold
 
-    # ------------------------------------------------------------------ routing
-    def is_coordinated(self, schema: str, table: str) -> bool:
-        """True for tables whose DDLs go through the lock: routed (merged) targets.  A table
-        that maps one to one is the syncer's direct path."""
-        t = self.mapper.target(schema, table)
-        return t is not None and self.mapper.router.is_sharded(schema, table)
-
     # ------------------------------------------------------------------ entry points
     def handle(self, ddl: TableDDL) -> Outcome:
         """Decide, execute downstream, complete: the whole DDL in one call."""
@@ -341,23 +334,28 @@ class ShardDDLCoordinator:
         info = Info(task=self.task, source=self.source, up_schema=ddl.schema, up_table=ddl.table,
                     down_schema=target.schema, down_table=target.table, ddls=routed,
                     before=p.before.to_json(), afters=[a.to_json() for a in p.afters])
-        rev = self._put_info(info, ctx)
-        op = self._await(info, rev, ddl, ctx)
+        op = self._unlocked_answer(info, ctx)
+        if op is None:
+            rev = self._put_info(info, ctx)
+            op = self._await(info, rev, ddl, ctx)
         if op.stage is Stage.SKIP_AND_WAIT:
             return Outcome(ddl, target, [], preview=p, operation=op, hold=True, info=info)
         return Outcome(ddl, target, list(op.ddls or []), preview=p, operation=op, info=info)
 
-    def wait_redirect(self, out: Outcome) -> Operation:
+    def wait_redirect(self, out: Outcome, cancel: threading.Event | None = None) -> Operation | None:
         """For a held (skip-and-wait) DDL: block until the master rewrites the table's Operation
         for the same Info (``resolved`` when the other shards caught up, ``unlocked`` by an
-        operator, ``none`` on re-decision).  The caller then replays from the DDL."""
+        operator, ``none`` on re-decision).  The caller then replays from the DDL.  Returns None
+        when ``cancel`` is set (the syncer restarted: the replayed DDL gets a new Info)."""
         info, op = out.info, out.operation
         ctx = self._ctx(out.table, out.target)
         after = op.revision
         while True:
+            if cancel is not None and cancel.is_set():
+                return None
             try:
                 nxt = self.store.wait_operation(info.lock, info.table, op.info_revision, after_revision=after,
-                                                timeout=self.recheck_interval, stop=self.stop)
+                                                timeout=min(self.recheck_interval, 5.0), stop=self.stop)
             except OperationWaitTimeout:
                 if self.stop.is_set():
                     raise CoordinationStopped("subtask stopping while a table waited for its redirect",
@@ -370,6 +368,26 @@ class ShardDDLCoordinator:
                 _log.info("held table redirected; replaying from its DDL", stage=nxt.stage.value, **_strs(ctx))
                 return nxt
             after = nxt.revision
+
+    def _unlocked_answer(self, info: Info, ctx) -> Operation | None:
+        """An operator's unlock that is not done yet and answers exactly this DDL (the stored
+        Info it answers has the same statements and schemas): replaying a held table, or a
+        restart right after the unlock.  Re-sending the Info would make the lock decide again
+        and could undo the operator's ``skip``."""
+        try:
+            op = self.store.get_operation(info.lock, info.table)
+            if op is None or op.stage is not Stage.UNLOCKED or op.done:
+                return None
+            cur = self.store.get_info(info.lock, info.table)
+        except EtcdUnavailable:
+            return None
+        if cur is None or cur.revision != op.info_revision:
+            return None
+        if (cur.ddls, cur.before, cur.afters) != (info.ddls, info.before, info.afters):
+            return None
+        _log.info("using the operator's unlock for this DDL", action="exec" if op.ddls else "skip",
+                  info_revision=op.info_revision, **_strs(ctx))
+        return op
 
     def _put_info(self, info: Info, ctx) -> int:
         while True:
@@ -513,11 +531,16 @@ class OptimisticDDLHandler:
         coordinator.can_hold = on_redirect is not None
         self._pending: dict[tuple[str, str], Outcome] = {}
         self._waiters: dict[tuple[str, str], threading.Thread] = {}
-        self._generation = 0
+        self._cancel = threading.Event()
 
     # -- DDLHandler protocol
+    def close(self) -> None:
+        """Stop the redirect waiters (the syncer using this handler is gone)."""
+        self._cancel.set()
+
     def restore(self, table_infos: dict) -> None:
-        self._generation += 1          # held-table waiters of an earlier run stop mattering
+        self._cancel.set()             # held-table waiters of an earlier run stop
+        self._cancel = threading.Event()
         self._pending.clear()
         self._waiters.clear()
         for (s, t) in self.tracker.tables():
@@ -573,17 +596,17 @@ class OptimisticDDLHandler:
             self.tracker.forget(event.schema, event.table)
 
     def _start_waiter(self, key, out: Outcome) -> None:
-        gen = self._generation
+        cancel = self._cancel
 
         def run():
             try:
-                self.coord.wait_redirect(out)
+                op = self.coord.wait_redirect(out, cancel)
             except CoordinationStopped:
                 return
             except Exception as e:  # noqa: BLE001 — a dying waiter must be visible
-                _log.error("redirect waiter failed", table=f"{key[0]}.{key[1]}", error=str(e))
+                _log.error(f"redirect waiter failed: {e}", table=f"{key[0]}.{key[1]}", error=str(e))
                 return
-            if gen == self._generation and self.on_redirect is not None:
+            if op is not None and not cancel.is_set() and self.on_redirect is not None:
                 self.on_redirect()
 
         th = threading.Thread(target=run, name=f"redirect-{key[0]}.{key[1]}", daemon=True)

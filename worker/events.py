@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from coordinator.errors import ShardMergeError
 
@@ -31,8 +32,9 @@ class Position:
     pos: int = 0
     gtid: str = ""   # MariaDB GTID set, "domain-server-seq[,...]"; may be "" when unknown
 
-    @property
+    @cached_property
     def key(self) -> tuple:
+        # cached: the syncer compares one transaction's position with many others
         base, num = _file_key(self.file)
         return (num, base, self.pos)
 

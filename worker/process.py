@@ -13,8 +13,9 @@ One process serves the sources the master binds to it (normally the one named by
    subtask that a new worker takes over resumes from the checkpoints in the downstream.
 3. A subtask = :class:`Subtask`: writes the SourceTables record, builds the syncer (with the
    optimistic shard-DDL handler when ``shard-mode: optimistic``), runs micro-batches and
-   reports status to etcd.  An error stops the subtask with status ``Error`` and is retried
-   with backoff (transient errors) or when the task record changes (resume/update).
+   reports status to etcd.  An error sets status ``Error``; the subtask is rebuilt from the
+   checkpoints and retried with backoff, except for errors a retry cannot fix (config, strict
+   conflict, unsupported shard DDL), which wait for the task record to change (resume/update).
 
 ``/healthz`` is process liveness, ``/readyz`` = registered in etcd, bound, and every subtask
 streaming.
@@ -45,6 +46,16 @@ class WorkerError(ShardMergeError):
 
 
 # ----------------------------------------------------------------------------- one subtask
+def _retryable(e: BaseException) -> bool:
+    """Errors that a retry cannot fix (bad config, a strict-mode conflict, a DDL the lock
+    cannot take) stop the subtask in Error; everything else (connections, etcd, Spark, a
+    downstream hiccup) is retried with backoff, status Error meanwhile (resume from checkpoints)."""
+    from .coordination import ShardDDLError
+    if isinstance(e, TransientError):
+        return True
+    return not isinstance(e, (ConfigError, ShardDDLError))
+
+
 class Subtask:
     """Replication of one (task, source) on a thread: syncer + coordination + status."""
 
@@ -80,17 +91,17 @@ class Subtask:
             except Exception as e:  # noqa: BLE001 — every failure becomes visible status
                 self.streaming = False
                 self.failed = e
-                transient = isinstance(e, TransientError)
-                log.error("subtask failed", error=str(e), transient=transient)
+                retry = _retryable(e)
+                log.error(f"subtask failed: {type(e).__name__}: {e}", error=str(e), retry=retry)
                 if self.stop_event.is_set():
                     break
-                self.status.error(e, lock_id=getattr(e, "context", {}).get("lock_id", ""),
-                                  position=getattr(e, "context", {}).get("position", ""))
-                if not transient:
+                ctx = getattr(e, "context", {}) or {}
+                self.status.error(e, lock_id=ctx.get("lock_id", ""), position=ctx.get("position", ""))
+                if not retry:
                     return   # stays in Error until the task record changes (resume-task / update)
                 if self.stop_event.wait(backoff):
                     break
-                backoff = min(backoff * 2, 30.0)
+                backoff = min(backoff * 2, 60.0)
         self.streaming = False
         if not self.write_final_status:
             return
@@ -103,7 +114,6 @@ class Subtask:
         import pymysql
 
         from coordinator.routing import TableMapper
-        from worker.syncer import Syncer
 
         from .coordination import (DownstreamDDL, OptimisticDDLHandler, ShardDDLCoordinator,
                                    SourceTablesWriter, list_upstream_tables)
@@ -139,6 +149,14 @@ class Subtask:
                                         DownstreamDDL(down), self.status, strict=cfg.strict_optimistic,
                                         stop=self.stop_event, source_tables=st_writer)
             handler = OptimisticDDLHandler(coord, on_redirect=lambda: syncer_box["s"].request_rewind())
+        try:
+            self._stream(log, cfg, handler, syncer_box)
+        finally:
+            if handler is not None:
+                handler.close()
+
+    def _stream(self, log, cfg, handler, syncer_box) -> None:
+        from worker.syncer import Syncer
         spark = self.worker.spark()
         syncer = Syncer(spark, cfg, self.source, handler)
         syncer_box["s"] = syncer

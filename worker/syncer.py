@@ -1,20 +1,20 @@
-"""The replication driver of one (task, source): binlog -> Spark micro-batches -> downstream.
+"""The replication driver of one (task, source): binlog -> Spark apply jobs -> downstream.
 
 Per micro-batch (``run_once``):
 
-1. ``end`` = the upstream's ``SHOW MASTER STATUS``; read ``[read_pos, end)`` (at most
-   ``max_batch_events`` changes, cut at a transaction boundary) through the ``mysql-binlog``
-   Spark source and cache it.
-2. Collect the statement events (DDLs) and the ``end`` marker — few rows — to the driver.
-3. Store *safe-until* = end of this batch (checkpoint rule 7), then walk the segments between
-   statement events: each DML segment is ``repartition(N, key hash).sortWithinPartitions(seq)``
-   and applied by Spark tasks, one downstream transaction per task (``worker.apply``).  Table
-   points advance from the tasks' acknowledgements, the global point to the segment's end;
-   flush.
+1. ``end`` = the upstream's ``SHOW MASTER STATUS``; a background thread decodes ``[read_pos,
+   end)`` (at most ``max_batch_events`` changes, cut at a transaction boundary) ahead of the
+   apply (``worker.binlog_source``).
+2. Before the first change is applied, *safe-until* = ``end`` is stored (checkpoint rule 7).
+3. The decoded stream arrives as chunks of whole transactions (up to ``apply_rows`` rows, cut
+   at every statement event).  A chunk is split by (target, key hash) in the driver and applied
+   by one Spark job, one downstream transaction per task, binlog order kept per partition
+   (``worker.apply``).  Table points advance from the tasks' acknowledgements, the global point
+   to the chunk's end; flush.
 4. At a DDL (all earlier DML is downstream and flushed) ask the :class:`DDLHandler`
    (``worker.ddl_handler`` has the full contract), execute its statements, advance and flush.
-   If the DDL changed a target's key columns the batch stops there (rows after it were hashed
-   with the old key) and the next batch starts right after the DDL.
+   If the DDL created the target or changed its key, the following chunks are split by the new
+   key.
 
 Checkpoint rules: ``worker.checkpoint``.  Crash tests inject failures through :class:`Hooks`.
 """
@@ -33,11 +33,11 @@ from coordinator.errors import ShardMergeError
 from coordinator.obs import logger
 from coordinator.routing import TableMapper
 from worker import ddl as ddlmod
-from worker.apply import ApplyError, apply_partition, connect_downstream
-from worker.binlog_source import FORMAT, read_options, register
+from worker.apply import Partitioner, apply_partition, connect_downstream, local_time_zone
+from worker.binlog_source import BinlogPrefetch, Chunk, Statement
 from worker.checkpoint import CheckpointStore
 from worker.ddl_handler import DDLContext, DDLDecision, DDLHandler, DirectDDLHandler
-from worker.events import DDL, DML_KINDS, END, DDLEvent, Position
+from worker.events import DDLEvent, Position
 
 log = logger("worker.syncer")
 
@@ -89,7 +89,7 @@ class BatchResult:
     rows: int = 0
     ddls: int = 0
     idle: bool = False
-    cut_at_ddl: bool = False
+    cut_at_ddl: bool = False          # kept for callers; a key change no longer cuts a batch
     timings: dict = field(default_factory=dict)
 
 
@@ -154,7 +154,8 @@ def show_create(conn, schema: str, table: str) -> str | None:
 
 class Syncer:
     def __init__(self, spark, task: TaskConfig, source: SourceConfig, handler: DDLHandler | None = None, *,
-                 max_batch_events: int = 50_000, parallelism: int | None = None, hooks: Hooks | None = None):
+                 max_batch_events: int = 50_000, parallelism: int | None = None, hooks: Hooks | None = None,
+                 apply_rows: int = 20_000):
         self.spark, self.task, self.source = spark, task, source
         self.inst = task.instance(source.source_id)
         if self.inst is None:
@@ -165,6 +166,10 @@ class Syncer:
         self.up_kwargs = source.db.pymysql_kwargs()
         self.down_kwargs = task.target.pymysql_kwargs()
         self.max_batch_events = max_batch_events
+        self.apply_rows = apply_rows            # rows per Spark apply job (decoding runs ahead)
+        self.time_zone = local_time_zone()      # TIMESTAMPs are decoded in the driver's zone
+        self._parts: Partitioner | None = None
+        self._parts_keys = None
         self.parallelism = parallelism or self.inst.syncer.worker_count
         self.hooks = hooks or Hooks()
         self.store = CheckpointStore(self.down_kwargs, task.meta_schema, task.name, source.source_id)
@@ -180,7 +185,6 @@ class Syncer:
                               lambda: connect_downstream(self.down_kwargs, autocommit=True),
                               lambda: pymysql.connect(**self.up_kwargs, autocommit=True),
                               self.mapper.router.is_sharded)
-        register(spark)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Position:
@@ -255,73 +259,89 @@ class Syncer:
         if not self._started or self._rewind.is_set():
             self._rewind.clear()
             self.start()
-        from pyspark import StorageLevel
-        from pyspark.sql import functions as F
-
         start = self.read_pos
+        tb = time.monotonic()
         end = master_status(self.up_kwargs)
         if start.file == end.file:
             LAG.labels(self.task.name, self.source.source_id).set(max(0, end.pos - start.pos))
         if start >= end:
             return BatchResult(start, start, idle=True)
         t0 = time.monotonic()
-        opts = read_options(db_kwargs=self.up_kwargs, source_id=self.source.source_id, instance=self.inst,
-                            meta_schema=self.task.meta_schema, start=start, end=end,
-                            server_id=0, max_events=self.max_batch_events, keys=self.keys)
-        df = self.spark.read.format(FORMAT).options(**opts).load().persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            markers = df.filter(F.col("kind").isin(DDL, END)).orderBy("seq").collect()
-            t_read = time.monotonic() - t0
-            result = BatchResult(start, start, timings={"read": t_read})
-            end_row = markers[-1]
-            batch_end = Position(end_row.file, end_row.pos, end_row.gtid or "")
-            if not batch_end.file:
-                batch_end = start
-            has_dml = end_row.seq > len(markers)
-            if has_dml:
-                self.store.write_safe_until(batch_end)
-            lo = 1
-            for m in markers:
-                if m.seq > lo:
-                    result.rows += self._apply_segment(df, lo, m.seq)
-                seg_end = batch_end
-                if m.kind == DDL:
-                    seg_end = Position(m.sfile, m.spos, m.sgtid or "") if m.sfile else start
-                self.store.save_global(seg_end)
-                self.store.flush()
-                self.hooks.fire("after_flush", {"position": seg_end})
-                self.read_pos = max(self.read_pos, seg_end)
-                if m.kind == DDL:
+        result = BatchResult(start, start)
+        result.timings["master_status"] = t0 - tb
+        tm = result.timings
+        safe_written = False
+        reader = BinlogPrefetch(self.up_kwargs, self.mapper, start, end, max_events=self.max_batch_events,
+                                source_id=self.source.source_id, max_rows=self.apply_rows)
+        with reader:
+            items = reader.items()
+            while True:
+                tw = time.monotonic()
+                item = next(items)
+                tm["wait_read"] = tm.get("wait_read", 0.0) + time.monotonic() - tw
+                if isinstance(item, Chunk):
+                    if not safe_written:
+                        # rule 7: everything up to ``end`` may be downstream if we crash from now on
+                        tc = time.monotonic()
+                        self.store.write_safe_until(end)
+                        tm["checkpoint"] = tm.get("checkpoint", 0.0) + time.monotonic() - tc
+                        safe_written = True
+                    result.rows += self._apply_chunk(item, tm)
+                    self._advance_global(item.end, tm)
+                elif isinstance(item, Statement):
+                    self._advance_global(item.start)
                     result.ddls += 1
-                    cut = self._handle_ddl_row(m)
-                    self.read_pos = max(self.read_pos, Position(m.file, m.pos, m.gtid or ""))
-                    if cut:
-                        result.cut_at_ddl = True
-                        break
-                lo = m.seq + 1
-            result.end = self.read_pos
-            result.timings["total"] = time.monotonic() - t0
-            BATCHES.labels(self.task.name, self.source.source_id).inc()
-            return result
-        finally:
-            df.unpersist()
+                    td = time.monotonic()
+                    self._handle_ddl_row(item)
+                    tm["ddl"] = tm.get("ddl", 0.0) + time.monotonic() - td
+                    self.read_pos = max(self.read_pos, item.end)
+                else:
+                    self._advance_global(item.pos, tm)
+                    break
+            tc = time.monotonic()
+        tm["close_read"] = time.monotonic() - tc
+        tm["decode"] = reader.decode_seconds
+        result.end = self.read_pos
+        tm["total"] = time.monotonic() - t0
+        BATCHES.labels(self.task.name, self.source.source_id).inc()
+        return result
 
-    def _apply_segment(self, df, lo: int, hi: int) -> int:
-        from pyspark.sql import functions as F
-        seg = df.filter((F.col("seq") >= lo) & (F.col("seq") < hi) & F.col("kind").isin(*DML_KINDS))
-        seg = seg.repartition(self.parallelism, "khash").sortWithinPartitions("seq")
+    def _advance_global(self, pos: Position, tm: dict | None = None) -> None:
+        """Everything before ``pos`` is handled: store it as the global point (rule 2)."""
+        tc = time.monotonic()
+        self.store.save_global(pos)
+        self.store.flush()
+        if tm is not None:
+            tm["checkpoint"] = tm.get("checkpoint", 0.0) + time.monotonic() - tc
+        self.hooks.fire("after_flush", {"position": pos})
+        self.read_pos = max(self.read_pos, pos)
+
+    def _partitioner(self) -> Partitioner:
+        if self._parts is None or self._parts_keys is not self.keys:
+            self._parts, self._parts_keys = Partitioner(self.keys, self.parallelism), self.keys
+        return self._parts
+
+    def _apply_chunk(self, chunk: Chunk, tm: dict) -> int:
+        """One Spark job: the chunk's changes split by key, one downstream transaction per task."""
+        tp = time.monotonic()
         read_pos = self.read_pos
-        points = {k: tp.pos.to_json() for k, tp in self.store.tables.items() if tp.pos > read_pos}
-        fn = functools.partial(
-            apply_partition, db_kwargs=self.down_kwargs, batch=self.inst.syncer.batch,
-            safe_until=self.store_safe_json(), force_safe=self.inst.syncer.safe_mode,
-            points=points, held=set(self.held), source_id=self.source.source_id)
-        try:
-            acks = seg.rdd.mapPartitions(fn).collect()
-        except Exception as e:
-            cause = _root_apply_error(e)
-            raise SyncError(f"applying changes failed: {cause}", task=self.task.name,
-                            source=self.source.source_id, position=str(self.read_pos)) from e
+        points = {k: p.pos for k, p in self.store.tables.items() if p.pos > read_pos}
+        parts = self._partitioner().split(chunk.txns, held=set(self.held), points=points,
+                                          safe_until=self._safe_at_start,
+                                          force_safe=self.inst.syncer.safe_mode)
+        ta = time.monotonic()
+        tm["plan"] = tm.get("plan", 0.0) + ta - tp
+        acks = []
+        if parts:
+            fn = functools.partial(apply_partition, db_kwargs=self.down_kwargs, batch=self.inst.syncer.batch,
+                                   source_id=self.source.source_id, time_zone=self.time_zone)
+            try:
+                acks = self.spark.sparkContext.parallelize(parts, len(parts)).mapPartitions(fn).collect()
+            except Exception as e:
+                cause = _root_apply_error(e)
+                raise SyncError(f"applying changes failed: {cause}", task=self.task.name,
+                                source=self.source.source_id, position=str(self.read_pos)) from e
+        tm["apply"] = tm.get("apply", 0.0) + time.monotonic() - ta
         merged: dict[tuple[str, str], list] = {}
         for ack in acks:
             for k, (f, p, g, n) in ack.items():
@@ -338,23 +358,19 @@ class Syncer:
         ROWS.labels(self.task.name, self.source.source_id).inc(rows)
         return rows
 
-    def store_safe_json(self) -> dict | None:
-        """The safe-until loaded at start (the current batch's own intent does not count)."""
-        return self._safe_at_start.to_json() if self._safe_at_start else None
-
     @property
     def _safe_at_start(self) -> Position | None:
+        """The safe-until loaded at start (the current batch's own intent does not count)."""
         return getattr(self, "_safe_loaded", None)
 
     # ------------------------------------------------------------------ DDL
-    def _handle_ddl_row(self, m) -> bool:
-        """Handle one statement event; True when the batch must stop after it."""
-        start = Position(m.sfile, m.spos, m.sgtid or "")
-        end = Position(m.file, m.pos, m.gtid or "")
-        session = m.up_schema or ""
+    def _handle_ddl_row(self, m: Statement) -> None:
+        """Handle one statement event (all changes before it are downstream and flushed)."""
+        start, end = m.start, m.end
+        session = m.schema or ""
         parsed = ddlmod.parse_ddl(m.query, session)
         if parsed.kind == ddlmod.NOT_DDL:
-            return False
+            return
         if parsed.kind == ddlmod.DROP_TABLE and len(parsed.tables) > 1:
             events = [(t.schema, t.table, f"DROP TABLE {ddlmod.quote(t.schema, t.table)}") for t in parsed.tables]
         elif parsed.tables:
@@ -362,7 +378,6 @@ class Syncer:
             events = [(t0.schema, t0.table, m.query)]
         else:
             events = [(parsed.database or session, None, m.query)]
-        cut = False
         for schema, table, query in events:
             if table is None:
                 if not self.mapper.filter.schema_allowed(schema):
@@ -381,13 +396,10 @@ class Syncer:
                     continue
             ev = DDLEvent(self.source.source_id, schema, table, parsed.kind, query, tgt_s, tgt_t,
                           start, end, int(m.ts or 0), {"session_schema": session})
-            cut |= self._handle_ddl(ev)
-        self.store.save_global(end)
-        self.store.flush()
-        self.hooks.fire("after_flush", {"position": end})
-        return cut
+            self._handle_ddl(ev)
+        self._advance_global(end)
 
-    def _handle_ddl(self, ev: DDLEvent) -> bool:
+    def _handle_ddl(self, ev: DDLEvent) -> None:
         decision: DDLDecision = self.handler.handle_ddl(ev, self.ctx)
         key = (ev.schema, ev.table)
         if decision.pause:
@@ -399,7 +411,7 @@ class Syncer:
             self.store.hold(ev.schema, ev.table, ev.start)
             DDLS.labels(self.task.name, self.source.source_id, "hold").inc()
             self.log.warning("table held on a DDL", table=ev.upstream, position=str(ev.start), note=decision.note)
-            return False
+            return
         executed = False
         if decision.execute and not decision.skip:
             executed = self._execute_ddl(ev, decision)
@@ -410,13 +422,12 @@ class Syncer:
             self.store.save_table(ev.schema, ev.table, ev.end, self.handler.table_info(ev.schema, ev.table),
                                   keep_info=False)
         if ev.target_table is None:
-            return False
-        tname = f"{ev.target_schema}.{ev.target_table}"
+            return
+        # a DDL may create the target or change its key: later chunks are split by the new key
         with connect_downstream(self.down_kwargs, autocommit=True) as c:
             new_keys = fetch_keys(c)
-        changed = new_keys.get(tname) != self.keys.get(tname)
-        self.keys = new_keys
-        return changed
+        if new_keys != self.keys:
+            self.keys = new_keys
 
     def _execute_ddl(self, ev: DDLEvent, decision: DDLDecision) -> bool:
         """Execute with the at-most-once intent of rule 8; False when it had already run."""

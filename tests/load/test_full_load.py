@@ -18,8 +18,8 @@ from worker.syncer import Syncer
 
 
 def test_all_mode_two_sources_with_live_writes_reaches_equal(spark, source1_db, source2_db, downstream_db):
-    create_shards(source1_db, 1_000_000)
-    create_shards(source2_db, 2_000_000)
+    create_shards(source1_db, 1_000_000, rows=120)
+    create_shards(source2_db, 2_000_000, rows=120)
     # a keyless, unsharded table: one chunk, exact (no replay) through its table point
     source1_db.execute("CREATE TABLE events (kind VARCHAR(10), n INT)")
     source1_db.execute("INSERT INTO events VALUES " + ", ".join(f"('e', {i})" for i in range(30)))
@@ -36,7 +36,7 @@ def test_all_mode_two_sources_with_live_writes_reaches_equal(spark, source1_db, 
         source1_db.execute("INSERT INTO events VALUES ('after', 2)")
     assert w1.ops > 0 and w2.ops > 0
     for sid, r in results.items():
-        assert r.chunks_loaded >= 4 * 5 and r.chunks_skipped == 0 and r.tasks == r.chunks_loaded
+        assert r.chunks_loaded >= 4 * 3 and r.chunks_skipped == 0 and r.tasks == r.chunks_loaded
         # chunks were read at different positions: the writes really overlapped the dump
         assert r.safe_until > r.snapshot
         assert any(t.max_position > t.position for t in r.tables.values())

@@ -111,3 +111,43 @@ def test_staggered_add_column_conflict_unlock_skip_then_restart(spark, store, so
         assert downstream_db.execute("SELECT COUNT(*) FROM orders WHERE id IN (600, 601, 602)") == [(3,)]
     finally:
         master.close()
+
+
+def test_skip_and_wait_holds_only_that_table_until_unlock(spark, store, source1_db, downstream_db, positions):
+    """A skip-and-wait answer holds the shard table (its rows wait) while the other shards of the
+    same source keep replicating; an unlock (exec) makes the syncer replay the held table from
+    its DDL, executing the operator's answer without asking the lock again."""
+    (p1,) = positions(source1_db)
+    task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})
+    for n, t in enumerate(("orders_01", "orders_02")):
+        source1_db.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT)")
+        source1_db.execute(f"INSERT INTO {t} VALUES ({n * 100 + 1}, 1), ({n * 100 + 2}, 2)")
+    master = AutoMaster(store, lambda info: ((Stage.SKIP_AND_WAIT, []) if "MODIFY" in " ".join(info.ddls)
+                                             else (Stage.NONE, info.ddls)))
+    try:
+        syncer, status, _ = _build(spark, store, task, srcs["s1"], downstream_db)
+        syncer.sync_until_caught_up()
+        source1_db.execute("ALTER TABLE orders_01 MODIFY v BIGINT")
+        source1_db.execute("INSERT INTO orders_01 VALUES (3, 5000000000)")
+        source1_db.execute("INSERT INTO orders_02 VALUES (103, 3)")
+        syncer.sync_until_caught_up()
+        ids = {r[0] for r in downstream_db.execute("SELECT id FROM orders")}
+        assert 103 in ids and 3 not in ids                      # only the held table waits
+        assert (source1_db.name, "orders_01") in syncer.held
+        st = _status(store, task.name, "s1")
+        assert "redirect" in st.detail["waiting_for"] and st.detail["lock_id"].startswith(task.name)
+
+        info = next(i for i in store.list_infos(task.name).items if "MODIFY" in " ".join(i.ddls))
+        master.acting.answer(info, Stage.UNLOCKED, info.ddls)   # shard-ddl-lock unlock --action exec
+        wait_for(lambda: syncer._rewind.is_set(), what="rewind requested by the redirect waiter")
+        syncer.sync_until_caught_up()
+        assert downstream_db.execute("SELECT v FROM orders WHERE id = 3") == [(5000000000,)]
+        assert not syncer.held
+        op = store.get_operation(info.lock, info.table)
+        assert op.done and op.stage is Stage.UNLOCKED
+        # the lock was not asked again for the replayed DDL: one MODIFY answer only
+        assert len([a for a in master.answered if "MODIFY" in " ".join(a[0].ddls)]) == 1
+        rep = check_task(task, srcs)
+        assert rep.equal, rep.to_json()
+    finally:
+        master.close()

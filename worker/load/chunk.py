@@ -4,8 +4,9 @@
    the table definition is still the planned one, stream the chunk's rows.
 2. Downstream, ONE transaction: lock the chunk's checkpoint row (``FOR UPDATE``; a chunk marked
    done is skipped, so a retried or duplicated Spark task never loads twice), write the rows as
-   multi-row INSERTs of ``batch_rows`` rows, mark the chunk done with its row count, position
-   and the shard schema seen, commit.
+   multi-row INSERTs of ``batch_rows`` rows (the upstream renders each row as an SQL literal,
+   :func:`row_literal`), mark the chunk done with its row count, position and the shard schema
+   seen, commit.
 
 A duplicate key between shards fails the chunk (rolled back) with the colliding keys, unless
 ``on_duplicate`` is ``replace``/``ignore``.  Deadlocks / lock wait timeouts retry the chunk.
@@ -24,6 +25,28 @@ from worker.load.store import _q
 
 RETRYABLE = {1205, 1213}    # lock wait timeout, deadlock
 MAX_ATTEMPTS = 4
+MAX_STATEMENT_BYTES = 4 << 20   # an INSERT stays well below max_allowed_packet (16 MiB default)
+
+# Types whose values are bytes, not text: written as hex literals.
+BINARY_TYPES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "bit", "geometry", "point",
+                "linestring", "polygon", "multipoint", "multilinestring", "multipolygon", "geometrycollection"}
+
+
+def row_literal(cols: list[str], types: list[str]) -> str:
+    """SQL that makes the upstream render each row as the literal ``(v1,v2,...)`` of an INSERT.
+
+    The server does the escaping (``QUOTE``: ``NULL`` for NULL, a quoted string otherwise;
+    ``0x..`` hex for binary types), so values are never parsed or escaped in Python — the
+    loader only joins rows.  Every value is the server's own text form, which the downstream
+    converts back exactly (DECIMAL, DOUBLE, zero dates, negative TIME, ...)."""
+    parts = []
+    for i, c in enumerate(cols):
+        q = _q(c)
+        if i < len(types) and types[i] in BINARY_TYPES:
+            parts.append(f"IF({q} IS NULL, 'NULL', CONCAT('0x', HEX({q})))")
+        else:
+            parts.append(f"QUOTE({q})")
+    return "CONCAT('(', CONCAT_WS(',', " + ", ".join(parts) + "), ')')"
 
 
 class ChunkError(ShardMergeError):
@@ -106,20 +129,20 @@ def _load_once(spec: dict, ctx: dict) -> dict:
         cols = spec["columns"]
         target = f"{_q(spec['target'][0])}.{_q(spec['target'][1])}"
         verb = {"error": "INSERT", "replace": "REPLACE", "ignore": "INSERT IGNORE"}[ctx["on_duplicate"]]
-        insert = (f"{verb} INTO {target} ({', '.join(_q(c) for c in cols)}) VALUES "
-                  f"({', '.join(['%s'] * len(cols))})")
+        prefix = f"{verb} INTO {target} ({', '.join(_q(c) for c in cols)}) VALUES "
         where, args = key_where(spec["key"], spec["lo"], spec["hi"]) if spec["key"] else ("1", [])
-        select = f"SELECT {', '.join(_q(c) for c in cols)} FROM {_q(s)}.{_q(t)} WHERE {where}"
+        select = f"SELECT {row_literal(cols, spec.get('column_types') or [])} FROM {_q(s)}.{_q(t)} WHERE {where}"
         rows = affected = 0
-        batch = ctx["batch_rows"]
+        batch, max_bytes = ctx["batch_rows"], ctx.get("max_statement_bytes", MAX_STATEMENT_BYTES)
         with up.cursor() as uc, down.cursor() as dc:
             uc.execute(select, args)
-            while True:
-                part = uc.fetchmany(batch)
-                if not part:
-                    break
+            buf: list[str] = []
+            size = 0
+
+            def flush():
+                nonlocal affected, rows
                 try:
-                    affected += dc.executemany(insert, part) or 0
+                    dc.execute(prefix + ",".join(buf))
                 except pymysql.err.IntegrityError as e:
                     if e.args[0] != 1062:
                         raise
@@ -132,7 +155,22 @@ def _load_once(spec: dict, ctx: dict) -> dict:
                         f"(loaded from another shard, or there before the load): {keys or 'see message'}. "
                         f"Make the shard keys disjoint, or set `on-duplicate-logical: replace|ignore` in "
                         f"the task's loader config", **ctxinfo) from None
-                rows += len(part)
+                affected += dc.rowcount
+                rows += len(buf)
+                buf.clear()
+
+            while True:
+                part = uc.fetchmany(batch)
+                if not part:
+                    break
+                for (lit,) in part:
+                    buf.append(lit)
+                    size += len(lit)
+                    if len(buf) >= batch or size >= max_bytes:
+                        flush()
+                        size = 0
+            if buf:
+                flush()
             conflicts = 0
             if ctx["on_duplicate"] == "ignore":
                 conflicts = rows - affected

@@ -37,6 +37,7 @@ class ShardTable:
     target: tuple[str, str]
     create_sql: str
     columns: list[str]                 # insertable (non-generated) columns, in table order
+    column_types: list[str] = field(default_factory=list)   # information_schema DATA_TYPE per column
     key: list[str] = field(default_factory=list)
     key_types: list[str] = field(default_factory=list)
     est_rows: int = 0
@@ -47,12 +48,12 @@ class ShardTable:
 
     def to_json(self) -> dict:
         return {"target": list(self.target), "create_sql": self.create_sql, "columns": self.columns,
-                "key": self.key, "key_types": self.key_types, "est_rows": self.est_rows}
+                "column_types": self.column_types, "key": self.key, "key_types": self.key_types, "est_rows": self.est_rows}
 
     @classmethod
     def from_json(cls, schema: str, table: str, d: dict) -> "ShardTable":
-        return cls(schema, table, tuple(d["target"]), d["create_sql"], d["columns"], d.get("key", []),
-                   d.get("key_types", []), int(d.get("est_rows", 0)))
+        return cls(schema, table, tuple(d["target"]), d["create_sql"], d["columns"], d.get("column_types", []),
+                   d.get("key", []), d.get("key_types", []), int(d.get("est_rows", 0)))
 
 
 def discover(conn, mapper: TableMapper) -> list[ShardTable]:
@@ -70,12 +71,12 @@ def discover(conn, mapper: TableMapper) -> list[ShardTable]:
         if tgt is None:
             continue
         with conn.cursor() as cur:
-            cur.execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND "
-                        "TABLE_NAME = %s AND IS_GENERATED = 'NEVER' ORDER BY ORDINAL_POSITION", (schema, table))
-            cols = [r[0] for r in cur.fetchall()]
+            cur.execute("SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                        "AND TABLE_NAME = %s AND IS_GENERATED = 'NEVER' ORDER BY ORDINAL_POSITION", (schema, table))
+            cols = cur.fetchall()
         key, types = table_key(conn, schema, table)
-        out.append(ShardTable(schema, table, (tgt.schema, tgt.table), show_create(conn, schema, table), cols,
-                              key, types, int(est)))
+        out.append(ShardTable(schema, table, (tgt.schema, tgt.table), show_create(conn, schema, table),
+                              [c for c, _ in cols], [t.lower() for _, t in cols], key, types, int(est)))
     return out
 
 

@@ -209,7 +209,7 @@ class FullLoad:
             for (s, t), info in st.tables.items():
                 by_target.setdefault(tuple(info["target"]), []).append(ShardTable.from_json(s, t, info))
             self._prepare_targets(by_target)
-        done_before = {c for c in st.chunks if c.status == "done"}
+        done_before = [c for c in st.chunks if c.status == "done"]
         pending = [c for c in st.chunks if c.status != "done"]
         if done_before:
             self.log.info(f"full load resumed: {len(done_before)} of {len(st.chunks)} chunks already loaded, "
@@ -234,7 +234,7 @@ class FullLoad:
         for c in pending:
             info = st.tables[(c.up_schema, c.up_table)]
             out.append({"schema": c.up_schema, "table": c.up_table, "chunk": c.chunk, "lo": c.lo, "hi": c.hi,
-                        "target": info["target"], "columns": info["columns"], "key": info["key"],
+                        "target": info["target"], "columns": info["columns"], "column_types": info.get("column_types", []), "key": info["key"],
                         "fingerprint": info["fingerprint"], "table_info": info["table_info"],
                         "down_key": info["down_key"]})
         # interleave tables so concurrent tasks spread over shards (and targets)

@@ -1,0 +1,61 @@
+"""StatusReporter: what query-status reads, written to the real etcd; a failed write never
+stops replication and is retried with the next update."""
+from coordinator.errors import ConfigError
+from coordinator.etcdproto import EtcdUnavailable
+from worker.coordination import ShardDDLError, StrictConflict
+from worker.process import _retryable
+from worker.status import ERROR, PAUSED, RUNNING, STOPPED, StatusReporter
+
+
+def _read(store, task="t", source="s"):
+    return store._get("status", store.keys.key("status", task, source))[0]
+
+
+def test_stage_changes_and_progress_in_etcd(store):
+    r = StatusReporter(store, "t", "s", "w1", min_interval=3600)
+    r.running()
+    assert _read(store).stage == RUNNING and _read(store).worker == "w1"
+    r.progress(synced_position="bin.000001:100", checkpoint="bin.000001:90", lag_seconds=0)
+    assert "synced_position" not in _read(store).detail        # throttled (min_interval)
+    r.paused(ShardDDLError("blocked", lock_id="t-`d`.`o`", position="bin.000001:120"),
+             lock_id="t-`d`.`o`", position="bin.000001:120", owner="s-`u`.`o_1`", waiting_for="unlock")
+    st = _read(store)
+    assert st.stage == PAUSED and st.block_ddl_owner == "s-`u`.`o_1`" and st.conflict_msg == "blocked"
+    assert st.detail["error"] == {"type": "ShardDDLError", "message": "blocked", "lock_id": "t-`d`.`o`",
+                                  "position": "bin.000001:120"}
+    assert st.detail["synced_position"] == "bin.000001:100"    # progress rides along
+    r.running()
+    st = _read(store)
+    assert st.stage == RUNNING and "error" not in st.detail and st.conflict_msg == "" and st.block_ddl_owner == ""
+    r.error(StrictConflict("strict", tables=["a", "b"], lock_id="L"))
+    assert _read(store).stage == ERROR and _read(store).detail["error"]["tables"] == "a, b"
+    r.stopped()
+    assert _read(store).stage == STOPPED
+
+
+class _FlakyStore:
+    def __init__(self):
+        self.fail, self.written = True, []
+
+    def put_status(self, st, lease=None):
+        if self.fail:
+            raise EtcdUnavailable("etcd down")
+        self.written.append(st)
+        return 1
+
+
+def test_failed_write_is_kept_and_retried():
+    fs = _FlakyStore()
+    r = StatusReporter(fs, "t", "s", min_interval=0)
+    r.running()                       # does not raise
+    assert r.write_errors == 1 and fs.written == []
+    fs.fail = False
+    r.progress(checkpoint="x")
+    assert fs.written[-1].detail["checkpoint"] == "x" and fs.written[-1].stage == RUNNING
+
+
+def test_retry_policy():
+    assert _retryable(EtcdUnavailable("x"))
+    assert _retryable(RuntimeError("spark hiccup"))
+    assert not _retryable(ConfigError("bad", file="f"))
+    assert not _retryable(StrictConflict("c", tables=["a"]))
