@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from coordinator.errors import ShardMergeError, TransientError
 from coordinator.etcdproto import (EtcdUnavailable, Info, LockKey, Operation, OperationWaitTimeout,
-                                   SourceTables, Stage, StaleOperation, Store, TableRef, lock_id)
+                                   SourceTables, Stage, StaleOperation, Store, lock_id)
 from coordinator.obs import logger
 from coordinator.routing import TableMapper, Target
 from coordinator.schema.errors import SchemaError
@@ -288,7 +288,13 @@ class ShardDDLCoordinator:
             _log.warning("TRUNCATE of a shard table is not replicated to the merged target", **_strs(ctx))
             return Outcome(ddl, target, [])
         if ddl.kind == "create":
-            p = self._preview(ddl, statements, ctx)
+            try:
+                p = self.tracker.preview(ddl.schema, ddl.table, statements, position=ddl.position)
+            except SchemaTrackError:
+                # CREATE TABLE ... LIKE / SELECT: not modelled from the text; the upstream's
+                # definition is the best source (the table was just created)
+                after = self.tracker.load_upstream(ddl.schema, ddl.table, position=ddl.position)
+                p = Preview(ddl.schema, ddl.table, tuple(statements), None, (after,))
             routed = [create_if_not_exists(route_statement(s, target)) for s in statements]
             return Outcome(ddl, target, routed, preview=p)
         if ddl.kind == "drop":
@@ -552,6 +558,15 @@ class OptimisticDDLHandler:
                 _log.warning("checkpointed schema unreadable; will reload from upstream",
                              table=f"{s}.{t}", error=str(e))
         self.direct.restore(table_infos)
+        # tables without a checkpointed schema: read them now, as close to the start position
+        # as we can get, rather than at their first DDL (by then the upstream may have moved on)
+        missing = [k for members in self.coord.source_tables.record.targets().values()
+                   for k in members if self.tracker.get(*k) is None]
+        if missing and self.tracker.can_load:
+            try:
+                self.tracker.load_all_upstream(sorted(missing))
+            except Exception as e:  # noqa: BLE001 — they are loaded on first use instead
+                _log.warning(f"could not pre-load upstream schemas: {e}", tables=len(missing))
 
     def table_info(self, schema: str, table: str) -> str | None:
         ts = self.tracker.get(schema, table)

@@ -95,6 +95,11 @@ class SchemaTracker:
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ reading
+    @property
+    def can_load(self) -> bool:
+        """True when unknown tables can be read from the upstream."""
+        return self._connect is not None
+
     def get(self, schema: str, table: str) -> TableSchema | None:
         with self._lock:
             return self._tables.get((schema, table))
@@ -152,7 +157,10 @@ class SchemaTracker:
         try:
             for schema, table in tables:
                 sql = show_create_table(conn, schema, table)
-                ts = None if sql is None else TableSchema.from_create_sql(sql).with_name(table)
+                try:
+                    ts = None if sql is None else TableSchema.from_create_sql(sql).with_name(table)
+                except SchemaError:
+                    continue   # not modelled: left untracked, ensure() reports it on first use
                 self.set(schema, table, ts)
                 out[(schema, table)] = ts
         finally:

@@ -33,7 +33,7 @@ from coordinator.errors import ShardMergeError
 from coordinator.obs import logger
 from coordinator.routing import TableMapper
 from worker import ddl as ddlmod
-from worker.apply import Partitioner, apply_partition, connect_downstream, local_time_zone
+from worker.apply import Partitioner, apply_partition, connect_downstream, local_time_zone, resolve_tls
 from worker.binlog_source import BinlogPrefetch, Chunk, Statement
 from worker.checkpoint import CheckpointStore
 from worker.ddl_handler import DDLContext, DDLDecision, DDLHandler, DirectDDLHandler
@@ -190,6 +190,9 @@ class Syncer:
     def start(self) -> Position:
         """(Re)build every piece of in-memory state from the checkpoints (rule 9)."""
         check_upstream(self.up_kwargs, self.source.source_id)
+        # many short connections follow (checkpoint flushes, DDLs, apply tasks): connect cheaply
+        self.up_kwargs = resolve_tls(self.up_kwargs)
+        self.down_kwargs = self.store.db_kwargs = resolve_tls(self.down_kwargs)
         self.store.ensure_table()
         loaded = self.store.load()
         self.handler.restore({k: tp.table_info for k, tp in loaded.tables.items()})

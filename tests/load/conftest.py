@@ -6,7 +6,6 @@ from __future__ import annotations
 import random
 import threading
 
-import pymysql
 import yaml
 
 from coordinator.config import parse_task

@@ -12,7 +12,7 @@ import pytest
 from tests.load.conftest import Writer, create_shards, make_load_task
 from worker.check import check_task
 from worker.checkpoint import CheckpointStore
-from worker.load import KeyCollision, LoadHooks, LoadOptions, run_full_load
+from worker.load import KeyCollision, LoadHooks, run_full_load
 from worker.schema_tracker import schema_from_json
 from worker.syncer import Syncer
 
@@ -69,7 +69,7 @@ def test_all_mode_two_sources_with_live_writes_reaches_equal(spark, source1_db, 
     assert again.already_finished and again.rows == r1.rows
 
 
-def test_shard_key_collision_is_reported_with_keys_unless_resolved(spark, source1_db, downstream_db, caplog):
+def test_shard_key_collision_is_reported_with_keys_unless_resolved(spark, source1_db, downstream_db):
     for k in (1, 2):
         source1_db.execute(f"CREATE TABLE orders_{k:02d} (id INT PRIMARY KEY, v VARCHAR(10))")
     source1_db.execute("INSERT INTO orders_01 VALUES " + ", ".join(f"({i}, 'a')" for i in range(1, 21)))

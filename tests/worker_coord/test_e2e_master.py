@@ -1,16 +1,14 @@
 """End to end with the real master (election, binder, lock engine, gRPC) and two worker
 processes: 2 sources x 4 shard tables -> 1 target; staggered ADD COLUMN with writes between;
 staggered DROP COLUMN; a conflicting change unlocked with skip; ``worker.check`` is the oracle."""
-import time
 
 import grpc
-import yaml
 
 from protos import master_pb2 as pb
 from protos import master_pb2_grpc as pbg
 from worker.check import check_task
 
-from ..worker.conftest import db_yaml, make_task, positions  # noqa: F401 (fixture)
+from ..worker.conftest import make_task, positions  # noqa: F401 (fixture)
 from .conftest import wait_for
 from .test_process import _source_file, _worker
 

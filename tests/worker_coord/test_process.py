@@ -4,7 +4,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -136,3 +135,17 @@ def test_binding_and_task_pickup_replication_and_failover(spark, services, store
         for w in (a, b):
             if w is not None:
                 w.stop()
+
+
+def test_lost_lease_is_noticed_and_worker_registers_again(services, store, etcd_prefix, etcd_client,
+                                                           source1_db, tmp_path):
+    w = _worker(services, etcd_prefix, "w-lease", _source_file(tmp_path, "s1", source1_db))
+    try:
+        first = w.lease.id
+        etcd_client.revoke_lease(first)       # what an etcd partition longer than the TTL does
+        wait_for(lambda: w.lease.id != first and w.registered, timeout=30, what="re-registration")
+        assert any(x.worker == "w-lease" for x in store.list_workers().items)
+    finally:
+        w.stop()
+    wait_for(lambda: not any(x.worker == "w-lease" for x in store.list_workers().items), timeout=5,
+             what="registration revoked on stop")

@@ -93,12 +93,14 @@ class LoadResult:
     tasks: int = 0                         # Spark tasks of this run's load job
     seconds: float = 0.0
     already_finished: bool = False         # nothing to do: the load had finished before
+    timings: dict = field(default_factory=dict)   # seconds per phase of this run: plan, load, hand_over
 
     def to_json(self) -> dict:
         return {"snapshot": self.snapshot.to_json(), "safe_until": self.safe_until.to_json(),
                 "tables": [t.to_json() for t in self.tables.values()], "rows": self.rows,
                 "rows_this_run": self.rows_this_run, "chunks_loaded": self.chunks_loaded,
-                "chunks_skipped": self.chunks_skipped, "tasks": self.tasks, "seconds": round(self.seconds, 3)}
+                "chunks_skipped": self.chunks_skipped, "tasks": self.tasks, "seconds": round(self.seconds, 3),
+                "timings": {k: round(v, 3) for k, v in self.timings.items()}}
 
     @classmethod
     def from_json(cls, d: dict, **over) -> "LoadResult":
@@ -106,7 +108,7 @@ class LoadResult:
         base = dict(snapshot=Position.from_json(d["snapshot"]), safe_until=Position.from_json(d["safe_until"]),
                     tables=tables, rows=d.get("rows", 0), rows_this_run=d.get("rows_this_run", 0),
                     chunks_loaded=d.get("chunks_loaded", 0), chunks_skipped=d.get("chunks_skipped", 0),
-                    tasks=d.get("tasks", 0), seconds=d.get("seconds", 0.0))
+                    tasks=d.get("tasks", 0), seconds=d.get("seconds", 0.0), timings=d.get("timings", {}))
         base.update(over)
         return cls(**base)
 
@@ -209,6 +211,7 @@ class FullLoad:
             for (s, t), info in st.tables.items():
                 by_target.setdefault(tuple(info["target"]), []).append(ShardTable.from_json(s, t, info))
             self._prepare_targets(by_target)
+        t_plan = time.monotonic()
         done_before = [c for c in st.chunks if c.status == "done"]
         pending = [c for c in st.chunks if c.status != "done"]
         if done_before:
@@ -218,8 +221,11 @@ class FullLoad:
                                        "chunks": v["chunks"]} for k, v in st.tables.items()},
                         self.store.progress_rows())
         results, tasks = self._load(st, pending, prog, progress, stop, progress_interval)
+        t_load = time.monotonic()
         st = self.store.load()
         res = self._hand_over(st, results, tasks, len(done_before), t0)
+        res.timings = {"plan": t_plan - t0, "load": t_load - t_plan, "hand_over": time.monotonic() - t_load}
+        self.store.finish(res.to_json())
         prog.phase = "done"
         final = prog.snapshot(self.store.progress_rows())
         self.log.info("full load finished " + final["bar"], rows=res.rows, rows_this_run=res.rows_this_run,
@@ -332,7 +338,6 @@ class FullLoad:
                          rows_this_run=sum(r["rows"] for r in this_run), chunks_loaded=len(this_run),
                          chunks_skipped=skipped_before + len(results) - len(this_run), tasks=tasks,
                          seconds=time.monotonic() - t0)
-        self.store.finish(res.to_json())
         return res
 
 

@@ -74,6 +74,11 @@ def ensure_target(conn, target: tuple[str, str], mine: TableSchema, *, task: str
                     raise TargetError(f"existing downstream table {name} does not fit the shards of source "
                                       f"{source}: {e}", task=task, source=source, table=name) from e
                 stmts = [] if want.same_as(strip_counter(existing)) else diff_ddls(existing, want, (ts, tt))
+                kept = [x for x in stmts if " DROP " in x.upper()]
+                if kept:   # never remove what the target has (an index another source's shards share)
+                    log.info("keeping downstream definitions the shards of this source lack", task=task,
+                             source=source, table=name, statements="; ".join(kept))
+                    stmts = [x for x in stmts if x not in kept]
             for sql in stmts:
                 log.info("preparing target for the full load", task=task, source=source, table=name, statement=sql)
                 cur.execute(sql)
