@@ -26,11 +26,16 @@ import base64
 import datetime as dt
 import decimal
 import json
+import os
+import pickle
 import queue
 import random
+import subprocess
+import sys
 import threading
 import time
-from dataclasses import dataclass, field
+import weakref
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from coordinator.errors import ShardMergeError
@@ -138,11 +143,12 @@ class Statement:
 @dataclass
 class End:
     pos: Position
+    decode_seconds: float = 0.0
 
 
 @dataclass
 class _Failed:
-    error: BaseException
+    error: str
 
 
 # ------------------------------------------------------------------ decoding
@@ -265,28 +271,136 @@ def decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None,
     yield End(boundary)
 
 
+# ------------------------------------------------------------------ decoder process
+def _pieces(req: dict):
+    """Decode one request, grouping transactions into pieces of about ``piece_rows`` rows."""
+    from coordinator.routing import TableMapper
+    mapper = TableMapper(*req["mapper"])
+    t0 = time.monotonic()
+    txns, rows, last = [], 0, None
+    for item in decode_range(req["db_kwargs"], mapper, req["start"], req["end"],
+                             max_events=req["max_events"], source_id=req["source_id"]):
+        if isinstance(item, tuple):
+            txns.append(item)
+            rows += sum(len(r) for _, _, r in item[1])
+            last = item[0]
+            if rows >= req["piece_rows"]:
+                yield Chunk(txns, rows, last)
+                txns, rows = [], 0
+            continue
+        if txns:
+            yield Chunk(txns, rows, last)
+            txns, rows = [], 0
+        if isinstance(item, End):
+            item.decode_seconds = time.monotonic() - t0
+        yield item
+
+
+def _child_main() -> None:
+    """Entry point of the decoder process: pickled requests on stdin, pickled items on stdout."""
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    sys.stdout = sys.stderr      # stray prints must not corrupt the item stream
+    inp = sys.stdin.buffer
+    while True:
+        try:
+            req = pickle.load(inp)
+        except EOFError:
+            return
+        try:
+            for item in _pieces(req):
+                pickle.dump(item, out, protocol=pickle.HIGHEST_PROTOCOL)
+                out.flush()
+        except Exception as e:   # reported to the syncer, which raises it with its context
+            pickle.dump(_Failed(f"{type(e).__name__}: {e}"), out, protocol=pickle.HIGHEST_PROTOCOL)
+            out.flush()
+
+
+class DecoderProcess:
+    """A child Python process that decodes binlog ranges for one syncer, one range at a time.
+
+    Why a process and not a thread: decoding is pure Python and CPU-bound; on a thread it
+    would hold the GIL against the driver thread that runs the Spark jobs (every py4j reply
+    then waits for the GIL: measured 2-3x slower jobs).  The child is started once and reused
+    for every batch; it exits when the syncer goes away (its stdin closes) or is killed when a
+    batch is abandoned halfway."""
+
+    def __init__(self, source_id: str = ""):
+        self.source_id = source_id
+        self.proc: subprocess.Popen | None = None
+        self._finalizer = None
+
+    def ensure(self) -> subprocess.Popen:
+        if self.proc is None or self.proc.poll() is not None:
+            root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+            env = dict(os.environ)
+            env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+            try:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-c", "from worker.binlog_source import _child_main; _child_main()"],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+            except OSError as e:
+                raise BinlogReadError(f"cannot start the binlog decoder process ({sys.executable}): {e}",
+                                      source=self.source_id) from e
+            if self._finalizer is not None:
+                self._finalizer.detach()
+            self._finalizer = weakref.finalize(self, _kill, self.proc)
+        return self.proc
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            _kill(self.proc)
+            self.proc = None
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    for f in (proc.stdin, proc.stdout):
+        try:
+            f.close()
+        except (OSError, ValueError):
+            pass
+
+
 # ------------------------------------------------------------------ read-ahead
 class BinlogPrefetch:
-    """Runs :func:`decode_range` on a daemon thread; :meth:`items` yields Chunk/Statement/End.
+    """Decodes ``[start, end)`` in a :class:`DecoderProcess` ahead of the consumer;
+    :meth:`items` yields Chunk/Statement/End in binlog order.
 
-    The thread groups transactions into pieces of about ``piece_rows`` rows and queues at most
-    about ``max_rows`` rows of them; :meth:`items` joins pieces into a chunk of ``max_rows``
-    rows or up to the next statement event or the end of the range, whichever comes first.
-    Each chunk costs one Spark job (~0.1-0.3 s on a small machine), so chunks are as large as
-    that bound allows; the range ends at a position that already exists, so waiting for a
-    full chunk never waits for the upstream."""
+    The decoder groups transactions into pieces of about ``piece_rows`` rows; a receiving
+    thread queues at most about ``max_rows`` rows of them (then the pipe fills and the
+    decoder waits: memory stays bounded).  :meth:`items` hands out as a chunk whatever whole
+    pieces are ready when the consumer asks (at least one, at most ``max_rows`` rows, never
+    across a statement event): while the apply keeps up, chunks stay small and the apply
+    starts early; when it falls behind, pieces pile up and the next chunk is bigger, so
+    fewer Spark jobs (~0.1-0.3 s each on a small machine) are paid per row."""
 
-    def __init__(self, db_kwargs: dict, mapper, start: Position, end: Position | None, *, max_events: int = 0,
-                 source_id: str = "", max_rows: int = 20_000, piece_rows: int = 2_000):
-        self._args = (db_kwargs, mapper, start, end)
-        self._kw = {"max_events": max_events, "source_id": source_id}
-        self.max_rows, self.piece_rows = max_rows, piece_rows
+    def __init__(self, decoder: DecoderProcess, db_kwargs: dict, mapper_args: tuple, start: Position,
+                 end: Position | None, *, max_events: int = 0, source_id: str = "", max_rows: int = 20_000,
+                 piece_rows: int = 2_000):
+        self.decoder = decoder
+        self._req = {"db_kwargs": db_kwargs, "mapper": mapper_args, "start": start, "end": end,
+                     "max_events": max_events, "source_id": source_id, "piece_rows": piece_rows}
+        self.source_id, self.start = source_id, start
+        self.max_rows = max_rows
+        self.min_rows = min(piece_rows, max_rows)
         self._q: queue.Queue = queue.Queue(maxsize=max(2, max_rows // max(1, piece_rows)))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"binlog-read-{source_id}", daemon=True)
+        self._finished = False
         self.decode_seconds = 0.0
 
     def __enter__(self):
+        proc = self.decoder.ensure()
+        try:
+            pickle.dump(self._req, proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            proc.stdin.flush()
+        except (OSError, ValueError) as e:
+            self.decoder.kill()
+            raise BinlogReadError(f"binlog decoder process is gone: {e}", source=self.source_id,
+                                  position=str(self.start)) from e
+        self._proc = proc
         self._thread.start()
         return self
 
@@ -303,40 +417,34 @@ class BinlogPrefetch:
         return False
 
     def _run(self) -> None:
-        t0 = time.monotonic()
-        txns, rows, last = [], 0, None
         try:
-            for item in decode_range(*self._args, stop=self._stop, **self._kw):
-                if isinstance(item, tuple):
-                    txns.append(item)
-                    rows += sum(len(r) for _, _, r in item[1])
-                    last = item[0]
-                    if rows >= self.piece_rows:
-                        if not self._put(Chunk(txns, rows, last)):
-                            return
-                        txns, rows = [], 0
-                    continue
-                if txns:
-                    if not self._put(Chunk(txns, rows, last)):
-                        return
-                    txns, rows = [], 0
+            while not self._stop.is_set():
+                item = pickle.load(self._proc.stdout)
                 if isinstance(item, End):
-                    self.decode_seconds = time.monotonic() - t0
-                if not self._put(item):
+                    self._finished = True
+                    self.decode_seconds = item.decode_seconds
+                elif isinstance(item, _Failed):
+                    self._finished = True
+                if not self._put(item) or self._finished:
                     return
-        except BaseException as e:   # handed to the consumer, raised there
-            self._put(_Failed(e))
+        except (EOFError, OSError, ValueError, pickle.UnpicklingError) as e:
+            if not self._stop.is_set():
+                self._put(_Failed(f"binlog decoder process ended unexpectedly ({type(e).__name__})"))
 
-    def _get(self):
+    def _get(self, block: bool = True):
         while True:
             try:
-                item = self._q.get(timeout=0.5)
+                item = self._q.get(timeout=0.5) if block else self._q.get_nowait()
             except queue.Empty:
+                if not block:
+                    raise
                 if not self._thread.is_alive() and self._q.empty():
-                    raise BinlogReadError("binlog reader thread ended without a result") from None
+                    raise BinlogReadError("binlog receiving thread ended without a result",
+                                          source=self.source_id, position=str(self.start)) from None
                 continue
             if isinstance(item, _Failed):
-                raise item.error
+                raise BinlogReadError(f"decoding the binlog failed: {item.error}", source=self.source_id,
+                                      position=str(self.start))
             return item
 
     def items(self):
@@ -349,7 +457,13 @@ class BinlogPrefetch:
                 continue
             txns, rows, last, nxt = list(item.txns), item.rows, item.end, None
             while rows < self.max_rows:
-                more = self._get()
+                if rows >= self.min_rows:
+                    try:
+                        more = self._get(block=False)
+                    except queue.Empty:
+                        break
+                else:
+                    more = self._get()
                 if isinstance(more, Chunk):
                     txns += more.txns
                     rows += more.rows
@@ -365,7 +479,9 @@ class BinlogPrefetch:
 
     def close(self) -> None:
         self._stop.set()
-        while True:   # unblock a thread waiting on a full queue
+        if not self._finished:
+            self.decoder.kill()    # abandoned halfway: the next batch starts a fresh decoder
+        while True:   # unblock a receiving thread waiting on a full queue
             try:
                 self._q.get_nowait()
             except queue.Empty:

@@ -34,7 +34,7 @@ from coordinator.obs import logger
 from coordinator.routing import TableMapper
 from worker import ddl as ddlmod
 from worker.apply import Partitioner, apply_partition, connect_downstream, local_time_zone, resolve_tls
-from worker.binlog_source import BinlogPrefetch, Chunk, Statement
+from worker.binlog_source import BinlogPrefetch, Chunk, DecoderProcess, Statement
 from worker.checkpoint import CheckpointStore
 from worker.ddl_handler import DDLContext, DDLDecision, DDLHandler, DirectDDLHandler
 from worker.events import DDLEvent, Position
@@ -169,6 +169,7 @@ class Syncer:
         self.apply_rows = apply_rows            # rows per Spark apply job (decoding runs ahead)
         self.time_zone = local_time_zone()      # TIMESTAMPs are decoded in the driver's zone
         self._parts: Partitioner | None = None
+        self.decoder = DecoderProcess(source.source_id)
         self._parts_keys = None
         self.parallelism = parallelism or self.inst.syncer.worker_count
         self.hooks = hooks or Hooks()
@@ -217,11 +218,16 @@ class Syncer:
             self.store.flush()
         with connect_downstream(self.down_kwargs, autocommit=True) as c:
             self.keys = fetch_keys(c)
+        self.decoder.ensure()        # started ahead of the first batch, reused by all of them
         self._started = True
         self.log.info("syncer started", position=str(self.read_pos),
                       safe_until=str(loaded.safe_until) if loaded.safe_until else "",
                       tables=len(loaded.tables))
         return self.read_pos
+
+    def close(self) -> None:
+        """Stop the binlog decoder process (also done when the syncer is garbage-collected)."""
+        self.decoder.kill()
 
     def request_rewind(self) -> None:
         """Restart from the checkpoints before the next batch (held tables replay their DDL)."""
@@ -274,8 +280,9 @@ class Syncer:
         result.timings["master_status"] = t0 - tb
         tm = result.timings
         safe_written = False
-        reader = BinlogPrefetch(self.up_kwargs, self.mapper, start, end, max_events=self.max_batch_events,
-                                source_id=self.source.source_id, max_rows=self.apply_rows)
+        reader = BinlogPrefetch(self.decoder, self.up_kwargs, (self.inst, self.task.meta_schema), start, end,
+                                max_events=self.max_batch_events, source_id=self.source.source_id,
+                                max_rows=self.apply_rows)
         with reader:
             items = reader.items()
             while True:
