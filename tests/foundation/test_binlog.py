@@ -6,9 +6,9 @@ from pymysqlreplication.event import GtidEvent, QueryEvent, MariadbGtidEvent
 from pymysqlreplication.row_event import WriteRowsEvent
 
 
-def _master_pos(db):
-    (file, pos, *_), = db.execute("SHOW MASTER STATUS")
-    return file, int(pos)
+def _gtid_pos(db):
+    # MariaDB dump requests start from a GTID state (file/pos are ignored with is_mariadb).
+    return db.execute("SELECT @@gtid_binlog_pos")[0][0]
 
 
 @pytest.mark.parametrize("fixture", ["source1_db", "source2_db"])
@@ -16,15 +16,14 @@ def test_row_binlog_with_full_metadata(fixture, request):
     db = request.getfixturevalue(fixture)
     fmt, image, meta = db.execute("SELECT @@binlog_format, @@binlog_row_image, @@binlog_row_metadata")[0]
     assert (fmt, image, meta) == ("ROW", "FULL", "FULL")
-    file, pos = _master_pos(db)
+    start = _gtid_pos(db)
     db.execute("CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20))")
     db.execute("INSERT INTO t VALUES (1, 'alice')")
     db.execute("ALTER TABLE t ADD COLUMN age INT")
     p = db.params
     stream = BinLogStreamReader(
         connection_settings={"host": p["host"], "port": p["port"], "user": p["user"], "password": p["password"]},
-        server_id=9000 + p["port"] % 1000, log_file=file, log_pos=pos, resume_stream=True,
-        blocking=False, is_mariadb=True, only_schemas=None)
+        server_id=9000 + p["port"] % 1000, auto_position=start, blocking=False, is_mariadb=True)
     rows, ddls, gtids = [], [], 0
     try:
         for ev in stream:
