@@ -164,7 +164,9 @@ def main(argv=None) -> int:
                        for s in ("s1", "s2")]
             for s in syncers:   # session warm-up and checkpoint table creation are not replication
                 s.start()
-            spark.sparkContext.parallelize(range(args.parallelism), args.parallelism).map(lambda x: x).collect()
+            # Python workers started with the apply module loaded, as in a running worker
+            spark.sparkContext.parallelize(range(args.parallelism), args.parallelism) \
+                .map(lambda x: bool(__import__("worker.apply"))).collect()
             t0 = time.monotonic()
             results = [s.sync_until_caught_up() for s in syncers]
             repl_s = time.monotonic() - t0

@@ -1,6 +1,7 @@
 """``shardctl start-task | stop-task | query-status``: task lifecycle commands (dmctl names)."""
 from __future__ import annotations
 
+import json
 import os
 
 import yaml
@@ -58,7 +59,17 @@ def _subtask_doc(st) -> dict:
                   "errorBinlog": st.binlog_pos, "secondsBehindMaster": st.lag_seconds,
                   "eventsBehind": st.lag_events},
          "updatedAt": st.updated_at}
+    load = _detail(st).get("load")
+    if load:
+        d["load"] = load
     return d
+
+
+def _detail(st) -> dict:
+    try:
+        return json.loads(st.detail_json) if st.detail_json else {}
+    except ValueError:
+        return {}
 
 
 def _task_stage(stages: list[str]) -> str:
@@ -100,10 +111,13 @@ def query_status(args) -> int:
     def table(_doc):
         if not resp.result:
             return f"FAILED: {resp.msg}"
+        from worker.load.progress import format_progress
         rows = [[st.task, st.source, st.worker or "-", st.stage, st.unit or "-", st.lock_id or "-",
                  st.error or st.waiting_for or "-"] for st in resp.subtasks]
+        loads = [format_progress(_detail(st)["load"]) for st in resp.subtasks
+                 if st.unit == "Load" and _detail(st).get("load")]
         return render_table(["TASK", "SOURCE", "WORKER", "STAGE", "UNIT", "LOCK", "ERROR / WAITING FOR"], rows) \
-            + (f"\n{resp.msg}" if resp.msg else "")
+            + "".join("\n" + text for text in loads) + (f"\n{resp.msg}" if resp.msg else "")
     return emit(args, doc, table)
 
 

@@ -1,12 +1,12 @@
-"""Reading one upstream's binlog between two positions: decoded in the driver, ahead of the apply.
+"""Reading one upstream's binlog between two positions, outside Spark, ahead of the apply.
 
-Why in the driver and not in a Spark task: a binlog range is one sequential stream, so a read
-task would run alone anyway; decoding it here lets the next rows be decoded on a background
-thread while Spark tasks apply the previous ones, and saves a Spark job, a cache and a trip of
-every row through the JVM per batch.  Offsets are binlog positions; the syncer's checkpoints in
-the downstream are the one source of truth for where to resume.
+Why not in a Spark task: a binlog range is one sequential stream, so a read task would run
+alone anyway; decoding it here, in a child process of the driver (:class:`DecoderProcess`),
+lets the next rows be decoded while Spark tasks apply the previous ones, and saves a Spark job,
+a cache and a trip of every row through the JVM per batch.  Offsets are binlog positions; the
+syncer's checkpoints in the downstream are the one source of truth for where to resume.
 
-:class:`BinlogPrefetch` runs :func:`decode_range` on a thread and hands out, in binlog order:
+:class:`BinlogPrefetch` has the decoder run :func:`decode_range` and hands out, in binlog order:
 
 * :class:`Chunk` — whole transactions (``txns`` = ``[(end position, [(kind, TableRef, rows)])]``,
   a DML transaction's changes all carry the position at its END), at most about ``max_rows``
@@ -16,9 +16,10 @@ the downstream are the one source of truth for where to resume.
 * :class:`End` — always last: the position the read stopped at (a transaction boundary).
 
 Rows are tuples of values pymysql binds directly (no JSON in between); ``rows`` of an update is
-a list of ``(before, after)`` pairs.  Tables the task's block-allow-list filters produce nothing;
-unrouted tables map one to one.  Memory stays bounded: at most about ``max_rows`` decoded rows
-wait in the queue (a single larger transaction is kept whole).
+a list of ``(before, after)`` pairs.  Row images of common column types are decoded by
+``worker.fast_rows``, the rest by mysql-replication.  Tables the task's block-allow-list filters
+produce nothing; unrouted tables map one to one.  Memory stays bounded: at most about
+``max_rows`` decoded rows wait in the queue (a single larger transaction is kept whole).
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ from typing import NamedTuple
 
 from coordinator.errors import ShardMergeError
 from worker.events import DELETE, INSERT, UPDATE, Position, advance_gtid_set
+from worker.fast_rows import RowDecoder
 
 STALL_SECONDS = 60
 
@@ -153,7 +155,7 @@ class _Failed:
 
 # ------------------------------------------------------------------ decoding
 def decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None, *, max_events: int = 0,
-                 source_id: str = "", server_id: int = 0, stop: threading.Event | None = None):
+                 source_id: str = "", server_id: int = 0):
     """Generator of ``(Position, [(kind, TableRef, rows)])`` per committed transaction with
     routed rows, :class:`Statement` per statement event and a final :class:`End`.
 
@@ -179,6 +181,7 @@ def decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None,
     txn_gtid = ""
     routes: dict = {}
     refs: dict = {}
+    fast = RowDecoder()
 
     def table_ref(ev):
         k = (ev.schema, ev.table)
@@ -208,8 +211,6 @@ def decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None,
             return
         last_progress = (here().key, time.monotonic())
         for ev in stream:
-            if stop is not None and stop.is_set():
-                return
             if isinstance(ev, MariadbGtidEvent):
                 txn, txn_gtid = [], ev.gtid
                 continue
@@ -218,11 +219,14 @@ def decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None,
                 if ref is None:
                     continue
                 cols = ref.cols
+                rows = fast.event_rows(ev, cols)
                 if isinstance(ev, UpdateRowsEvent):
-                    rows = [(_image(r["before_values"], cols), _image(r["after_values"], cols)) for r in ev.rows]
+                    if rows is None:
+                        rows = [(_image(r["before_values"], cols), _image(r["after_values"], cols)) for r in ev.rows]
                     txn.append((UPDATE, ref, rows))
                 else:
-                    rows = [_image(r["values"], cols) for r in ev.rows]
+                    if rows is None:
+                        rows = [_image(r["values"], cols) for r in ev.rows]
                     txn.append((INSERT if isinstance(ev, WriteRowsEvent) else DELETE, ref, rows))
                 continue
             if not isinstance(ev, (QueryEvent, XidEvent)):

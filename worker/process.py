@@ -50,10 +50,12 @@ def _retryable(e: BaseException) -> bool:
     """Errors that a retry cannot fix (bad config, a strict-mode conflict, a DDL the lock
     cannot take) stop the subtask in Error; everything else (connections, etcd, Spark, a
     downstream hiccup) is retried with backoff, status Error meanwhile (resume from checkpoints)."""
+    from worker.load import KeyCollision
+
     from .coordination import ShardDDLError
     if isinstance(e, TransientError):
         return True
-    return not isinstance(e, (ConfigError, ShardDDLError))
+    return not isinstance(e, (ConfigError, ShardDDLError, KeyCollision))
 
 
 class Subtask:
@@ -158,6 +160,13 @@ class Subtask:
     def _stream(self, log, cfg, handler, syncer_box) -> None:
         from worker.syncer import Syncer
         spark = self.worker.spark()
+        if cfg.task_mode in ("all", "full"):
+            self._full_load(log, cfg, spark)
+            if cfg.task_mode == "full":
+                self.status.finished()
+                log.info("task-mode full: load finished, no binlog replication")
+                self.stop_event.wait()
+                return
         syncer = Syncer(spark, cfg, self.source, handler)
         syncer_box["s"] = syncer
         self.syncer = syncer
@@ -175,6 +184,26 @@ class Subtask:
                                  lag_seconds=0 if r.idle else None)
             if r.idle:
                 self.stop_event.wait(self.worker.poll_interval)
+
+
+    def _full_load(self, log, cfg, spark) -> None:
+        """Dump + load (worker.load); resumable, so a restarted or rebound subtask continues
+        where the load stopped.  The syncer then starts at the snapshot in safe mode."""
+        from worker.load import run_full_load
+
+        self.status.running()
+        self.status.progress(unit="Load")
+
+        def on_progress(p: dict) -> None:
+            self.status.progress(unit="Load", load=p)
+
+        res = run_full_load(cfg, self.source, spark, progress=on_progress, stop=self.stop_event)
+        self.status.progress(unit="Sync", load={"phase": "finished", "rows_loaded": res.rows,
+                                                "chunks_loaded": res.chunks_loaded,
+                                                "chunks_skipped": res.chunks_skipped,
+                                                "snapshot": str(res.snapshot), "percent": 100.0})
+        log.info("full load done; switching to binlog replication", rows=res.rows,
+                 snapshot=str(res.snapshot), chunks_skipped=res.chunks_skipped)
 
 
 # ----------------------------------------------------------------------------- the process

@@ -28,6 +28,7 @@ RUNNING = "Running"
 PAUSED = "Paused"      # waiting for an operator (conflict, error answer); resumes by itself
 ERROR = "Error"        # stopped on an error that needs a restart/fix (strict conflict, bad DDL)
 STOPPED = "Stopped"
+FINISHED = "Finished"
 STAGES = (RUNNING, PAUSED, ERROR, STOPPED)
 
 _log = logger("worker.status")
@@ -90,6 +91,13 @@ class StatusReporter:
               owner: str = "") -> None:
         """Stopped: the subtask will not continue without a fix and a restart/resume."""
         self._set_problem(ERROR, err, lock_id, position, owner, "")
+
+    def finished(self) -> None:
+        """``task-mode: full`` is done: the load finished, no binlog replication follows."""
+        with self._lock:
+            self._st.stage = FINISHED
+            self._st.detail.pop("waiting_for", None)
+        self.flush(force=True)
 
     def stopped(self) -> None:
         with self._lock:

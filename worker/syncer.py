@@ -33,7 +33,7 @@ from coordinator.errors import ShardMergeError
 from coordinator.obs import logger
 from coordinator.routing import TableMapper
 from worker import ddl as ddlmod
-from worker.apply import Partitioner, apply_partition, connect_downstream, local_time_zone, resolve_tls
+from worker.apply import Partitioner, apply_partition, connect_downstream, resolve_tls
 from worker.binlog_source import BinlogPrefetch, Chunk, DecoderProcess, Statement
 from worker.checkpoint import CheckpointStore
 from worker.ddl_handler import DDLContext, DDLDecision, DDLHandler, DirectDDLHandler
@@ -167,7 +167,9 @@ class Syncer:
         self.down_kwargs = task.target.pymysql_kwargs()
         self.max_batch_events = max_batch_events
         self.apply_rows = apply_rows            # rows per Spark apply job (decoding runs ahead)
-        self.time_zone = local_time_zone()      # TIMESTAMPs are decoded in the driver's zone
+        # mysql-replication decodes TIMESTAMP columns as UTC wall-clock values (whatever the
+        # process's zone), so the apply sessions read them back in UTC
+        self.time_zone = "+00:00"
         self._parts: Partitioner | None = None
         self.decoder = DecoderProcess(source.source_id)
         self._parts_keys = None

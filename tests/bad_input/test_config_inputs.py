@@ -95,3 +95,26 @@ def test_bad_source(name, text, key, words):
 def test_good_inputs_still_parse():
     assert parse_task(GOOD_TASK).name == "t"
     assert parse_source(GOOD_SOURCE).source_id == "s1"
+
+
+LOADER_CASES = [
+    ("loader ref undefined", GOOD_TASK.replace("block-allow-list: b}", "block-allow-list: b, loader-config-name: g}"),
+     "loader-config-name 'g' is not defined under `loaders`"),
+    ("bad on-duplicate", GOOD_TASK.replace("block-allow-list: b}", "block-allow-list: b, loader-config-name: g}") + "loaders: {g: {on-duplicate-logical: overwrite}}\n",
+     "must be one of error, replace, ignore"),
+    ("mydumper rows zero", GOOD_TASK.replace("block-allow-list: b}", "block-allow-list: b, mydumper: {rows: 0}}"),
+     "must be an integer >= 1"),
+]
+
+
+@pytest.mark.parametrize("name,text,words", LOADER_CASES, ids=[c[0] for c in LOADER_CASES])
+def test_bad_loader_options_fail_at_parse(name, text, words):
+    with pytest.raises(ConfigError) as e:
+        parse_task(text, "bad-task.yaml")
+    assert words in str(e.value) and e.value.context["file"] == "bad-task.yaml"
+
+
+def test_loader_sections_are_not_warned_as_ignored():
+    t = parse_task(GOOD_TASK.replace("block-allow-list: b}", "block-allow-list: b, loader-config-name: g}")
+                   + "loaders: {g: {on-duplicate-logical: replace}}\n", "t.yaml")
+    assert not any("loader" in w for w in t.warnings)

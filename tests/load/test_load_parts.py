@@ -22,9 +22,9 @@ def test_loader_options_come_from_dm_sections(source1_db, downstream_db):
     task, _, _ = make_load_task(downstream_db, {"s1": source1_db}, rows_per_chunk=123, on_duplicate="replace",
                                 pool_size=3)
     assert load_options(task, "s1") == LoadOptions(chunk_rows=123, on_duplicate="replace", pool_size=3)
-    bad, _, _ = make_load_task(downstream_db, {"s1": source1_db}, on_duplicate="overwrite")
+    # A bad value is refused when the task is parsed (start-task), not later by the loader.
     with pytest.raises(ConfigError) as ei:
-        load_options(bad, "s1")
+        make_load_task(downstream_db, {"s1": source1_db}, on_duplicate="overwrite")
     assert "on-duplicate-logical" in str(ei.value) and "overwrite" in str(ei.value)
 
 
