@@ -28,6 +28,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 
 from coordinator.config import SourceConfig, parse_source, parse_task
 from coordinator.errors import ConfigError, ShardMergeError, TransientError
@@ -224,9 +225,11 @@ class WorkerProcess:
     def __init__(self, opts: WorkerOptions):
         self.opts = opts
         self.local_source: SourceConfig | None = None
+        self.local_source_text = ""
         if opts.source_file:
             from coordinator.config import load_source
             self.local_source = load_source(opts.source_file)   # ConfigError names file and key
+            self.local_source_text = Path(opts.source_file).read_text()
         default = f"worker-{socket.gethostname()}-{os.getpid()}"
         if self.local_source is not None and not opts.name:
             default = f"worker-{self.local_source.source_id}-{socket.gethostname()}-{os.getpid()}"
@@ -320,8 +323,9 @@ class WorkerProcess:
     def _register(self) -> None:
         fields = dict(worker=self.name, addr=self.opts.metrics_addr,
                       started_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
-        if self.local_source is not None and "source" in WorkerRegistration.__dataclass_fields__:
+        if self.local_source is not None:
             fields["source"] = self.local_source.source_id
+            fields["source_yaml"] = self.local_source_text
         self.lease = self.store.register_worker(WorkerRegistration(**fields), ttl=self.opts.ttl)
         self.registered = True
         self.log.info("registered", ttl=self.opts.ttl)

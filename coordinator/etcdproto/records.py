@@ -340,6 +340,11 @@ class WorkerRegistration(Record):
     worker: str
     addr: str = ""
     started_at: str = ""
+    # The source this worker was started with (``shardctl worker --source FILE``) and that
+    # file's text: the master registers the source if it is unknown and prefers this worker
+    # when the source needs a (new) binding.  Empty for a pool worker.
+    source: str = ""
+    source_yaml: str = ""
     revision: int = _meta()
 
 

@@ -250,14 +250,42 @@ class Cluster:
         return d
 
     # ------------------------------------------------------------------ bindings
+    def _register_offered_sources(self, fence: Fence, regs, known: list[str]) -> list[str]:
+        """Register sources that live workers were started with (``--source FILE``) but the
+        cluster does not know yet; a bad file is logged, never fatal."""
+        added = []
+        for r in regs:
+            if not r.source or r.source in known or r.source in added or not r.source_yaml:
+                continue
+            try:
+                cfg = parse_source(r.source_yaml, f"<source file of worker {r.worker}>")
+            except ConfigError as e:
+                self.log.error("worker offers an invalid source config", worker=r.worker, error=str(e))
+                continue
+            if cfg.source_id != r.source:
+                self.log.error("worker's source file names another source", worker=r.worker,
+                               source=r.source, file_source=cfg.source_id)
+                continue
+            self.store.put_source(fence, SourceConfig(cfg.source_id, r.source_yaml))
+            self.log.info("source registered from its worker", source=cfg.source_id, worker=r.worker)
+            added.append(cfg.source_id)
+        return added
+
     def reconcile_bindings(self, fence: Fence) -> list[str]:
         """Bind every source to one live worker; a dead worker's sources move to the least
         loaded live one (DM pain #28).  Returns human-readable changes."""
+        regs = self.store.list_workers().items
         sources = sorted(s.source for s in self.store.list_sources().items)
-        workers = sorted(w.worker for w in self.store.list_workers().items)
+        added = self._register_offered_sources(fence, regs, sources)
+        sources = sorted(set(sources) | set(added))
+        changes = [f"registered source {s} offered by its worker" for s in added]
+        workers = sorted(w.worker for w in regs)
+        offers = {}
+        for r in regs:
+            if r.source:
+                offers.setdefault(r.source, []).append(r.worker)
         bindings = self.store.list_bindings()
         by_source = {b.source: b for b in bindings.items}
-        changes = []
         for b in bindings.items:
             if b.source not in sources:
                 self.store.delete_binding(fence, b.source)
@@ -274,7 +302,8 @@ class Cluster:
                     self.store.delete_binding(fence, s)
                     changes.append(f"unbound {s} from offline worker {b.worker} (no live worker)")
                 continue
-            w = min(workers, key=lambda w: (load[w], w))
+            # a worker started for this source first, then the least loaded one
+            w = min(workers, key=lambda w: (w not in offers.get(s, ()), load[w], w))
             if self.store.put_binding(fence, SourceBinding(s, w), expect_revision=b.revision if b else 0):
                 load[w] += 1
                 bound += 1

@@ -152,3 +152,20 @@ def test_shardctl_binary_against_running_master(leader):
     r = subprocess.run([SHARDCTL, "--master-addr", leader.addr, "stop-task", "nope"], capture_output=True,
                        text=True, timeout=30)
     assert r.returncode == 1 and json.loads(r.stdout)["msg"] == "task 'nope' not found"
+
+
+def test_worker_offered_source_is_registered_and_bound_to_that_worker(etcd_client, etcd_prefix):
+    """A worker started with --source registers that source through the master, and the
+    binder prefers it for that source over a less loaded pool worker."""
+    from coordinator.etcdproto import Store, WorkerRegistration
+    from coordinator.master.cluster import Cluster
+    store = Store(etcd_client, etcd_prefix)
+    fence = store.campaign("m1", "127.0.0.1:1", ttl=10)
+    src = "source-id: offered\nfrom: {host: 127.0.0.1, port: 3306, user: u, password-env: X}\n"
+    store.register_worker(WorkerRegistration(worker="a-pool"), ttl=10)
+    store.register_worker(WorkerRegistration(worker="z-dedicated", source="offered", source_yaml=src), ttl=10)
+    store.register_worker(WorkerRegistration(worker="bad", source="broken", source_yaml="source-id: [x"), ttl=10)
+    changes = Cluster(store).reconcile_bindings(fence)
+    assert "registered source offered offered by its worker" in changes
+    assert {s.source for s in store.list_sources().items} == {"offered"}   # the broken file is not registered
+    assert store.get_binding("offered").worker == "z-dedicated"
