@@ -7,7 +7,10 @@ watchers are never told.  The master must re-read on a lost watch, so we supply 
 """
 from __future__ import annotations
 
+import os
 import types
+from dataclasses import dataclass
+from pathlib import Path
 
 import etcd3
 import etcd3.watch as _watch
@@ -35,12 +38,101 @@ def parse_endpoints(spec: str) -> list[tuple[str, int]]:
     return out
 
 
-def connect(spec: str, timeout: float = 10, **kw) -> etcd3.Etcd3Client:
-    """A client for the first endpoint of ``spec`` (multi-endpoint failover is etcd3's
-    MultiEndpointEtcd3Client, used when several are given)."""
+@dataclass(frozen=True)
+class EtcdSecurity:
+    """Authentication and TLS for etcd.  The password is read from a file or an environment
+    variable, never taken on the command line, and is not part of ``repr``."""
+    user: str = ""
+    password_file: str = ""
+    password_env: str = ""
+    ca: str = ""
+    cert: str = ""
+    key: str = ""
+
+    ENV = {"user": "SHARDMERGE_ETCD_USER", "password_file": "SHARDMERGE_ETCD_PASSWORD_FILE",
+           "ca": "SHARDMERGE_ETCD_CACERT", "cert": "SHARDMERGE_ETCD_CERT", "key": "SHARDMERGE_ETCD_KEY"}
+
+    @classmethod
+    def from_env(cls) -> "EtcdSecurity":
+        vals = {f: os.environ.get(env, "") for f, env in cls.ENV.items()}
+        if os.environ.get("SHARDMERGE_ETCD_PASSWORD"):
+            vals["password_env"] = "SHARDMERGE_ETCD_PASSWORD"
+        return cls(**vals)
+
+    def password(self) -> str | None:
+        if self.password_file:
+            try:
+                return Path(self.password_file).read_text().rstrip("\r\n")
+            except OSError as e:
+                raise EtcdEndpointError(f"cannot read the etcd password file {self.password_file!r}: "
+                                        f"{e.strerror}") from None
+        if self.password_env:
+            if self.password_env not in os.environ:
+                raise EtcdEndpointError(f"environment variable {self.password_env!r} (etcd password) is not set")
+            return os.environ[self.password_env]
+        return None
+
+    def client_kwargs(self) -> dict:
+        if bool(self.cert) != bool(self.key):
+            raise EtcdEndpointError("give both --etcd-cert and --etcd-key (client certificate and its key)")
+        for what, path in (("--etcd-cacert", self.ca), ("--etcd-cert", self.cert), ("--etcd-key", self.key)):
+            if path and not Path(path).is_file():
+                raise EtcdEndpointError(f"{what} file {path!r} does not exist")
+        kw = {}
+        if self.user:
+            pw = self.password()
+            if pw is None:
+                raise EtcdEndpointError(f"etcd user {self.user!r} needs a password: --etcd-password-file "
+                                        f"or SHARDMERGE_ETCD_PASSWORD")
+            kw.update(user=self.user, password=pw)
+        if self.ca:
+            kw["ca_cert"] = self.ca
+        if self.cert:
+            kw.update(cert_cert=self.cert, cert_key=self.key)
+        return kw
+
+
+_default_security: EtcdSecurity | None = None
+
+
+def set_default_security(sec: EtcdSecurity | None) -> None:
+    """Set by the master/worker CLIs from their --etcd-* flags for every client they build."""
+    global _default_security
+    _default_security = sec
+
+
+def add_security_args(p) -> None:
+    """``--etcd-user``, ``--etcd-password-file``, ``--etcd-cacert``, ``--etcd-cert``, ``--etcd-key``
+    (env: SHARDMERGE_ETCD_USER, SHARDMERGE_ETCD_PASSWORD[_FILE], SHARDMERGE_ETCD_CACERT/CERT/KEY)."""
+    p.add_argument("--etcd-user", default="", help="etcd user (auth enabled clusters)")
+    p.add_argument("--etcd-password-file", default="", help="file holding the etcd user's password")
+    p.add_argument("--etcd-cacert", default="", help="CA bundle to verify etcd's TLS certificate")
+    p.add_argument("--etcd-cert", default="", help="client certificate for etcd TLS")
+    p.add_argument("--etcd-key", default="", help="client key for etcd TLS")
+
+
+def security_from_args(args) -> EtcdSecurity:
+    env = EtcdSecurity.from_env()
+    return EtcdSecurity(user=args.etcd_user or env.user,
+                        password_file=args.etcd_password_file or env.password_file,
+                        password_env="" if args.etcd_password_file else env.password_env,
+                        ca=args.etcd_cacert or env.ca, cert=args.etcd_cert or env.cert, key=args.etcd_key or env.key)
+
+
+def connect(spec: str, timeout: float = 10, security: EtcdSecurity | None = None) -> etcd3.Etcd3Client:
+    """A client for ``spec`` (several endpoints: etcd3's failover client).  Security comes from
+    ``security``, else the CLI's flags, else the SHARDMERGE_ETCD_* environment."""
     eps = parse_endpoints(spec)
+    sec = security or _default_security or EtcdSecurity.from_env()
+    kw = sec.client_kwargs()
     if len(eps) == 1:
         host, port = eps[0]
         return etcd3.client(host=host, port=port, timeout=timeout, **kw)
-    endpoints = [etcd3.Endpoint(host, port, secure=False) for host, port in eps]
-    return etcd3.MultiEndpointEtcd3Client(endpoints=endpoints, timeout=timeout, failover=True)
+    creds = None
+    if sec.ca:
+        import grpc
+        read = lambda path: Path(path).read_bytes() if path else None  # noqa: E731
+        creds = grpc.ssl_channel_credentials(read(sec.ca), read(sec.key), read(sec.cert))
+    endpoints = [etcd3.Endpoint(host, port, secure=creds is not None, creds=creds) for host, port in eps]
+    return etcd3.MultiEndpointEtcd3Client(endpoints=endpoints, timeout=timeout, failover=True,
+                                          user=kw.get("user"), password=kw.get("password"))

@@ -59,7 +59,8 @@ MARIADBS = (
     MariaDB("downstream", 33063 + _OFFSET, 200, False),
 )
 APT_PACKAGES = {"etcd": "etcd-server", "etcdctl": "etcd-client",
-                "mariadbd": "mariadb-server", "mariadb": "mariadb-client"}
+                "mariadbd": "mariadb-server", "mariadb": "mariadb-client",
+                "openssl": "openssl"}  # openssl: the security tests make their own certificates
 
 
 class ServiceError(RuntimeError):

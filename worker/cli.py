@@ -6,6 +6,8 @@ from __future__ import annotations
 import signal
 import sys
 
+from coordinator.etcd_client import add_security_args
+
 
 def run(args) -> int:
     from coordinator.errors import ShardMergeError
@@ -14,6 +16,8 @@ def run(args) -> int:
 
     from .process import WorkerOptions, WorkerProcess
     setup_logging(args.log_level)
+    from coordinator.etcd_client import security_from_args, set_default_security
+    set_default_security(security_from_args(args))
     try:
         proc = WorkerProcess(WorkerOptions(
             etcd=args.etcd, name=args.name, source_file=args.source, prefix=args.prefix,
@@ -40,6 +44,7 @@ def register(sub) -> None:
     p.add_argument("--prefix", default="/shardmerge/", help="etcd key prefix of this cluster")
     p.add_argument("--ttl", type=int, default=10, help="registration lease TTL in seconds")
     p.add_argument("--log-level", default="INFO")
+    add_security_args(p)
     p.set_defaults(func=run)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 import signal
 import sys
 
+from coordinator.etcd_client import add_security_args
+
 
 def run(args) -> int:
     from coordinator.errors import ShardMergeError
@@ -11,6 +13,8 @@ def run(args) -> int:
 
     from .node import MasterNode
     setup_logging(args.log_level)
+    from coordinator.etcd_client import security_from_args, set_default_security
+    set_default_security(security_from_args(args))
     try:
         node = MasterNode(args.etcd, args.listen, advertise=args.advertise_addr, name=args.name,
                           prefix=args.prefix, election_ttl=args.election_ttl, metrics_addr=args.metrics_addr)
@@ -34,4 +38,5 @@ def register(sub) -> None:
     p.add_argument("--prefix", default="/shardmerge/", help="etcd key prefix of this cluster")
     p.add_argument("--election-ttl", type=int, default=10, help="leader lease TTL in seconds")
     p.add_argument("--log-level", default="INFO")
+    add_security_args(p)
     p.set_defaults(func=run)
