@@ -31,6 +31,7 @@ import os
 import pickle
 import queue
 import random
+import select
 import subprocess
 import sys
 import threading
@@ -44,6 +45,7 @@ from worker.events import DELETE, INSERT, UPDATE, Position, advance_gtid_set
 from worker.fast_rows import RowDecoder
 
 STALL_SECONDS = 60
+IDLE_EXIT_SECONDS = 300     # an idle decoder process exits (a syncer left unclosed costs nothing)
 
 
 class BinlogReadError(ShardMergeError):
@@ -301,11 +303,14 @@ def _pieces(req: dict):
 
 
 def _child_main() -> None:
-    """Entry point of the decoder process: pickled requests on stdin, pickled items on stdout."""
+    """Entry point of the decoder process: pickled requests on stdin, pickled items on stdout.
+    Exits when stdin closes or after ``IDLE_EXIT_SECONDS`` without a request."""
     out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout = sys.stderr      # stray prints must not corrupt the item stream
     inp = sys.stdin.buffer
     while True:
+        if not select.select([inp], [], [], IDLE_EXIT_SECONDS)[0]:
+            return
         try:
             req = pickle.load(inp)
         except EOFError:
@@ -325,15 +330,20 @@ class DecoderProcess:
     Why a process and not a thread: decoding is pure Python and CPU-bound; on a thread it
     would hold the GIL against the driver thread that runs the Spark jobs (every py4j reply
     then waits for the GIL: measured 2-3x slower jobs).  The child is started once and reused
-    for every batch; it exits when the syncer goes away (its stdin closes) or is killed when a
-    batch is abandoned halfway."""
+    for every batch; it exits when the syncer goes away (its stdin closes), after
+    ``IDLE_EXIT_SECONDS`` without work (restarted on demand), or is killed when a batch is
+    abandoned halfway."""
 
     def __init__(self, source_id: str = ""):
         self.source_id = source_id
         self.proc: subprocess.Popen | None = None
         self._finalizer = None
+        self._used = 0.0
 
     def ensure(self) -> subprocess.Popen:
+        if self.proc is not None and time.monotonic() - self._used > IDLE_EXIT_SECONDS - 30:
+            self.kill()          # about to exit on its own: do not race it with a request
+        self._used = time.monotonic()
         if self.proc is None or self.proc.poll() is not None:
             root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
             env = dict(os.environ)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -303,6 +304,9 @@ class WorkerProcess:
         with self._spark_lock:
             if self._spark is None:
                 from pyspark.sql import SparkSession
+                # Spark's Python workers must run this interpreter (its venv has pymysql, the
+                # worker package...): without this they start the first `python3` on PATH
+                os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
                 b = SparkSession.builder.appName(f"shardmerge-{self.name}")
                 b = b.master(self.opts.spark_master or "local[2]")
                 self._spark = b.config("spark.ui.enabled", "false").getOrCreate()

@@ -109,3 +109,30 @@ def test_timestamps_keep_their_instant_whatever_the_driver_time_zone(spark, sour
     q = "SELECT id, UNIX_TIMESTAMP(at), local FROM ev ORDER BY id"
     assert downstream_db.execute(q) == source1_db.execute(q)
     assert downstream_db.execute(q)[0][1] == 1709253000   # 2024-03-01 00:30:00 UTC
+
+
+def test_same_syncer_resumes_after_a_failure_mid_batch(spark, source1_db, downstream_db, positions):
+    from worker.syncer import Hooks, SimulatedCrash
+    import pytest
+    (p1,) = positions(source1_db)
+    task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})
+    source1_db.execute("CREATE TABLE orders_1 (id INT PRIMARY KEY, v INT)")
+    for k in range(6):   # several transactions, several chunks: the crash hits the first one
+        source1_db.execute("INSERT INTO orders_1 VALUES " + ", ".join(f"({k * 100 + i}, {i})" for i in range(100)))
+    source1_db.execute("UPDATE orders_1 SET v = v + 1 WHERE id % 2 = 0")
+    fired = []
+
+    def crash_once(info):
+        if not fired and info["rows"]:
+            fired.append(info)
+            raise SimulatedCrash("apply done, checkpoint not advanced")
+    syncer = Syncer(spark, task, srcs["s1"], hooks=Hooks(after_apply=crash_once), apply_rows=100)
+    try:
+        with pytest.raises(SimulatedCrash):
+            syncer.sync_until_caught_up()
+        syncer.sync_until_caught_up()               # replays the applied chunk (duplicate keys -> safe mode)
+        assert check_task(task, srcs).equal
+        assert downstream_db.execute("SELECT COUNT(*), SUM(v) FROM orders")[0] == \
+            source1_db.execute("SELECT COUNT(*), SUM(v) FROM orders_1")[0]
+    finally:
+        syncer.close()

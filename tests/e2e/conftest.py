@@ -1,0 +1,407 @@
+"""End-to-end harness: a real `shardctl master` and one `shardctl worker` per upstream source as
+subprocesses of the installed CLI, driven through `shardctl` commands like a user would.
+
+One cluster (master + 2 workers, private etcd prefix, free ports) per test module: starting a
+worker costs a Spark driver, so scenarios share it and each runs its own task on fresh
+databases (the ``source1_db``/``source2_db``/``downstream_db`` fixtures), stopped at the end.
+Waits poll a condition; a timeout fails with the last value seen, the task's status, its locks
+and the tail of every process log.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pymysql
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARDCTL = str(ROOT / ".venv" / "bin" / "shardctl")
+SHARDS = ("orders_01", "orders_02", "orders_03", "orders_04")
+SOURCES = ("s1", "s2")
+ID_BASE = {"s1": 0, "s2": 10_000_000}     # disjoint key ranges per source (one merged key space)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def db_params(params: dict) -> dict:
+    return {k: params[k] for k in ("host", "port", "user", "password")}
+
+
+class Proc:
+    """One shardctl subprocess with its output in a log file."""
+
+    def __init__(self, name: str, args: list[str], log_dir: Path):
+        self.name, self.args = name, args
+        self.log_path = log_dir / f"{name}.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "Proc":
+        log = open(self.log_path, "ab")
+        log.write(f"---- start {' '.join(self.args)}\n".encode())
+        log.flush()
+        self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        log.close()
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self, sig=signal.SIGKILL, timeout: float = 30) -> None:
+        if self.alive():
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def tail(self, n: int = 25) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(line[:600] for line in lines[-n:])
+
+
+class Cluster:
+    """Master + one worker per source on one etcd prefix; ``ctl(...)`` runs shardctl."""
+
+    def __init__(self, services, prefix: str, work: Path):
+        self.services, self.prefix, self.work = services, prefix, work
+        self.mport, self.mmetrics = free_port(), free_port()
+        self.master_addr = f"127.0.0.1:{self.mport}"
+        self.master = Proc("master", [SHARDCTL, "master", "--etcd", services.etcd, "--listen", self.master_addr,
+                                      "--prefix", prefix, "--election-ttl", "3", "--name", "e2e-master",
+                                      "--metrics-addr", f"127.0.0.1:{self.mmetrics}"], work)
+        self.source_files: dict[str, str] = {}
+        self.workers: dict[str, Proc] = {}
+        for sid, server in zip(SOURCES, ("source1", "source2")):
+            p = work / f"{sid}.yaml"
+            p.write_text(yaml.safe_dump({"source-id": sid, "enable-gtid": True, "flavor": "mariadb",
+                                         "from": db_params(services.mysql[server])}))
+            self.source_files[sid] = str(p)
+            self.workers[sid] = Proc(f"worker-{sid}", [
+                SHARDCTL, "worker", "--etcd", services.etcd, "--source", str(p), "--name", f"w-{sid}",
+                "--prefix", prefix, "--ttl", "3", "--spark-master", "local[1]",
+                "--metrics-addr", f"127.0.0.1:{free_port()}"], work)
+        self.context = ""        # what the running scenario is doing (printed on failure)
+        self.task_name = ""
+
+    # ------------------------------------------------------------------ processes
+    def start(self) -> "Cluster":
+        self.master.start()
+        self.wait(lambda: self._readyz() == 200, 60, "master /readyz")
+        for w in self.workers.values():
+            w.start()
+        self.wait_bound()
+        return self
+
+    def _readyz(self) -> int:
+        import urllib.error
+        import urllib.request
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.mmetrics}/readyz", timeout=2) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+        except OSError:
+            return 0
+
+    def wait_bound(self, timeout: float = 90) -> None:
+        def bound():
+            rc, doc = self.ctl("operate-source", "show")
+            got = {s["source"]: s["worker"] for s in doc.get("sources", [])} if isinstance(doc, dict) else {}
+            return all(got.get(sid) == f"w-{sid}" for sid in SOURCES) and got
+        self.wait(bound, timeout, "both sources bound to their worker")
+
+    def restart_master(self) -> None:
+        self.master.start()
+        self.wait(lambda: self._readyz() == 200, 60, "restarted master /readyz")
+
+    def restart_worker(self, sid: str) -> None:
+        self.workers[sid].start()
+
+    def stop(self) -> None:
+        for w in self.workers.values():
+            w.kill(signal.SIGTERM)
+        self.master.kill(signal.SIGTERM)
+
+    # ------------------------------------------------------------------ shardctl
+    def ctl(self, *argv: str, fmt: str | None = None) -> tuple[int, dict | str]:
+        """Run `shardctl --master-addr ADDR argv...` (the CLI's own entry point, in-process);
+        returns (exit code, parsed JSON or the text)."""
+        from coordinator.cli import main
+        pre = ["--master-addr", self.master_addr] + (["--format", fmt] if fmt else [])
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = main(pre + list(argv))
+            except SystemExit as e:       # argparse errors
+                rc = int(e.code or 0)
+        text = out.getvalue() + err.getvalue()
+        try:
+            return rc, json.loads(out.getvalue())
+        except ValueError:
+            return rc, text
+
+    def ctl_ok(self, *argv: str) -> dict:
+        rc, doc = self.ctl(*argv)
+        assert rc == 0, f"shardctl {' '.join(argv)} failed (exit {rc}): {doc}\n{self.diagnostics()}"
+        return doc
+
+    def diagnostics(self) -> str:
+        parts = [f"context: {self.context}"]
+        if self.task_name:
+            for argv in (("query-status", self.task_name), ("show-ddl-locks", self.task_name)):
+                try:
+                    rc, doc = self.ctl(*argv)
+                    parts.append(f"$ shardctl {' '.join(argv)} -> {rc}\n"
+                                 + (json.dumps(doc, indent=1) if isinstance(doc, dict) else str(doc))[:6000])
+                except Exception as e:  # noqa: BLE001 — diagnostics must not hide the failure
+                    parts.append(f"{argv}: {e!r}")
+        for p in (self.master, *self.workers.values()):
+            parts.append(f"---- {p.name} (alive={p.alive()}) log tail:\n{p.tail()}")
+        return "\n".join(parts)
+
+    def wait(self, cond, timeout: float, what: str, interval: float = 0.5):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                last = cond()
+            except Exception as e:  # noqa: BLE001 — keep polling, report the last failure
+                last = e
+            else:
+                if last:
+                    return last
+            time.sleep(interval)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}\n{self.diagnostics()}")
+
+
+@pytest.fixture(scope="module")
+def cluster(services, etcd_client, tmp_path_factory):
+    prefix = f"/shardmerge-test/e2e-{uuid.uuid4().hex[:10]}/"
+    work = tmp_path_factory.mktemp("e2e")
+    c = Cluster(services, prefix, work)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+        etcd_client.delete_prefix(prefix)
+
+
+# ----------------------------------------------------------------------------- one scenario
+class Writer:
+    """Background writes to every shard of one source: inserts, updates, deletes on ``id, v``
+    (columns no scenario changes).  Statements refused while a shard is being altered or
+    dropped are simply retried on another shard."""
+
+    def __init__(self, db, sid: str, tables, seed: int, base: int = 5_000_000):
+        self.db, self.sid, self.tables = db, sid, list(tables)
+        self.rng = random.Random(seed)
+        self.next_id = ID_BASE[sid] + base
+        self.stop_event = threading.Event()
+        self.writes = 0
+        self.thread = threading.Thread(target=self._run, daemon=True, name=f"writer-{sid}")
+
+    def start(self) -> "Writer":
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        conn = self.db.connect()
+        try:
+            while not self.stop_event.wait(0.02):
+                t = self.rng.choice(self.tables)
+                op = self.rng.random()
+                try:
+                    with conn.cursor() as cur:
+                        if op < 0.6:
+                            self.next_id += 1
+                            cur.execute(f"INSERT INTO {t} (id, v) VALUES (%s, %s)", (self.next_id, self.next_id % 97))
+                        elif op < 0.85:
+                            cur.execute(f"UPDATE {t} SET v = v + 1 ORDER BY id DESC LIMIT 2")
+                        else:
+                            cur.execute(f"DELETE FROM {t} ORDER BY id LIMIT 1")
+                    self.writes += 1
+                except pymysql.MySQLError:
+                    pass
+        finally:
+            conn.close()
+
+    def stop(self) -> int:
+        self.stop_event.set()
+        self.thread.join(10)
+        return self.writes
+
+
+class Scenario:
+    """One task on fresh databases: 2 sources x 4 shard tables ``orders_0N`` -> ``<down>.orders``."""
+
+    def __init__(self, cluster: Cluster, dbs: dict, down, tmp_path: Path, *, mode: str = "incremental",
+                 columns: str = "id INT PRIMARY KEY, v INT", rows: int = 10):
+        self.c, self.dbs, self.down, self.tmp = cluster, dbs, down, tmp_path
+        self.mode = mode
+        self.name = f"e2e_{uuid.uuid4().hex[:8]}"
+        self.writers: list[Writer] = []
+        start = {sid: _master_status(db) for sid, db in dbs.items()} if mode == "incremental" else {}
+        for sid, db in dbs.items():
+            for n, t in enumerate(SHARDS):
+                db.execute(f"CREATE TABLE {t} ({columns})")
+                if rows:
+                    self.insert(sid, t, [ID_BASE[sid] + n * 100_000 + i for i in range(rows)])
+        self.task_file = str(tmp_path / f"{self.name}.yaml")
+        Path(self.task_file).write_text(yaml.safe_dump(self._task(start)))
+
+    def _task(self, start: dict) -> dict:
+        routes, insts, bals = {}, [], {}
+        for sid, db in self.dbs.items():
+            routes[f"shard-{sid}"] = {"schema-pattern": db.name, "table-pattern": "orders_*",
+                                      "target-schema": self.down.name, "target-table": "orders"}
+            bals[f"bal-{sid}"] = {"do-dbs": [db.name]}
+            inst = {"source-id": sid, "route-rules": [f"shard-{sid}"], "block-allow-list": f"bal-{sid}",
+                    "syncer": {"worker-count": 2, "batch": 100}}
+            if sid in start:
+                f, p, g = start[sid]
+                inst["meta"] = {"binlog-name": f, "binlog-pos": p, "binlog-gtid": g}
+            insts.append(inst)
+        return {"name": self.name, "task-mode": self.mode, "shard-mode": "optimistic",
+                "meta-schema": self.down.name, "target-database": db_params(self.down.params),
+                "routes": routes, "block-allow-list": bals, "mysql-instances": insts}
+
+    # -- upstream
+    def insert(self, sid: str, table: str, ids, cols: str = "id, v") -> None:
+        ncols = len(cols.split(","))
+        vals = ", ".join("(" + ", ".join([str(i)] + [str(i % 89)] * (ncols - 1)) + ")" for i in ids)
+        self.dbs[sid].execute(f"INSERT INTO {table} ({cols}) VALUES {vals}")
+
+    def alter_all(self, clause: str, *, between=None, order=None) -> None:
+        """``ALTER TABLE t <clause>`` on every shard, one after the other; ``between(sid, t, i)``
+        writes after each."""
+        for i, (sid, t) in enumerate(order or [(s, t) for s in self.dbs for t in SHARDS]):
+            self.c.context = f"task {self.name}: ALTER TABLE {sid}.{t} {clause}"
+            self.dbs[sid].execute(f"ALTER TABLE {t} {clause}")
+            if between is not None:
+                between(sid, t, i)
+
+    def start_writers(self) -> None:
+        self.writers = [Writer(db, sid, SHARDS, seed=n).start() for n, (sid, db) in enumerate(self.dbs.items())]
+
+    def stop_writers(self) -> int:
+        n = sum(w.stop() for w in self.writers)
+        self.writers = []
+        return n
+
+    # -- the task
+    def start(self) -> None:
+        self.c.task_name = self.name
+        self.c.context = f"start-task {self.name}"
+        self.c.ctl_ok("start-task", self.task_file)
+        self.wait_running()
+
+    def status(self) -> dict:
+        rc, doc = self.c.ctl("query-status", self.name)
+        return doc if isinstance(doc, dict) else {}
+
+    def subtasks(self) -> dict:
+        """{source: subTaskStatus} from query-status."""
+        return {s["sourceStatus"]["source"]: s["subTaskStatus"][0] for s in self.status().get("sources", [])
+                if s.get("subTaskStatus")}
+
+    def wait_running(self, timeout: float = 120) -> None:
+        self.c.wait(lambda: (st := self.subtasks()) and all(st.get(s, {}).get("stage") == "Running" for s in self.dbs),
+                    timeout, f"task {self.name} Running on {', '.join(self.dbs)}")
+
+    def check(self) -> tuple[int, dict]:
+        files = [a for sid in self.dbs for a in ("--source-file", self.c.source_files[sid])]
+        return self.c.ctl("check", "--task-file", self.task_file, *files)
+
+    def wait_equal(self, timeout: float = 150, columns=None, indexes=None) -> dict:
+        """`shardctl check` equal and (optionally) the downstream's columns / secondary indexes."""
+        def ok():
+            rc, rep = self.check()
+            got = {"check_exit": rc, "equal": isinstance(rep, dict) and rep.get("equal")}
+            if columns is not None:
+                got["columns"] = self.down_columns()
+            if indexes is not None:
+                got["indexes"] = self.down_indexes()
+            good = rc == 0 and got["equal"] and (columns is None or got["columns"] == list(columns)) \
+                and (indexes is None or got["indexes"] == indexes)
+            if not good:
+                got["report"] = rep
+            return got if good else _Falsy(got)
+        return self.c.wait(ok, timeout, f"check equal (columns={columns}, indexes={indexes})", interval=1.0)
+
+    def stop(self) -> None:
+        self.stop_writers()
+        self.c.context = f"stop-task {self.name}"
+        self.c.ctl_ok("stop-task", self.name)
+        self.c.task_name = ""
+
+    # -- downstream schema (SHOW CREATE TABLE)
+    def show_create(self) -> str:
+        rows = self.down.execute("SHOW CREATE TABLE orders")
+        return rows[0][1]
+
+    def down_columns(self) -> list[str]:
+        return [r[0] for r in self.down.execute("SHOW COLUMNS FROM orders")]
+
+    def down_column_type(self, col: str) -> str:
+        return next(r[1] for r in self.down.execute("SHOW COLUMNS FROM orders") if r[0] == col)
+
+    def down_indexes(self) -> dict:
+        """{index name: [columns]} of the downstream target (PRIMARY included)."""
+        out: dict[str, list[str]] = {}
+        for r in self.down.execute("SHOW INDEX FROM orders"):
+            out.setdefault(r[2], []).append(r[4])
+        return out
+
+
+class _Falsy(dict):
+    """A wait result that is false but still shows what was seen."""
+
+    def __bool__(self) -> bool:
+        return False
+
+
+def _master_status(db) -> tuple[str, int, str]:
+    with db.connect(None) as c, c.cursor() as cur:
+        cur.execute("SHOW MASTER STATUS")
+        f, p = cur.fetchone()[:2]
+        cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (f, p))
+        return f, int(p), cur.fetchone()[0] or ""
+
+
+@pytest.fixture
+def scenario(cluster, source1_db, source2_db, downstream_db, tmp_path):
+    """Factory: ``scenario(**kw)`` -> a Scenario (its task is stopped at the end)."""
+    made: list[Scenario] = []
+
+    def make(**kw) -> Scenario:
+        s = Scenario(cluster, {"s1": source1_db, "s2": source2_db}, downstream_db, tmp_path, **kw)
+        made.append(s)
+        return s
+    yield make
+    for s in made:
+        s.stop_writers()
+        with contextlib.suppress(Exception):
+            cluster.ctl("stop-task", s.name)
+    cluster.task_name = ""

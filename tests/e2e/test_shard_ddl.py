@@ -1,0 +1,131 @@
+"""End to end, real processes: `shardctl master` + one `shardctl worker` per source, 2 sources x 4
+shard tables -> 1 target, driven by `shardctl`; every scenario ends with `shardctl check` equal
+and the expected downstream schema (`SHOW COLUMNS` / `SHOW INDEX` of the target)."""
+from __future__ import annotations
+
+from .conftest import ID_BASE, SHARDS
+
+
+def _lock(sc) -> dict | None:
+    doc = sc.c.ctl_ok("show-ddl-locks", sc.name)
+    return next(iter(doc.get("locks") or []), None)
+
+
+def test_staggered_add_column_with_writes_between(scenario):
+    sc = scenario()
+    sc.start()
+    sc.wait_equal(columns=["id", "v"])
+    sc.start_writers()
+
+    def between(sid, t, i):
+        sc.insert(sid, t, [ID_BASE[sid] + 900_000 + i], cols="id, v, c")
+        other = SHARDS[(SHARDS.index(t) + 1) % 4]
+        sc.insert(sid, other, [ID_BASE[sid] + 910_000 + i])       # a shard with or without c
+    sc.alter_all("ADD COLUMN c INT DEFAULT 7", between=between)
+    assert sc.stop_writers() > 0
+    sc.wait_equal(columns=["id", "v", "c"])
+    assert "`c` int(11) DEFAULT 7" in sc.show_create()
+    sc.stop()
+
+
+def test_staggered_drop_column(scenario):
+    sc = scenario(columns="id INT PRIMARY KEY, v INT, c INT DEFAULT 3")
+    sc.start()
+    sc.wait_equal(columns=["id", "v", "c"])
+    sc.start_writers()
+    sc.alter_all("DROP COLUMN c", between=lambda sid, t, i: sc.insert(sid, t, [ID_BASE[sid] + 900_000 + i]))
+    sc.stop_writers()
+    sc.wait_equal(columns=["id", "v"])
+    sc.stop()
+
+
+def test_add_index_on_every_shard(scenario):
+    sc = scenario()
+    sc.start()
+    sc.start_writers()
+    sc.alter_all("ADD INDEX idx_v (v)", between=lambda sid, t, i: sc.insert(sid, t, [ID_BASE[sid] + 900_000 + i]))
+    sc.stop_writers()
+    sc.wait_equal(columns=["id", "v"], indexes={"PRIMARY": ["id"], "idx_v": ["v"]})
+    sc.stop()
+
+
+def test_multi_clause_alter_add_and_drop(scenario):
+    """dm#613: one ALTER with ADD COLUMN and DROP COLUMN is split per clause before the lock."""
+    sc = scenario(columns="id INT PRIMARY KEY, v INT, w INT DEFAULT 1")
+    sc.start()
+    sc.wait_equal(columns=["id", "v", "w"])
+    sc.start_writers()
+    sc.alter_all("ADD COLUMN d INT DEFAULT 5, DROP COLUMN w",
+                 between=lambda sid, t, i: sc.insert(sid, t, [ID_BASE[sid] + 900_000 + i], cols="id, v, d"))
+    sc.stop_writers()
+    sc.wait_equal(columns=["id", "v", "d"])
+    sc.stop()
+
+
+def test_shard_table_created_mid_stream_joins_the_lock(scenario):
+    sc = scenario(columns="id INT PRIMARY KEY, v INT, c INT DEFAULT 3")
+    sc.start()
+    sc.start_writers()
+    sc.c.context = "CREATE TABLE orders_05 on s1 while writing"
+    sc.dbs["s1"].execute("CREATE TABLE orders_05 (id INT PRIMARY KEY, v INT, c INT DEFAULT 3)")
+    sc.insert("s1", "orders_05", [ID_BASE["s1"] + 500_000 + i for i in range(20)])
+    sc.wait_equal(columns=["id", "v", "c"])
+    # every shard but the new one drops c: the lock must wait for orders_05, so c stays
+    sc.alter_all("DROP COLUMN c")
+    sc.c.wait(lambda: (lk := _lock(sc)) and any("orders_05" in w["table"] for w in lk["waiting"]),
+              60, "the lock to wait for the new shard orders_05")
+    sc.wait_equal(columns=["id", "v", "c"])
+    sc.dbs["s1"].execute("ALTER TABLE orders_05 DROP COLUMN c")
+    sc.insert("s1", "orders_05", [ID_BASE["s1"] + 500_100])
+    sc.stop_writers()
+    sc.wait_equal(columns=["id", "v"])
+    sc.stop()
+
+
+def test_shard_table_dropped_mid_stream_leaves_the_lock(scenario):
+    sc = scenario(columns="id INT PRIMARY KEY, v INT, c INT DEFAULT 3")
+    sc.start()
+    sc.start_writers()
+    sc.wait_equal(columns=["id", "v", "c"])
+    sc.c.context = "DROP TABLE s2.orders_04 (its rows deleted first, so the merge stays comparable)"
+    sc.dbs["s2"].execute("DELETE FROM orders_04")
+    sc.dbs["s2"].execute("DROP TABLE orders_04")
+    # the dropped shard no longer holds the lock: c goes once the 7 remaining shards dropped it
+    rest = [(s, t) for s in ("s1", "s2") for t in SHARDS if (s, t) != ("s2", "orders_04")]
+    sc.alter_all("DROP COLUMN c", order=rest)
+    sc.stop_writers()
+    sc.wait_equal(columns=["id", "v"])
+    sc.stop()
+
+
+def test_conflicting_modify_column_paused_then_unlock_skip(scenario):
+    sc = scenario()
+    sc.start()
+    sc.wait_equal(columns=["id", "v"])
+    sc.start_writers()
+    # s1.orders_01 changes v to a type the others cannot join with; s2.orders_01 to another one:
+    # the two pending changes disagree -> the lock detects a conflict and s2's subtask pauses
+    sc.dbs["s1"].execute("ALTER TABLE orders_01 MODIFY v VARCHAR(20)")
+    sc.dbs["s2"].execute("ALTER TABLE orders_01 MODIFY v DATETIME")
+    paused = sc.c.wait(lambda: (st := sc.subtasks().get("s2")) and st["stage"] == "Paused" and st,
+                       90, "s2 Paused on the conflict")
+    lock_id = f"{sc.name}-`{sc.down.name}`.`orders`"
+    assert paused["unresolvedDDLLockID"] == lock_id, paused
+    lk = _lock(sc)
+    assert lk["ID"] == lock_id and lk["state"] == "conflict", lk
+    sc.c.ctl_ok("unlock-ddl-lock", lock_id, "-s", "s2", "-d", sc.dbs["s2"].name, "-t", "orders_01",
+                "--action", "skip")
+    # s2 goes on without running its change downstream; s1's change still waits for the others:
+    # skip it too (the operator decides the target keeps INT)
+    sc.wait_running()
+    sc.c.wait(lambda: (lk := _lock(sc)) is None or any("orders_01" in w["table"] and sc.dbs["s1"].name in w["table"]
+                                                     for w in lk["waiting"]), 60, "s1.orders_01 waiting in the lock")
+    if _lock(sc) is not None:
+        sc.c.ctl_ok("unlock-ddl-lock", lock_id, "-s", "s1", "-d", sc.dbs["s1"].name, "-t", "orders_01",
+                    "--action", "skip")
+    sc.dbs["s1"].execute("UPDATE orders_01 SET v = '12' WHERE id = 1")
+    sc.stop_writers()
+    sc.wait_running()
+    sc.wait_equal(columns=["id", "v"])
+    assert sc.down_column_type("v") == "int(11)"
+    sc.stop()
