@@ -288,13 +288,7 @@ class ShardDDLCoordinator:
             _log.warning("TRUNCATE of a shard table is not replicated to the merged target", **_strs(ctx))
             return Outcome(ddl, target, [])
         if ddl.kind == "create":
-            try:
-                p = self.tracker.preview(ddl.schema, ddl.table, statements, position=ddl.position)
-            except SchemaTrackError:
-                # CREATE TABLE ... LIKE / SELECT: not modelled from the text; the upstream's
-                # definition is the best source (the table was just created)
-                after = self.tracker.load_upstream(ddl.schema, ddl.table, position=ddl.position)
-                p = Preview(ddl.schema, ddl.table, tuple(statements), None, (after,))
+            p = self._preview_create(ddl, statements)
             routed = [create_if_not_exists(route_statement(s, target)) for s in statements]
             return Outcome(ddl, target, routed, preview=p)
         if ddl.kind == "drop":
@@ -303,6 +297,30 @@ class ShardDDLCoordinator:
             p = Preview(ddl.schema, ddl.table, tuple(statements), self.tracker.get(ddl.schema, ddl.table), (None,))
             return Outcome(ddl, target, [], preview=p)
         return self._coordinate(ddl, target, statements, ctx)
+
+    def _preview_create(self, ddl: TableDDL, statements: list[str]) -> Preview:
+        """The table as this CREATE TABLE defines it.  A schema the tracker already holds for it
+        may have been pre-loaded from the upstream's *current* definition at subtask start
+        (table without checkpoint): the statement in the binlog is the truth at this position,
+        so it wins — except for ``IF NOT EXISTS`` on a tracked table, a no-op upstream too."""
+        from coordinator.schema.ddl import apply_ddl
+        cur = self.tracker.get(ddl.schema, ddl.table)
+        if len(statements) == 1:
+            try:
+                st = parse_statement(statements[0])
+                if cur is None or not st.data.get("if_not_exists"):
+                    after = apply_ddl(None, statements[0])
+                    if after is not None:
+                        return Preview(ddl.schema, ddl.table, tuple(statements), None,
+                                       (after.with_name(ddl.table),))
+            except SchemaError:
+                pass     # CREATE TABLE ... LIKE / SELECT: not modelled from the text
+        try:
+            return self.tracker.preview(ddl.schema, ddl.table, statements, position=ddl.position)
+        except SchemaTrackError:
+            # not modelled from the text; the upstream's definition is the best source left
+            after = self.tracker.load_upstream(ddl.schema, ddl.table, position=ddl.position)
+            return Preview(ddl.schema, ddl.table, tuple(statements), None, (after,))
 
     def complete(self, out: Outcome) -> None:
         """After the downstream executed ``out.statements``: mark the Operation done, then make

@@ -94,12 +94,23 @@ class BatchResult:
 
 
 def master_status(db_kwargs: dict) -> Position:
+    """The upstream's current binlog end with the exact GTID state there.
+
+    ``@@gtid_binlog_pos`` read before and after ``SHOW MASTER STATUS``: when both agree no
+    transaction got a GTID in between, so it is the state at that position.  Otherwise ask
+    ``BINLOG_GTID_POS``, which scans the binlog file (~0.1 s per 300 MB; too slow for every
+    batch and idle poll)."""
     with pymysql.connect(**db_kwargs) as c, c.cursor() as cur:
+        cur.execute("SELECT @@gtid_binlog_pos")
+        (before,) = cur.fetchone()
         cur.execute("SHOW MASTER STATUS")
         row = cur.fetchone()
         if not row:
             raise SyncError("upstream has no binary log (SHOW MASTER STATUS is empty); enable log_bin")
-        return Position(row[0], int(row[1]), gtid_at(cur, row[0], int(row[1])))
+        cur.execute("SELECT @@gtid_binlog_pos")
+        (after,) = cur.fetchone()
+        file, pos = row[0], int(row[1])
+        return Position(file, pos, before if before == after else gtid_at(cur, file, pos))
 
 
 def gtid_at(cur, file: str, pos: int) -> str:

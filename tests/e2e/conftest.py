@@ -334,7 +334,7 @@ class Scenario:
         files = [a for sid in self.dbs for a in ("--source-file", self.c.source_files[sid])]
         return self.c.ctl("check", "--task-file", self.task_file, *files)
 
-    def wait_equal(self, timeout: float = 150, columns=None, indexes=None) -> dict:
+    def wait_equal(self, timeout: float = 90, columns=None, indexes=None) -> dict:
         """`shardctl check` equal and (optionally) the downstream's columns / secondary indexes."""
         def ok():
             rc, rep = self.check()

@@ -106,7 +106,7 @@ def test_conflicting_modify_column_paused_then_unlock_skip(scenario):
     # s1.orders_01 changes v to a type the others cannot join with; s2.orders_01 to another one:
     # the two pending changes disagree -> the lock detects a conflict and s2's subtask pauses
     sc.dbs["s1"].execute("ALTER TABLE orders_01 MODIFY v VARCHAR(20)")
-    sc.dbs["s2"].execute("ALTER TABLE orders_01 MODIFY v DATETIME")
+    sc.dbs["s2"].execute("ALTER TABLE orders_01 MODIFY v VARBINARY(20)")
     paused = sc.c.wait(lambda: (st := sc.subtasks().get("s2")) and st["stage"] == "Paused" and st,
                        90, "s2 Paused on the conflict")
     lock_id = f"{sc.name}-`{sc.down.name}`.`orders`"

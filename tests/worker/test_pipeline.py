@@ -136,3 +136,24 @@ def test_same_syncer_resumes_after_a_failure_mid_batch(spark, source1_db, downst
             source1_db.execute("SELECT COUNT(*), SUM(v) FROM orders_1")[0]
     finally:
         syncer.close()
+
+
+def test_master_status_gtid_is_the_state_at_its_position_under_concurrent_writes(source1_db):
+    import threading
+    source1_db.execute("CREATE TABLE w (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+    stop = threading.Event()
+
+    def writer():
+        with source1_db.connect() as c, c.cursor() as cur:
+            while not stop.is_set():
+                cur.execute("INSERT INTO w (v) VALUES (1)")
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        for _ in range(8):
+            p = master_status(source1_db.params)
+            exact = source1_db.execute("SELECT BINLOG_GTID_POS(%s, %s)", (p.file, p.pos))[0][0]
+            assert p.gtid == exact, (str(p), exact)
+    finally:
+        stop.set()
+        t.join()

@@ -1,0 +1,436 @@
+"""Chaos test: replicate 2 sources x 4 shards into one target while processes and servers die.
+
+    .venv/bin/python -m tests.chaos.run --seed 7 --faults 20 --duration 600     # long form
+    .venv/bin/python -m tests.chaos.run --seed 7 --faults 5 --duration 150      # short form (CI)
+
+Runs on a PRIVATE etcd + MariaDB set (``tests/chaos/services.py``: ports +2000, data under
+``.services/chaos``), 2 masters and 2 workers (real ``shardctl`` subprocesses).  While writers
+change rows and a DDL stream alters the shards (``tests/chaos/workload.py``), faults are injected
+at random moments (seeded): SIGKILL + restart of a worker, SIGKILL of the leader master (the
+follower must take over; the killed one is restarted), SIGKILL + restart of etcd, SIGKILL +
+restart of the downstream MariaDB.  Then writers stop, the DDL round is finished, and the run
+waits for catch-up (``shardctl check`` equal and no DDL lock left).
+
+Prints ONE summary line (and, with ``--json-out``, the same figures as JSON).  How each is measured:
+
+* ``rows_written``: committed upstream inserts + updates + deletes (the writers count after commit).
+* ``rows_lost``: ids present upstream but missing downstream; ``rows_stale``: ids whose values differ
+  (a lost update) — both from an exact id-by-id comparison of all shards with the target (and
+  cross-checked by ``worker.check.check_task``: ``check=equal|different``).
+* ``rows_duplicated``: ids present downstream but not upstream (e.g. a deleted row resurrected by a
+  replay) + downstream rows beyond one per id; ``row_counts``: upstream vs downstream ``COUNT(*)``.
+* ``ddls_applied_twice``: statements of the DDL stream (each names a unique column/index) that the
+  downstream's binary log shows as successfully executed more than once on the target;
+  ``ddls_applied`` is how many the binlog shows in total, ``schema_ok`` that the final target has
+  exactly ``id, v, note`` and only the PRIMARY index.
+* ``locks_left``: locks of the task in ``shardctl show-ddl-locks`` after catch-up.
+* ``unexpected_exits``: master/worker processes that died without being killed by the harness
+  (no process may exit on a transient error).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import yaml
+
+from . import services
+from .cluster import ChaosCluster
+from .workload import FINAL_COLUMNS, SHARDS, DDLStream, Writer, connect
+
+FAULTS = ("worker_kill", "master_kill", "etcd_restart", "downstream_restart")
+
+
+class Harness:
+    def __init__(self, seed: int, faults: int, duration: float, *, catchup_timeout: float = 300,
+                 work: Path | None = None, keep: bool = False, verbose: bool = True):
+        self.seed, self.n_faults, self.duration = seed, faults, duration
+        self.rng = random.Random(seed)
+        self.catchup_timeout = catchup_timeout
+        self.keep = keep
+        self.verbose = verbose
+        self.work = work or Path(tempfile.mkdtemp(prefix=f"shardmerge-chaos-{seed}-"))
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.run_id = f"{seed}_{uuid.uuid4().hex[:6]}"
+        self.db = f"chaos_{self.run_id}"               # same name on every server
+        self.task = f"chaos_{self.run_id}"
+        self.injected: Counter = Counter()
+        self.events: list[str] = []
+        self.takeovers: list[float] = []
+        self.unexpected: list[str] = []
+        self.statuses = open(self.work / "query-status.jsonl", "a")
+        self.waiting_seen: Counter = Counter()
+
+    def say(self, msg: str) -> None:
+        line = f"[chaos {time.strftime('%H:%M:%S')}] {msg}"
+        self.events.append(line)
+        if self.verbose:
+            print(line, file=sys.stderr, flush=True)
+
+    # ------------------------------------------------------------------ setup
+    def setup(self) -> None:
+        self.svc = services.start()
+        self.mysql = self.svc["mysql"]
+        self.prefix = f"/shardmerge-chaos/{self.run_id}/"
+        self.say(f"services up: etcd {self.svc['etcd']}; work dir {self.work}; task {self.task}")
+        starts = {}
+        for sid, server in (("s1", "source1"), ("s2", "source2")):
+            with connect(self.mysql[server]) as c, c.cursor() as cur:
+                cur.execute(f"CREATE DATABASE {self.db}")
+                cur.execute("SHOW MASTER STATUS")
+                f, p = cur.fetchone()[:2]
+                cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (f, p))
+                starts[sid] = (f, int(p), cur.fetchone()[0] or "")
+                for t in SHARDS:
+                    cur.execute(f"CREATE TABLE {self.db}.{t} (id BIGINT PRIMARY KEY, v INT NOT NULL, note VARCHAR(40))")
+        with connect(self.mysql["downstream"]) as c, c.cursor() as cur:
+            cur.execute(f"CREATE DATABASE {self.db}")
+        self.writers = {sid: Writer(sid, self.mysql[server], self.db, self.seed * 10 + n)
+                        for n, (sid, server) in enumerate((("s1", "source1"), ("s2", "source2")))}
+        for w in self.writers.values():
+            w.seed_rows(20)
+        self.ddl = DDLStream({sid: (self.mysql[server], self.db) for sid, server in
+                              (("s1", "source1"), ("s2", "source2"))}, self.seed * 10 + 7)
+        self.cluster = ChaosCluster(self.svc["etcd"], self.mysql, self.work, self.prefix)
+        self.task_file = self.work / f"{self.task}.yaml"
+        self.task_file.write_text(yaml.safe_dump(self._task(starts)))
+        self.cluster.start()
+        self._wait(self._bound, 120, "both sources bound")
+        rc, doc = self.cluster.ctl("start-task", str(self.task_file))
+        if rc != 0:
+            raise RuntimeError(f"start-task failed: {doc}")
+        self._wait(self._running, 180, "task Running on s1 and s2")
+        self.say("task running")
+
+    def _task(self, starts) -> dict:
+        down = {k: self.mysql["downstream"][k] for k in ("host", "port", "user", "password")}
+        routes, bals, insts = {}, {}, []
+        for sid in ("s1", "s2"):
+            routes[f"r-{sid}"] = {"schema-pattern": self.db, "table-pattern": "orders_*",
+                                  "target-schema": self.db, "target-table": "orders"}
+            bals[f"b-{sid}"] = {"do-dbs": [self.db]}
+            f, p, g = starts[sid]
+            insts.append({"source-id": sid, "route-rules": [f"r-{sid}"], "block-allow-list": f"b-{sid}",
+                          "syncer": {"worker-count": 2, "batch": 100},
+                          "meta": {"binlog-name": f, "binlog-pos": p, "binlog-gtid": g}})
+        return {"name": self.task, "task-mode": "incremental", "shard-mode": "optimistic",
+                "meta-schema": f"{self.db}_meta", "target-database": down, "routes": routes,
+                "block-allow-list": bals, "mysql-instances": insts}
+
+    def _wait(self, cond, timeout: float, what: str, interval: float = 1.0):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            self.watch_processes()
+            try:
+                last = cond()
+            except Exception as e:  # noqa: BLE001 — keep polling
+                last = e
+            else:
+                if last:
+                    return last
+            time.sleep(interval)
+        raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last: {last!r}\n"
+                           f"{self.cluster.diagnostics()}")
+
+    def _bound(self) -> bool:
+        rc, doc = self.cluster.ctl("operate-source", "show")
+        got = {s["source"]: s["worker"] for s in doc.get("sources", [])} if isinstance(doc, dict) else {}
+        return bool(got.get("s1")) and bool(got.get("s2"))
+
+    def subtasks(self) -> dict:
+        rc, doc = self.cluster.ctl("query-status", self.task)
+        if not isinstance(doc, dict):
+            return {}
+        self.statuses.write(json.dumps({"t": time.time(), "doc": doc}) + "\n")
+        out = {}
+        for s in doc.get("sources", []):
+            for st in s.get("subTaskStatus") or []:
+                out[s["sourceStatus"]["source"]] = st
+                if st.get("waitingFor"):
+                    self.waiting_seen[re.sub(r"\d+", "N", st["waitingFor"])[:120]] += 1
+        return out
+
+    def _running(self) -> bool:
+        st = self.subtasks()
+        return all(st.get(s, {}).get("stage") == "Running" for s in ("s1", "s2"))
+
+    # ------------------------------------------------------------------ processes
+    def watch_processes(self) -> None:
+        """A master/worker that died without our kill is a finding: record it and restart it."""
+        for p in self.cluster.procs():
+            if p.proc is not None and not p.alive() and not p.expected_dead:
+                rc = p.proc.returncode
+                self.unexpected.append(f"{p.name} exited with {rc}")
+                self.say(f"UNEXPECTED EXIT: {p.name} rc={rc}; tail:\n{p.tail(15)}")
+                p.start()
+
+    # ------------------------------------------------------------------ faults
+    def schedule(self) -> list[tuple[float, str]]:
+        kinds = list(FAULTS) * (self.n_faults // len(FAULTS)) + \
+            self.rng.sample(FAULTS, self.n_faults % len(FAULTS))
+        self.rng.shuffle(kinds)
+        times = sorted(self.rng.uniform(0.05, 0.9) * self.duration for _ in kinds)
+        return list(zip(times, kinds))
+
+    def inject(self, kind: str) -> None:
+        t0 = time.monotonic()
+        if kind == "worker_kill":
+            sid = self.rng.choice(sorted(self.cluster.workers))
+            w = self.cluster.workers[sid]
+            w.kill()
+            down = self.rng.uniform(0.0, 6.0)
+            self.say(f"fault worker_kill: SIGKILL {w.name}; restart in {down:.1f}s")
+            time.sleep(down)
+            w.start()
+        elif kind == "master_kill":
+            lead = self.cluster.leader() or self.cluster.wait_leader(60)
+            self.cluster.masters[lead].kill()
+            self.say(f"fault master_kill: SIGKILL leader {lead}")
+            other = self.cluster.wait_leader(90, exclude=lead)
+            took = time.monotonic() - t0
+            self.takeovers.append(took)
+            self.say(f"  {other} took over after {took:.1f}s")
+            time.sleep(self.rng.uniform(0.5, 4.0))
+            self.cluster.masters[lead].start()
+        elif kind == "etcd_restart":
+            services.kill_etcd()
+            down = self.rng.uniform(1.0, 8.0)
+            self.say(f"fault etcd_restart: SIGKILL etcd; down for {down:.1f}s")
+            time.sleep(down)
+            services.start_etcd()
+        elif kind == "downstream_restart":
+            services.kill_downstream()
+            down = self.rng.uniform(2.0, 10.0)
+            self.say(f"fault downstream_restart: SIGKILL downstream MariaDB; down for {down:.1f}s")
+            time.sleep(down)
+            services.start_downstream()
+        self.injected[kind] += 1
+        self.say(f"  {kind} done in {time.monotonic() - t0:.1f}s")
+
+    # ------------------------------------------------------------------ the run
+    def run(self) -> dict:
+        t_start = time.monotonic()
+        self.setup()
+        for w in self.writers.values():
+            w.start()
+        self.ddl.start()
+        plan = self.schedule()
+        self.say("fault plan: " + ", ".join(f"{k}@{t:.0f}s" for t, k in plan))
+        t0 = time.monotonic()
+        last_status = 0.0
+        while True:
+            now = time.monotonic() - t0
+            if plan and now >= plan[0][0]:
+                self.inject(plan.pop(0)[1])
+                continue
+            if now >= self.duration and not plan:
+                break
+            if self.ddl.failure:
+                self.say(f"DDL stream failed: {self.ddl.failure}")
+                break
+            self.watch_processes()
+            if time.monotonic() - last_status > 5:
+                last_status = time.monotonic()
+                try:
+                    self.subtasks()
+                except Exception:  # noqa: BLE001 — sampling only
+                    pass
+            time.sleep(0.5)
+        self.say("stopping writers, finishing the DDL round")
+        for w in self.writers.values():
+            w.stop()
+        self.ddl.stop()
+        self.say(f"writers stopped: {sum(w.rows_written for w in self.writers.values())} rows written; "
+                 f"DDL rounds {self.ddl.rounds_done}, statements {len(self.ddl.executed)}")
+        caught_up, check_rep, catchup_s = self.catch_up()
+        result = self.measure(check_rep)
+        result.update(caught_up=caught_up, catchup_seconds=round(catchup_s, 1),
+                      total_seconds=round(time.monotonic() - t_start, 1))
+        return result
+
+    def catch_up(self):
+        from coordinator.config import load_source, load_task
+        from worker.check import check_task
+        task = load_task(str(self.task_file))
+        srcs = {sid: load_source(f) for sid, f in self.cluster.source_files.items()}
+        t0 = time.monotonic()
+        rep = None
+        while time.monotonic() - t0 < self.catchup_timeout:
+            self.watch_processes()
+            try:
+                rep = check_task(task, srcs)
+                locks = self.locks()
+                st = self.subtasks()
+                if rep.equal and not locks and all(st.get(s, {}).get("stage") == "Running" for s in ("s1", "s2")):
+                    self.say(f"caught up after {time.monotonic() - t0:.1f}s")
+                    return True, rep, time.monotonic() - t0
+            except Exception as e:  # noqa: BLE001 — servers may still be recovering
+                self.say(f"catch-up probe failed: {type(e).__name__}: {e}")
+            time.sleep(3)
+        self.say("NOT caught up within the catch-up timeout")
+        try:
+            rep = check_task(task, srcs)
+        except Exception as e:  # noqa: BLE001
+            self.say(f"final check failed: {e}")
+        return False, rep, time.monotonic() - t0
+
+    def locks(self) -> list:
+        rc, doc = self.cluster.ctl("show-ddl-locks", self.task)
+        if not isinstance(doc, dict):
+            raise RuntimeError(f"show-ddl-locks failed: {doc}")
+        return doc.get("locks") or []
+
+    # ------------------------------------------------------------------ figures
+    def measure(self, check_rep) -> dict:
+        up: dict[int, tuple] = {}
+        up_count = 0
+        for server in ("source1", "source2"):
+            with connect(self.mysql[server], self.db) as c, c.cursor() as cur:
+                for t in SHARDS:
+                    cur.execute(f"SELECT id, v, note FROM {t}")
+                    for i, v, n in cur.fetchall():
+                        up_count += 1
+                        up[i] = (v, n)
+        with connect(self.mysql["downstream"], self.db) as c, c.cursor() as cur:
+            cur.execute("SELECT id, v, note FROM orders")
+            rows = cur.fetchall()
+            cur.execute("SHOW COLUMNS FROM orders")
+            cols = [r[0] for r in cur.fetchall()]
+            cur.execute("SHOW INDEX FROM orders")
+            indexes = sorted({r[2] for r in cur.fetchall()})
+        per_id = Counter(r[0] for r in rows)
+        down = {r[0]: (r[1], r[2]) for r in rows}
+        lost = [i for i in up if i not in down]
+        extra = [i for i in down if i not in up]
+        stale = [i for i in up if i in down and down[i] != up[i]]
+        dup = len(extra) + sum(n - 1 for n in per_id.values())
+        ddl_counts = self.downstream_ddl_counts()
+        twice = {k: n for k, n in ddl_counts.items() if n > 1}
+        try:
+            locks_left = len(self.locks())
+        except Exception as e:  # noqa: BLE001
+            self.say(f"show-ddl-locks failed at the end: {e}")
+            locks_left = -1
+        res = {
+            "seed": self.seed, "faults": sum(self.injected.values()), "fault_kinds": dict(self.injected),
+            "rows_written": sum(w.rows_written for w in self.writers.values()),
+            "rows_lost": len(lost), "rows_stale": len(stale), "rows_duplicated": dup,
+            "row_counts": {"upstream": up_count, "downstream": len(rows)},
+            "ddl_statements_upstream": len(self.ddl.executed), "ddl_rounds": self.ddl.rounds_done,
+            "ddls_applied": sum(ddl_counts.values()), "ddls_applied_twice": len(twice),
+            "ddls_twice_detail": twice, "schema_ok": cols == FINAL_COLUMNS and indexes == ["PRIMARY"],
+            "schema": {"columns": cols, "indexes": indexes},
+            "locks_left": locks_left, "unexpected_exits": len(self.unexpected),
+            "unexpected_detail": self.unexpected,
+            "check": ("equal" if check_rep is not None and check_rep.equal else
+                      "different" if check_rep is not None else "error"),
+            "check_detail": check_rep.to_json() if check_rep is not None and not check_rep.equal else None,
+            "leader_takeover_s": [round(x, 1) for x in self.takeovers],
+            "ddl_stream_failure": self.ddl.failure,
+            "examples": {"lost": lost[:5], "stale": stale[:5], "extra": extra[:5]},
+            "waiting_for_seen": dict(self.waiting_seen.most_common(12)),
+            "work_dir": str(self.work),
+        }
+        return res
+
+    def downstream_ddl_counts(self) -> Counter:
+        """Successful DDLs on the target, from the downstream's binlog, by (action, name)."""
+        pat = re.compile(r"\b(ADD|DROP)\s+(COLUMN|INDEX)\s+`?([ci]_\d+)`?", re.I)
+        counts: Counter = Counter()
+        with connect(self.mysql["downstream"]) as c, c.cursor() as cur:
+            cur.execute("SHOW BINARY LOGS")
+            files = [r[0] for r in cur.fetchall()]
+            for f in files:
+                cur.execute(f"SHOW BINLOG EVENTS IN '{f}'")
+                for ev in cur.fetchall():
+                    info = ev[5] or ""
+                    if ev[2] != "Query" or "ALTER" not in info.upper() or self.db not in info:
+                        continue
+                    for action, kind, name in pat.findall(info):
+                        counts[f"{action.upper()} {kind.upper()} {name}"] += 1
+        return counts
+
+    # ------------------------------------------------------------------ cleanup
+    def cleanup(self) -> None:
+        try:
+            self.cluster.stop()
+        except Exception:  # noqa: BLE001
+            pass
+        self.statuses.close()
+        if self.keep:
+            return
+        for server in ("source1", "source2", "downstream"):
+            try:
+                with connect(self.mysql[server]) as c, c.cursor() as cur:
+                    cur.execute(f"DROP DATABASE IF EXISTS {self.db}")
+                    cur.execute(f"DROP DATABASE IF EXISTS {self.db}_meta")
+            except Exception:  # noqa: BLE001
+                pass
+        try:
+            from coordinator.etcd_client import connect as etcd_connect
+            cl = etcd_connect(self.svc["etcd"])
+            cl.delete_prefix(self.prefix)
+            cl.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def summary_line(r: dict) -> str:
+    kinds = ",".join(f"{k}={v}" for k, v in sorted(r["fault_kinds"].items()))
+    return (f"CHAOS seed={r['seed']} faults={r['faults']} ({kinds}) rows_written={r['rows_written']} "
+            f"rows_lost={r['rows_lost']} rows_stale={r['rows_stale']} rows_duplicated={r['rows_duplicated']} "
+            f"ddls_applied={r['ddls_applied']} ddls_applied_twice={r['ddls_applied_twice']} "
+            f"locks_left={r['locks_left']} check={r['check']} schema_ok={r['schema_ok']} "
+            f"unexpected_exits={r['unexpected_exits']} caught_up={r['caught_up']} "
+            f"rows={r['row_counts']['upstream']}/{r['row_counts']['downstream']} "
+            f"catchup={r['catchup_seconds']}s total={r['total_seconds']}s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.chaos.run", description=__doc__.split("\n")[0])
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--faults", type=int, default=20)
+    ap.add_argument("--duration", type=float, default=600, help="seconds of writes + faults")
+    ap.add_argument("--catchup-timeout", type=float, default=300)
+    ap.add_argument("--json-out", default="", help="write the figures as JSON here")
+    ap.add_argument("--work-dir", default="", help="logs and files (default: a new temp dir)")
+    ap.add_argument("--keep", action="store_true", help="keep databases, etcd keys and the work dir")
+    ap.add_argument("--stop-services", action="store_true", help="stop the private services at the end")
+    a = ap.parse_args(argv)
+    h = Harness(a.seed, a.faults, a.duration, catchup_timeout=a.catchup_timeout,
+                work=Path(a.work_dir) if a.work_dir else None, keep=a.keep)
+    ok = False
+    try:
+        r = h.run()
+        if a.json_out:
+            Path(a.json_out).write_text(json.dumps(r, indent=2, default=str))
+        print(summary_line(r), flush=True)
+        ok = (r["caught_up"] and r["rows_lost"] == 0 and r["rows_stale"] == 0 and r["rows_duplicated"] == 0
+              and r["ddls_applied_twice"] == 0 and r["locks_left"] == 0 and r["unexpected_exits"] == 0
+              and r["schema_ok"])
+        if not ok:
+            print(json.dumps({k: r[k] for k in ("check_detail", "ddls_twice_detail", "examples",
+                                                "unexpected_detail", "waiting_for_seen", "work_dir")},
+                             default=str)[:8000], file=sys.stderr)
+    finally:
+        h.cleanup()
+        if a.stop_services:
+            services.stop()
+        if ok and not a.keep:
+            shutil.rmtree(h.work, ignore_errors=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""What the chaos test writes upstream: row changes on 2 sources x 4 shards and a stream of
+shard DDLs, with exact bookkeeping so losses and duplicates can be counted afterwards.
+
+* Rows: ``id BIGINT PRIMARY KEY, v INT, note VARCHAR(40)``.  Every id is unique across all
+  shards and sources (a per-source base plus a counter), so the merged target can hold each
+  row once; a row that shows up downstream without existing upstream is a duplicate (e.g. a
+  deleted row resurrected by a replay), a row missing downstream is lost, a row with other
+  values downstream lost an update.  Operations: single-row INSERT / UPDATE / DELETE, key-changing
+  UPDATEs (``SET id = new``) and small multi-shard transactions.  Only committed work is counted.
+* DDLs: rounds ``k`` of four steps, each step run on all 8 shards one by one in a random order with
+  pauses: ``ADD COLUMN c_k``, ``ADD INDEX i_k (c_k)``, ``DROP INDEX i_k``, ``DROP COLUMN c_k``.
+  Every statement names a column/index used by no other round, so each should change the
+  downstream exactly once; a second successful run is visible in the downstream's binlog.
+  Stopping finishes the current round, so the final schema is known: ``id, v, note`` + PRIMARY.
+"""
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pymysql
+
+SHARDS = ("orders_01", "orders_02", "orders_03", "orders_04")
+COLUMNS = "id BIGINT PRIMARY KEY, v INT NOT NULL, note VARCHAR(40)"
+FINAL_COLUMNS = ["id", "v", "note"]
+ID_BASE = {"s1": 1_000_000_000, "s2": 2_000_000_000}
+STEPS = ("ADD COLUMN c_{k} INT DEFAULT {k}", "ADD INDEX i_{k} (c_{k})", "DROP INDEX i_{k}", "DROP COLUMN c_{k}")
+
+
+def connect(params: dict, db: str | None = None):
+    return pymysql.connect(**params, database=db, autocommit=True, charset="utf8mb4",
+                           connect_timeout=5, read_timeout=60, write_timeout=60)
+
+
+class Writer(threading.Thread):
+    """Row changes on the 4 shards of one source until stopped."""
+
+    def __init__(self, sid: str, params: dict, db: str, seed: int, *, pause: tuple[float, float] = (0.02, 0.06)):
+        super().__init__(name=f"writer-{sid}", daemon=True)
+        self.sid, self.params, self.db = sid, params, db
+        self.rng = random.Random(seed)
+        self.pause = pause
+        self.next_id = ID_BASE[sid]
+        self.live: dict[str, dict[int, None]] = {t: {} for t in SHARDS}   # ordered sets of live ids
+        self.stats = {"inserted": 0, "updated": 0, "deleted": 0, "key_changes": 0, "transactions": 0,
+                      "failed": 0}
+        self.stop_event = threading.Event()
+        self.last_error = ""
+
+    def seed_rows(self, n: int) -> None:
+        with connect(self.params, self.db) as c, c.cursor() as cur:
+            for t in SHARDS:
+                ids = [self._new_id() for _ in range(n)]
+                cur.executemany(f"INSERT INTO {t} (id, v, note) VALUES (%s, %s, %s)",
+                                [(i, i % 97, f"seed-{i}") for i in ids])
+                for i in ids:
+                    self.live[t][i] = None
+                self.stats["inserted"] += n
+
+    def _new_id(self) -> int:
+        self.next_id += 1
+        return self.next_id
+
+    @property
+    def rows_written(self) -> int:
+        s = self.stats
+        return s["inserted"] + s["updated"] + s["deleted"]
+
+    def run(self) -> None:
+        conn = None
+        while not self.stop_event.wait(self.rng.uniform(*self.pause)):
+            try:
+                if conn is None:
+                    conn = connect(self.params, self.db)
+                self._one(conn)
+            except pymysql.MySQLError as e:       # e.g. lock wait during an ALTER: nothing committed
+                self.stats["failed"] += 1
+                self.last_error = str(e)
+                try:
+                    conn.rollback()
+                except Exception:  # noqa: BLE001 — the connection is replaced below
+                    pass
+                if isinstance(e, (pymysql.err.OperationalError, pymysql.err.InterfaceError)):
+                    try:
+                        conn.close()
+                    except Exception:  # noqa: BLE001
+                        pass
+                    conn = None
+        if conn is not None:
+            conn.close()
+
+    def _pick(self, t: str) -> int | None:
+        live = self.live[t]
+        if not live:
+            return None
+        # mostly recent rows (hot keys change again soon), sometimes old ones
+        ids = list(live) if len(live) < 64 else list(live)[-64:] if self.rng.random() < 0.7 else list(live)
+        return self.rng.choice(ids)
+
+    def _one(self, conn) -> None:
+        r = self.rng.random()
+        if r < 0.08:
+            self._transaction(conn)
+            return
+        t = self.rng.choice(SHARDS)
+        with conn.cursor() as cur:
+            if r < 0.55:
+                i = self._new_id()
+                cur.execute(f"INSERT INTO {t} (id, v, note) VALUES (%s, %s, %s)", (i, i % 97, f"ins-{i}"))
+                self.live[t][i] = None
+                self.stats["inserted"] += 1
+            elif r < 0.82:
+                i = self._pick(t)
+                if i is None:
+                    return
+                cur.execute(f"UPDATE {t} SET v = v + 1, note = %s WHERE id = %s", (f"upd-{self.rng.random():.6f}", i))
+                self.stats["updated"] += cur.rowcount
+            elif r < 0.86:
+                old = self._pick(t)
+                if old is None:
+                    return
+                new = self._new_id()
+                cur.execute(f"UPDATE {t} SET id = %s, note = %s WHERE id = %s", (new, f"moved-{old}", old))
+                if cur.rowcount:
+                    del self.live[t][old]
+                    self.live[t][new] = None
+                    self.stats["updated"] += 1
+                    self.stats["key_changes"] += 1
+            else:
+                i = self._pick(t)
+                if i is None:
+                    return
+                cur.execute(f"DELETE FROM {t} WHERE id = %s", (i,))
+                if cur.rowcount:
+                    del self.live[t][i]
+                    self.stats["deleted"] += 1
+
+    def _transaction(self, conn) -> None:
+        """Insert into two shards, update and delete in a third, one commit."""
+        a, b, c = self.rng.sample(SHARDS, 3)
+        ins = [(a, self._new_id()), (b, self._new_id())]
+        victim = self._pick(c)
+        with conn.cursor() as cur:
+            conn.begin()
+            for t, i in ins:
+                cur.execute(f"INSERT INTO {t} (id, v, note) VALUES (%s, %s, %s)", (i, i % 97, f"txn-{i}"))
+            upd = 0
+            dele = 0
+            if victim is not None:
+                cur.execute(f"UPDATE {c} SET v = v + 10 WHERE id = %s", (victim,))
+                upd = cur.rowcount
+                cur.execute(f"DELETE FROM {c} WHERE id = %s", (victim,))
+                dele = cur.rowcount
+            conn.commit()
+        for t, i in ins:
+            self.live[t][i] = None
+        if dele:
+            del self.live[c][victim]
+        self.stats["inserted"] += len(ins)
+        self.stats["updated"] += upd
+        self.stats["deleted"] += dele
+        self.stats["transactions"] += 1
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(30)
+
+
+class DDLStream(threading.Thread):
+    """Rounds of uniquely named ADD/DROP COLUMN/INDEX on all 8 shards (see module doc)."""
+
+    def __init__(self, dbs: dict[str, tuple[dict, str]], seed: int, *, gap: tuple[float, float] = (1.0, 4.0)):
+        super().__init__(name="ddl-stream", daemon=True)
+        self.dbs = dbs                     # sid -> (params, database)
+        self.rng = random.Random(seed)
+        self.gap = gap
+        self.stop_event = threading.Event()
+        self.executed: list[tuple[str, str, str]] = []   # (sid, table, statement)
+        self.rounds_done = 0
+        self.round = 0
+        self.errors: list[str] = []
+        self.failure = ""
+
+    def run(self) -> None:
+        try:
+            self._rounds()
+        except Exception as e:  # noqa: BLE001 — reported in the summary
+            self.failure = f"{type(e).__name__}: {e}"
+
+    def _rounds(self) -> None:
+        conns = {sid: connect(p, db) for sid, (p, db) in self.dbs.items()}
+        try:
+            while not self.stop_event.is_set():
+                self.round += 1
+                for step in STEPS:
+                    stmt = step.format(k=self.round)
+                    order = [(sid, t) for sid in self.dbs for t in SHARDS]
+                    self.rng.shuffle(order)
+                    for sid, t in order:
+                        self._alter(conns, sid, t, stmt)
+                        # finishing a round after stop: no more pauses
+                        if not self.stop_event.is_set():
+                            self.stop_event.wait(self.rng.uniform(*self.gap))
+                self.rounds_done += 1
+        finally:
+            for c in conns.values():
+                c.close()
+
+    def _alter(self, conns, sid: str, t: str, stmt: str) -> None:
+        sql = f"ALTER TABLE {t} {stmt}"
+        for attempt in range(20):
+            try:
+                with conns[sid].cursor() as cur:
+                    cur.execute(sql)
+                self.executed.append((sid, t, stmt))
+                return
+            except pymysql.MySQLError as e:   # lock wait with a writer: try again
+                self.errors.append(f"{sid}.{t}: {sql}: {e}")
+                time.sleep(0.5)
+                if isinstance(e, (pymysql.err.OperationalError, pymysql.err.InterfaceError)) and e.args \
+                        and e.args[0] in (2006, 2013, 2003):
+                    p, db = self.dbs[sid]
+                    conns[sid] = connect(p, db)
+        raise RuntimeError(f"upstream refused {sql} on {sid} 20 times: {self.errors[-1]}")
+
+    def stop(self) -> None:
+        """Finish the current round (so the final schema is known), then stop."""
+        self.stop_event.set()
+        self.join(300)
