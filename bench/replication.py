@@ -10,8 +10,14 @@ batch timings) and the worker's peak RSS (driver + Spark JVM + Python workers: t
 process tree, sampled).  The Spark session is warmed up (Python workers started) before the
 clock starts, as in a long-running worker.
 
-    .venv/bin/python bench/replication.py            # 4 shards, 200,000 rows
-    .venv/bin/python bench/replication.py --short    # CI form: 4 shards, 20,000 rows
+With ``--reader both`` (default) the same backlog is replicated twice in one run, into two
+downstream databases: once with the decoder child process (``binlog-reader: process``), once
+through the ``mysql-binlog`` Spark source (``binlog-reader: spark``); ``readers`` in the output
+has one entry per run, each with its ratios to the same ingest and decode limits.
+
+    .venv/bin/python bench/replication.py                    # 4 shards, 200,000 rows, both readers
+    .venv/bin/python bench/replication.py --short            # CI form: 4 shards, 20,000 rows
+    .venv/bin/python bench/replication.py --reader spark     # one reader only
 Prints one JSON object.  Uses fresh databases on the local services and drops them.
 """
 from __future__ import annotations
@@ -34,6 +40,7 @@ import yaml  # noqa: E402
 from coordinator.config import parse_source, parse_task  # noqa: E402
 from coordinator.routing import TableMapper  # noqa: E402
 from worker.binlog_source import decode_range  # noqa: E402
+from worker.binlog_spark import load_range  # noqa: E402
 from worker.syncer import Syncer, master_status  # noqa: E402
 
 DDL = "(id BIGINT PRIMARY KEY, shard INT NOT NULL, item VARCHAR(40), qty INT, price DECIMAL(10,2), note VARCHAR(100))"
@@ -93,6 +100,66 @@ class RssSampler(threading.Thread):
             self.stop.wait(self.interval)
 
 
+def _replicate(spark, mysql, conns, up_names: dict, start: dict, data_end: dict, tag: str, reader: str,
+               args, expected: int) -> dict:
+    """One replication run of the whole backlog with ``reader`` into its own downstream db."""
+    down_name = f"bench_down_{tag}_{reader}"
+    with conns["downstream"].cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{down_name}`")
+        cur.execute(f"CREATE TABLE `{down_name}`.`merged` {DDL}")
+    try:
+        task_doc = {
+            "name": f"bench{tag}{reader}", "task-mode": "incremental", "meta-schema": down_name,
+            "target-database": dict(mysql["downstream"]),
+            "routes": {f"r{i}": {"schema-pattern": n, "table-pattern": "orders_*", "target-schema": down_name,
+                                 "target-table": "merged"} for i, n in enumerate(up_names.values())},
+            "block-allow-list": {f"b{i}": {"do-dbs": [n]} for i, n in enumerate(up_names.values())},
+            "mysql-instances": [
+                {"source-id": sid, "route-rules": [f"r{i}"], "block-allow-list": f"b{i}",
+                 "meta": {"binlog-name": start[sid].file, "binlog-pos": start[sid].pos,
+                          "binlog-gtid": start[sid].gtid},
+                 "syncer": {"worker-count": args.parallelism, "batch": args.batch, "binlog-reader": reader}}
+                for i, sid in enumerate(("s1", "s2"))]}
+        task = parse_task(yaml.safe_dump(task_doc), "<bench>")
+        srcs = {sid: parse_source(yaml.safe_dump({"source-id": sid, "from": dict(mysql[srv])}), sid)
+                for sid, srv in (("s1", "source1"), ("s2", "source2"))}
+        sampler = RssSampler()
+        sampler.start()
+        syncers = [Syncer(spark, task, srcs[s], max_batch_events=100_000, apply_rows=args.apply_rows)
+                   for s in ("s1", "s2")]
+        try:
+            for s in syncers:   # checkpoint tables, decoder process / data source registration
+                s.start()
+            if reader == "spark":   # the data source's planner and reader processes, as in a running worker
+                load_range(spark, srcs["s1"].db.pymysql_kwargs(), (task.instance("s1"), task.meta_schema),
+                           data_end["s1"], data_end["s1"], source_id="s1").collect()
+            t0 = time.monotonic()
+            results = [s.sync_until_caught_up() for s in syncers]
+            repl_s = time.monotonic() - t0
+        finally:
+            for s in syncers:
+                s.close()
+            sampler.stop.set()
+            sampler.join()
+        phases: dict = {}
+        for r in (b for rs in results for b in rs):
+            for k, v in r.timings.items():
+                phases[k] = phases.get(k, 0.0) + v
+        with conns["downstream"].cursor() as cur:
+            cur.execute(f"SELECT COUNT(*) FROM `{down_name}`.`merged`")
+            (got,) = cur.fetchone()
+        conns["downstream"].commit()
+        if got != expected:
+            return {"error": f"replicated {got} rows, expected {expected}"}
+        return {"batches": [len(r) for r in results], "replication_seconds": round(repl_s, 2),
+                "replicated_rows_per_s": round(expected / repl_s),
+                "worker_seconds": {k: round(v, 2) for k, v in sorted(phases.items())},
+                "worker_peak_rss_mb": round(sampler.peak / 2**20)}
+    finally:
+        with conns["downstream"].cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{down_name}`")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shards", type=int, default=4)
@@ -101,23 +168,24 @@ def main(argv=None) -> int:
     ap.add_argument("--parallelism", type=int, default=2)
     ap.add_argument("--batch", type=int, default=1000)
     ap.add_argument("--apply-rows", type=int, default=20_000, help="rows per Spark apply job")
+    ap.add_argument("--reader", choices=("process", "spark", "both"), default="both",
+                    help="binlog reader: decoder child process, the mysql-binlog Spark source, or both in one run")
     args = ap.parse_args(argv)
     if args.short:
         args.rows = 20_000
+    readers = ("process", "spark") if args.reader == "both" else (args.reader,)
     mysql = _services()
     tag = uuid.uuid4().hex[:8]
     up_names = {"source1": f"bench_up1_{tag}", "source2": f"bench_up2_{tag}"}
-    down_name = f"bench_down_{tag}"
+    ingest_name = f"bench_ingest_{tag}"
     conns = {k: pymysql.connect(**mysql[k], autocommit=False) for k in ("source1", "source2", "downstream")}
-    sampler = RssSampler()
     try:
         for k, name in up_names.items():
             with conns[k].cursor() as cur:
                 cur.execute(f"CREATE DATABASE `{name}`")
         with conns["downstream"].cursor() as cur:
-            cur.execute(f"CREATE DATABASE `{down_name}`")
-            cur.execute(f"CREATE TABLE `{down_name}`.`merged` {DDL}")
-            cur.execute(f"CREATE TABLE `{down_name}`.`ingest_limit` {DDL}")
+            cur.execute(f"CREATE DATABASE `{ingest_name}`")
+            cur.execute(f"CREATE TABLE `{ingest_name}`.`ingest_limit` {DDL}")
         start = {"s1": master_status(mysql["source1"]), "s2": master_status(mysql["source2"])}
         per = args.rows // args.shards
         all_rows = []
@@ -133,80 +201,56 @@ def main(argv=None) -> int:
 
         # downstream ingest limit: one client, 1,000-row multi-row INSERTs
         t0 = time.monotonic()
-        _insert(conns["downstream"], f"`{down_name}`.`ingest_limit`", all_rows)
+        _insert(conns["downstream"], f"`{ingest_name}`.`ingest_limit`", all_rows)
         ingest_s = time.monotonic() - t0
-
-        task_doc = {
-            "name": f"bench{tag}", "task-mode": "incremental", "meta-schema": down_name,
-            "target-database": dict(mysql["downstream"]),
-            "routes": {f"r{i}": {"schema-pattern": n, "table-pattern": "orders_*", "target-schema": down_name,
-                                 "target-table": "merged"} for i, n in enumerate(up_names.values())},
-            "block-allow-list": {f"b{i}": {"do-dbs": [n]} for i, n in enumerate(up_names.values())},
-            "mysql-instances": [
-                {"source-id": sid, "route-rules": [f"r{i}"], "block-allow-list": f"b{i}",
-                 "meta": {"binlog-name": start[sid].file, "binlog-pos": start[sid].pos,
-                          "binlog-gtid": start[sid].gtid},
-                 "syncer": {"worker-count": args.parallelism, "batch": args.batch}}
-                for i, sid in enumerate(("s1", "s2"))]}
-        task = parse_task(yaml.safe_dump(task_doc), "<bench>")
-        srcs = {sid: parse_source(yaml.safe_dump({"source-id": sid, "from": dict(mysql[srv])}), sid)
-                for sid, srv in (("s1", "source1"), ("s2", "source2"))}
+        ingest_rps = len(all_rows) / ingest_s
 
         from pyspark.sql import SparkSession
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        sampler.start()
         spark = (SparkSession.builder.master(f"local[{args.parallelism}]").appName("shardmerge-bench")
                  .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", str(args.parallelism))
                  .config("spark.driver.memory", "1g").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         try:
-            syncers = [Syncer(spark, task, srcs[s], max_batch_events=100_000, apply_rows=args.apply_rows)
-                       for s in ("s1", "s2")]
-            for s in syncers:   # session warm-up and checkpoint table creation are not replication
-                s.start()
             # Python workers started with the apply module loaded, as in a running worker
             spark.sparkContext.parallelize(range(args.parallelism), args.parallelism) \
                 .map(lambda x: bool(__import__("worker.apply"))).collect()
-            t0 = time.monotonic()
-            results = [s.sync_until_caught_up() for s in syncers]
-            repl_s = time.monotonic() - t0
+            runs = {r: _replicate(spark, mysql, conns, up_names, start, data_end, tag, r, args, len(all_rows))
+                    for r in readers}
         finally:
             spark.stop()
-            sampler.stop.set()
-            sampler.join()
-        batches = [len(r) for r in results]
-        phases: dict = {}
-        for r in (b for rs in results for b in rs):
-            for k, v in r.timings.items():
-                phases[k] = phases.get(k, 0.0) + v
         # decode limit: the same binlog ranges through the worker's decoder, nothing applied
+        task_stub = parse_task(yaml.safe_dump({
+            "name": "benchdecode", "task-mode": "incremental", "meta-schema": ingest_name,
+            "target-database": dict(mysql["downstream"]),
+            "routes": {f"r{i}": {"schema-pattern": n, "table-pattern": "orders_*", "target-schema": ingest_name,
+                                 "target-table": "merged"} for i, n in enumerate(up_names.values())},
+            "block-allow-list": {f"b{i}": {"do-dbs": [n]} for i, n in enumerate(up_names.values())},
+            "mysql-instances": [{"source-id": sid, "route-rules": [f"r{i}"], "block-allow-list": f"b{i}"}
+                                for i, sid in enumerate(("s1", "s2"))]}), "<bench>")
         t0 = time.monotonic()
         decoded = 0
-        for sid in ("s1", "s2"):
-            mapper = TableMapper(task.instance(sid), task.meta_schema)
-            for item in decode_range(srcs[sid].db.pymysql_kwargs(), mapper, start[sid], data_end[sid]):
+        for sid, srv in (("s1", "source1"), ("s2", "source2")):
+            mapper = TableMapper(task_stub.instance(sid), task_stub.meta_schema)
+            for item in decode_range(dict(mysql[srv]), mapper, start[sid], data_end[sid]):
                 if isinstance(item, tuple):
                     decoded += sum(len(rows) for _, _, rows in item[1])
-        decode_s = time.monotonic() - t0
-        with conns["downstream"].cursor() as cur:
-            cur.execute(f"SELECT COUNT(*) FROM `{down_name}`.`merged`")
-            (got,) = cur.fetchone()
-        if got != len(all_rows):
-            print(json.dumps({"error": f"replicated {got} rows, expected {len(all_rows)}"}))
+        decode_rps = decoded / (time.monotonic() - t0)
+        errors = {r: v["error"] for r, v in runs.items() if "error" in v}
+        if errors:
+            print(json.dumps({"error": errors}))
             return 1
+        for v in runs.values():
+            rps = v["replicated_rows_per_s"]
+            v["ratio_to_ingest_limit"] = round(rps / ingest_rps, 3)
+            v["ratio_to_decode_limit"] = round(rps / decode_rps, 3)
         out = {"shards": args.shards, "rows": len(all_rows), "parallelism": args.parallelism,
-               "batches": batches, "replication_seconds": round(repl_s, 2),
-               "replicated_rows_per_s": round(len(all_rows) / repl_s),
-               "downstream_ingest_rows_per_s": round(len(all_rows) / ingest_s),
-               "ratio_to_ingest_limit": round((len(all_rows) / repl_s) / (len(all_rows) / ingest_s), 3),
-               "binlog_decode_rows_per_s": round(decoded / decode_s),
-               "ratio_to_decode_limit": round((len(all_rows) / repl_s) / (decoded / decode_s), 3),
-               "worker_seconds": {k: round(v, 2) for k, v in sorted(phases.items())},
-               "worker_peak_rss_mb": round(sampler.peak / 2**20)}
+               "downstream_ingest_rows_per_s": round(ingest_rps), "binlog_decode_rows_per_s": round(decode_rps),
+               "readers": runs}
         print(json.dumps(out))
         return 0
     finally:
-        for k, name in list(up_names.items()) + [("downstream", down_name)]:
+        for k, name in list(up_names.items()) + [("downstream", ingest_name)]:
             try:
                 with conns[k].cursor() as cur:
                     cur.execute(f"DROP DATABASE IF EXISTS `{name}`")

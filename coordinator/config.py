@@ -245,6 +245,10 @@ class SyncerConfig:
     worker_count: int = 4
     batch: int = 500
     safe_mode: bool = False
+    binlog_reader: str = "process"   # "process": decoder child process; "spark": mysql-binlog source
+
+
+BINLOG_READERS = ("process", "spark")
 
 
 @dataclass(frozen=True)
@@ -319,7 +323,11 @@ def _bal(node: _Node) -> BlockAllowList:
 
 def _syncer(node: _Node) -> SyncerConfig:
     s = SyncerConfig(node.get("worker-count", int, default=4), node.get("batch", int, default=500),
-                     node.get("safe-mode", bool, default=False))
+                     node.get("safe-mode", bool, default=False),
+                     node.get("binlog-reader", str, default="process"))
+    if s.binlog_reader not in BINLOG_READERS:
+        raise ConfigError(f"`{node.key('binlog-reader')}` must be process or spark, got {s.binlog_reader!r}",
+                          file=node.file, key=node.key("binlog-reader"))
     for k in ("worker-count", "batch"):
         if getattr(s, k.replace("-", "_")) < 1:
             raise ConfigError(f"`{node.key(k)}` must be at least 1", file=node.file, key=node.key(k))

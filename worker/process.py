@@ -75,6 +75,7 @@ class Subtask:
         self.failed: BaseException | None = None
         self.syncer = None
         self.write_final_status = True   # False when the task is gone (its status key too)
+        self.streamed_since_failure = False
 
     def start(self) -> None:
         self.thread.start()
@@ -88,24 +89,36 @@ class Subtask:
     def _run(self) -> None:
         log = _log.bind(task=self.key[0], source=self.key[1])
         backoff = 1.0
+        attempt = 0
         while not self.stop_event.is_set():
+            self.streamed_since_failure = False
             try:
                 self._serve(log)
                 break
             except Exception as e:  # noqa: BLE001 — every failure becomes visible status
+                if self.streamed_since_failure:      # it worked for a while: start over
+                    backoff, attempt = 1.0, 0
                 self.streaming = False
                 self.failed = e
                 retry = _retryable(e)
-                log.error(f"subtask failed: {type(e).__name__}: {e}", error=str(e), retry=retry)
+                attempt += 1
                 if self.stop_event.is_set():
                     break
                 ctx = getattr(e, "context", {}) or {}
-                self.status.error(e, lock_id=ctx.get("lock_id", ""), position=ctx.get("position", ""))
+                waiting = self._unreachable() if retry else ""
+                if waiting:
+                    # a server is down: nothing to fix, keep retrying (capped backoff) and say on what
+                    backoff = min(backoff, 10.0)
+                    log.warning(f"subtask waiting: {waiting}", error=str(e), attempt=attempt)
+                    self.status.retrying(e, f"{waiting}; retry {attempt} in {backoff:.0f}s")
+                else:
+                    log.error(f"subtask failed: {type(e).__name__}: {e}", error=str(e), retry=retry)
+                    self.status.error(e, lock_id=ctx.get("lock_id", ""), position=ctx.get("position", ""))
                 if not retry:
                     return   # stays in Error until the task record changes (resume-task / update)
                 if self.stop_event.wait(backoff):
                     break
-                backoff = min(backoff * 2, 60.0)
+                backoff = min(backoff * 2, 10.0 if waiting else 60.0)
         self.streaming = False
         if not self.write_final_status:
             return
@@ -113,6 +126,34 @@ class Subtask:
             self.status.stopped()
         except Exception:  # noqa: BLE001 — etcd may be gone at shutdown
             pass
+
+    def _unreachable(self) -> str:
+        """After a failure: which server this subtask depends on does not answer right now
+        (downstream, upstream, etcd), e.g. ``downstream 10.0.0.5:3306 unreachable: ...``; "" if
+        all answer (then the failure is not a connectivity problem)."""
+        import pymysql
+        try:
+            cfg = parse_task(self.task_rec.yaml, f"<task {self.task_rec.task} in etcd>")
+            ends = [("downstream", cfg.target), ("upstream", self.source.db)]
+        except Exception:  # noqa: BLE001 — a bad config is reported by the failure itself
+            ends = [("upstream", self.source.db)]
+        for what, db in ends:
+            try:
+                kw = db.pymysql_kwargs()
+                pymysql.connect(**{**kw, "connect_timeout": 3}).close()
+            except pymysql.err.OperationalError as e:
+                code = e.args[0] if e.args else 0
+                if code in (1040, 1053, 2002, 2003, 2006, 2013):   # down / refusing / too busy
+                    return f"{what} {db.host}:{db.port} unreachable ({code}: {e.args[-1]})"
+            except Exception:  # noqa: BLE001 — e.g. unreadable password file: not a wait
+                pass
+        try:
+            self.worker.store.revision()
+        except EtcdUnavailable as e:
+            return f"etcd unreachable ({e.message})"
+        except Exception:  # noqa: BLE001
+            pass
+        return ""
 
     def _serve(self, log) -> None:
         import pymysql
@@ -169,7 +210,8 @@ class Subtask:
                 log.info("task-mode full: load finished, no binlog replication")
                 self.stop_event.wait()
                 return
-        syncer = Syncer(spark, cfg, self.source, handler)
+        syncer = Syncer(spark, cfg, self.source, handler,
+                        reader=cfg.instance(self.source.source_id).syncer.binlog_reader)
         syncer_box["s"] = syncer
         self.syncer = syncer
         syncer.start()
@@ -178,6 +220,7 @@ class Subtask:
         while not self.stop_event.is_set():
             r = syncer.run_once()
             self.streaming = True
+            self.streamed_since_failure = True
             self.failed = None
             s = syncer.status()
             self.status.progress(synced_position=s["read_pos"], checkpoint=s["checkpoint"],
@@ -220,6 +263,7 @@ class WorkerOptions:
     ttl: int = 10
     resync_interval: float = 5.0
     poll_interval: float = 0.5
+    etcd_wait: float = 300.0      # how long start() waits for an unreachable etcd
 
 
 class WorkerProcess:
@@ -252,19 +296,28 @@ class WorkerProcess:
         self._threads: list[threading.Thread] = []
         self.obs: ObsServer | None = None
         self.log = _log.bind(worker=self.name)
+        from coordinator.retry import WaitBoard
+        self.board = WaitBoard()      # what start-up is waiting for (shown by /readyz)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> "WorkerProcess":
-        try:
-            self.store.revision()
-        except EtcdUnavailable as e:
-            raise WorkerError(f"etcd at {self.opts.etcd} does not answer: {e.message}; start etcd or fix --etcd",
-                              worker=self.name) from e
-        self._register()
+        """Serve probes, then connect to etcd: an unreachable etcd is waited for (backoff capped
+        at 5 s, shown by /readyz) for up to ``etcd_wait`` seconds before giving up."""
+        from coordinator.retry import RetryExhausted, retry
         if self.opts.metrics_addr:
             host, _, port = self.opts.metrics_addr.rpartition(":")
             self.obs = ObsServer(host or "127.0.0.1", int(port), ready=self.ready).start()
-        self._watch()
+        what = f"etcd {self.opts.etcd}"
+        try:
+            retry(self.store.revision, what=what, deadline=self.opts.etcd_wait, board=self.board,
+                  worker=self.name)
+            retry(self._register, what=what, deadline=self.opts.etcd_wait, board=self.board, worker=self.name)
+            retry(self._watch, what=what, deadline=self.opts.etcd_wait, board=self.board, worker=self.name)
+        except RetryExhausted as e:
+            if self.obs is not None:
+                self.obs.stop()
+            raise WorkerError(f"etcd at {self.opts.etcd} did not answer within {self.opts.etcd_wait:.0f}s: "
+                              f"{e.message}; start etcd or fix --etcd", worker=self.name) from e
         for fn, name in ((self._keepalive_loop, "lease-keepalive"), (self._reconcile_loop, "reconcile")):
             t = threading.Thread(target=fn, name=name, daemon=True)
             t.start()
@@ -314,7 +367,8 @@ class WorkerProcess:
 
     def ready(self) -> tuple[bool, str]:
         if not self.registered:
-            return False, "not registered in etcd (lease lost or etcd unreachable)"
+            waits = self.board.summary()
+            return False, "not registered in etcd (lease lost or etcd unreachable)" + (f": {waits}" if waits else "")
         if not self.bound:
             return False, "no source bound to this worker yet"
         subs = list(self.subtasks.values())

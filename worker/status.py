@@ -87,6 +87,12 @@ class StatusReporter:
         subtask continues by itself once the answer arrives."""
         self._set_problem(PAUSED, err, lock_id, position, owner, waiting_for)
 
+    def retrying(self, err: BaseException | str, waiting_for: str) -> None:
+        """A transient failure (a server down, etcd unreachable): no fix needed, the subtask
+        retries by itself.  Stage stays ``Running``; ``waiting_for`` says on what, ``error``
+        what failed last.  ``running()`` clears both once it streams again."""
+        self._set_problem(RUNNING, err, "", "", "", waiting_for)
+
     def error(self, err: BaseException | str, *, lock_id: str = "", position: str = "",
               owner: str = "") -> None:
         """Stopped: the subtask will not continue without a fix and a restart/resume."""

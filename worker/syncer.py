@@ -4,7 +4,8 @@ Per micro-batch (``run_once``):
 
 1. ``end`` = the upstream's ``SHOW MASTER STATUS``; a background thread decodes ``[read_pos,
    end)`` (at most ``max_batch_events`` changes, cut at a transaction boundary) ahead of the
-   apply (``worker.binlog_source``).
+   apply (``worker.binlog_source``; with ``reader="spark"`` a Spark executor decodes it through
+   the ``mysql-binlog`` data source, ``worker.binlog_spark``: same items, same order).
 2. Before the first change is applied, *safe-until* = ``end`` is stored (checkpoint rule 7).
 3. The decoded stream arrives as chunks of whole transactions (up to ``apply_rows`` rows, cut
    at every statement event).  A chunk is split by (target, key hash) in the driver and applied
@@ -166,12 +167,18 @@ def show_create(conn, schema: str, table: str) -> str | None:
 class Syncer:
     def __init__(self, spark, task: TaskConfig, source: SourceConfig, handler: DDLHandler | None = None, *,
                  max_batch_events: int = 50_000, parallelism: int | None = None, hooks: Hooks | None = None,
-                 apply_rows: int = 20_000):
+                 apply_rows: int = 20_000, reader: str | None = None):
         self.spark, self.task, self.source = spark, task, source
         self.inst = task.instance(source.source_id)
         if self.inst is None:
             raise SyncError(f"task {task.name!r} has no mysql-instances entry for source "
                             f"{source.source_id!r}", task=task.name, source=source.source_id)
+        # how the binlog is read: "process" (decoder child process of the driver, the default)
+        # or "spark" (the mysql-binlog data source, decoded in an executor); None = task config
+        self.reader = reader or self.inst.syncer.binlog_reader
+        if self.reader not in ("process", "spark"):
+            raise SyncError(f"binlog reader {self.reader!r} is unknown; use reader='process' or 'spark' "
+                            f"(task key syncer.binlog-reader)", task=task.name, source=source.source_id)
         self.mapper = TableMapper(self.inst, task.meta_schema)
         self.handler: DDLHandler = handler or DirectDDLHandler()
         self.up_kwargs = source.db.pymysql_kwargs()
@@ -231,7 +238,11 @@ class Syncer:
             self.store.flush()
         with connect_downstream(self.down_kwargs, autocommit=True) as c:
             self.keys = fetch_keys(c)
-        self.decoder.ensure()        # started ahead of the first batch, reused by all of them
+        if self.reader == "process":
+            self.decoder.ensure()    # started ahead of the first batch, reused by all of them
+        else:
+            from worker.binlog_spark import register
+            register(self.spark)
         self._started = True
         self.log.info("syncer started", position=str(self.read_pos),
                       safe_until=str(loaded.safe_until) if loaded.safe_until else "",
@@ -293,9 +304,7 @@ class Syncer:
         result.timings["master_status"] = t0 - tb
         tm = result.timings
         safe_written = False
-        reader = BinlogPrefetch(self.decoder, self.up_kwargs, (self.inst, self.task.meta_schema), start, end,
-                                max_events=self.max_batch_events, source_id=self.source.source_id,
-                                max_rows=self.apply_rows)
+        reader = self._open_reader(start, end)
         with reader:
             items = reader.items()
             while True:
@@ -328,6 +337,15 @@ class Syncer:
         tm["total"] = time.monotonic() - t0
         BATCHES.labels(self.task.name, self.source.source_id).inc()
         return result
+
+    def _open_reader(self, start: Position, end: Position):
+        """The batch's binlog reader: both hand out Chunk/Statement/End the same way."""
+        args = (self.up_kwargs, (self.inst, self.task.meta_schema), start, end)
+        kw = dict(max_events=self.max_batch_events, source_id=self.source.source_id, max_rows=self.apply_rows)
+        if self.reader == "spark":
+            from worker.binlog_spark import SparkBinlogReader
+            return SparkBinlogReader(self.spark, *args, **kw)
+        return BinlogPrefetch(self.decoder, *args, **kw)
 
     def _advance_global(self, pos: Position, tm: dict | None = None) -> None:
         """Everything before ``pos`` is handled: store it as the global point (rule 2)."""

@@ -14,6 +14,7 @@ from typing import Callable
 
 from coordinator.etcdproto import EtcdUnavailable, Fence, Fenced, LeaderRecord, Store
 from coordinator.obs import logger
+from coordinator.retry import is_transient
 
 from . import metrics
 
@@ -80,7 +81,8 @@ class Election:
                     self._keep()
                 self.etcd_ok, self.etcd_error = True, ""
             except (EtcdUnavailable, Fenced, Exception) as e:  # noqa: BLE001 — the loop must survive
-                self.etcd_ok = not isinstance(e, EtcdUnavailable)
+                # raw client calls (lease refresh) raise etcd3's own errors, not EtcdUnavailable
+                self.etcd_ok = not (isinstance(e, EtcdUnavailable) or is_transient(e))
                 self.etcd_error = str(e)
                 self.log.warning("election round failed", error=str(e))
                 if self.fence is not None and not self._lease_alive():

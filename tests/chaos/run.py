@@ -68,6 +68,7 @@ class Harness:
         self.events: list[str] = []
         self.takeovers: list[float] = []
         self.unexpected: list[str] = []
+        self.fault_errors: list[str] = []
         self.statuses = open(self.work / "query-status.jsonl", "a")
         self.waiting_seen: Counter = Counter()
 
@@ -232,7 +233,17 @@ class Harness:
         while True:
             now = time.monotonic() - t0
             if plan and now >= plan[0][0]:
-                self.inject(plan.pop(0)[1])
+                kind = plan.pop(0)[1]
+                try:
+                    self.inject(kind)
+                except Exception as e:  # noqa: BLE001 — e.g. no leader elected: a finding, go on
+                    self.fault_errors.append(f"{kind}: {type(e).__name__}: {str(e)[:300]}")
+                    self.say(f"FAULT FAILED {kind}: {type(e).__name__}: {str(e)[:2000]}")
+                    for p in self.cluster.procs():      # leave every process running
+                        if not p.alive() and p.expected_dead:
+                            p.start()
+                    for fn in (services.start_etcd, services.start_downstream):
+                        fn()
                 continue
             if now >= self.duration and not plan:
                 break
@@ -332,6 +343,7 @@ class Harness:
             "ddls_twice_detail": twice, "schema_ok": cols == FINAL_COLUMNS and indexes == ["PRIMARY"],
             "schema": {"columns": cols, "indexes": indexes},
             "locks_left": locks_left, "unexpected_exits": len(self.unexpected),
+            "fault_errors": self.fault_errors,
             "unexpected_detail": self.unexpected,
             "check": ("equal" if check_rep is not None and check_rep.equal else
                       "different" if check_rep is not None else "error"),
@@ -392,7 +404,8 @@ def summary_line(r: dict) -> str:
             f"rows_lost={r['rows_lost']} rows_stale={r['rows_stale']} rows_duplicated={r['rows_duplicated']} "
             f"ddls_applied={r['ddls_applied']} ddls_applied_twice={r['ddls_applied_twice']} "
             f"locks_left={r['locks_left']} check={r['check']} schema_ok={r['schema_ok']} "
-            f"unexpected_exits={r['unexpected_exits']} caught_up={r['caught_up']} "
+            f"unexpected_exits={r['unexpected_exits']} fault_errors={len(r['fault_errors'])} "
+            f"caught_up={r['caught_up']} "
             f"rows={r['row_counts']['upstream']}/{r['row_counts']['downstream']} "
             f"catchup={r['catchup_seconds']}s total={r['total_seconds']}s")
 
@@ -405,7 +418,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--catchup-timeout", type=float, default=300)
     ap.add_argument("--json-out", default="", help="write the figures as JSON here")
     ap.add_argument("--work-dir", default="", help="logs and files (default: a new temp dir)")
-    ap.add_argument("--keep", action="store_true", help="keep databases, etcd keys and the work dir")
+    ap.add_argument("--keep", action="store_true", help="keep the databases and etcd keys")
+    ap.add_argument("--clean", action="store_true", help="remove the work dir (logs) after a clean run")
     ap.add_argument("--stop-services", action="store_true", help="stop the private services at the end")
     a = ap.parse_args(argv)
     h = Harness(a.seed, a.faults, a.duration, catchup_timeout=a.catchup_timeout,
@@ -418,16 +432,16 @@ def main(argv: list[str] | None = None) -> int:
         print(summary_line(r), flush=True)
         ok = (r["caught_up"] and r["rows_lost"] == 0 and r["rows_stale"] == 0 and r["rows_duplicated"] == 0
               and r["ddls_applied_twice"] == 0 and r["locks_left"] == 0 and r["unexpected_exits"] == 0
-              and r["schema_ok"])
+              and r["schema_ok"] and not r["fault_errors"])
         if not ok:
             print(json.dumps({k: r[k] for k in ("check_detail", "ddls_twice_detail", "examples",
-                                                "unexpected_detail", "waiting_for_seen", "work_dir")},
+                                                "unexpected_detail", "fault_errors", "waiting_for_seen", "work_dir")},
                              default=str)[:8000], file=sys.stderr)
     finally:
         h.cleanup()
         if a.stop_services:
             services.stop()
-        if ok and not a.keep:
+        if ok and a.clean:
             shutil.rmtree(h.work, ignore_errors=True)
     return 0 if ok else 1
 

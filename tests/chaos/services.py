@@ -1,10 +1,13 @@
-"""The chaos test's PRIVATE etcd + MariaDB set (ports shifted, data under ``.services/chaos``),
-so killing etcd or the downstream never breaks other suites running on the shared set.
+"""PRIVATE etcd + MariaDB sets for tests that kill servers (ports shifted, data under
+``.services/<name>``), so killing etcd or the downstream never breaks other suites running on
+the shared set.  The chaos run uses offset 2000 (``.services/chaos``); the targeted recovery
+tests use their own set (offset 2100) so both can run at once.
 
-The environment must be set before ``scripts/devservices.py`` is imported (it reads the port
-offset and the state directory at import), hence the module-level setup here.  The downstream
-runs with a binary log (unlike the shared set's): the harness counts the DDLs the downstream
-actually applied from it (a failed statement is never logged, a successful one always is).
+``scripts/devservices.py`` reads the port offset and state directory from the environment at
+import, so each set loads its own copy of the module with the environment set for it.  The
+downstream runs with a binary log (unlike the shared set's): the chaos harness counts the DDLs
+the downstream actually applied from it (a failed statement is never logged, a successful one
+always is).
 """
 from __future__ import annotations
 
@@ -16,18 +19,16 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PORT_OFFSET = int(os.environ.get("SHARDMERGE_CHAOS_PORT_OFFSET", "2000"))
-STATE_DIR = Path(os.environ.get("SHARDMERGE_CHAOS_SERVICES_DIR", ROOT / ".services" / "chaos"))
 
 
-def _load():
+def _load(offset: int, state: Path, modname: str):
     saved = {k: os.environ.get(k) for k in ("SHARDMERGE_SERVICES_PORT_OFFSET", "SHARDMERGE_SERVICES_DIR")}
-    os.environ["SHARDMERGE_SERVICES_PORT_OFFSET"] = str(PORT_OFFSET)
-    os.environ["SHARDMERGE_SERVICES_DIR"] = str(STATE_DIR)
+    os.environ["SHARDMERGE_SERVICES_PORT_OFFSET"] = str(offset)
+    os.environ["SHARDMERGE_SERVICES_DIR"] = str(state)
     try:
-        spec = importlib.util.spec_from_file_location("devservices_chaos", ROOT / "scripts" / "devservices.py")
+        spec = importlib.util.spec_from_file_location(modname, ROOT / "scripts" / "devservices.py")
         mod = importlib.util.module_from_spec(spec)
-        sys.modules["devservices_chaos"] = mod   # dataclasses look their module up while defining
+        sys.modules[modname] = mod   # dataclasses look their module up while defining
         spec.loader.exec_module(mod)
         return mod
     finally:
@@ -38,57 +39,69 @@ def _load():
                 os.environ[k] = v
 
 
-ds = _load()
-SOURCES = {m.name: m for m in ds.MARIADBS if m.binlog}
-DOWNSTREAM = ds.MariaDB("downstream", next(m.port for m in ds.MARIADBS if m.name == "downstream"),
-                        200, True)
+class ServiceSet:
+    """One private etcd + source1 + source2 + downstream (with binlog)."""
+
+    def __init__(self, name: str, offset: int, state_dir: Path | None = None):
+        self.name, self.offset = name, offset
+        self.state = Path(state_dir or ROOT / ".services" / name)
+        self.ds = _load(offset, self.state, f"devservices_{name.replace('-', '_')}")
+        self.sources = {m.name: m for m in self.ds.MARIADBS if m.binlog}
+        self.downstream = self.ds.MariaDB("downstream", next(m.port for m in self.ds.MARIADBS
+                                                             if m.name == "downstream"), 200, True)
+
+    @property
+    def etcd(self) -> str:
+        return f"{self.ds.HOST}:{self.ds.ETCD_CLIENT_PORT}"
+
+    def start(self) -> dict:
+        """Start (or reuse) the set; ``{"etcd": "host:port", "mysql": {name: params}}``."""
+        self.ds.install_missing()
+        self.state.mkdir(parents=True, exist_ok=True)
+        self.ds.start_etcd()
+        for m in (*self.sources.values(), self.downstream):
+            self.ds.start_mariadb(m)
+        return {"etcd": self.etcd,
+                "mysql": {m.name: {"host": self.ds.HOST, "port": m.port, "user": self.ds.USER,
+                                   "password": self.ds.PASSWORD} for m in (*self.sources.values(), self.downstream)}}
+
+    def stop(self) -> None:
+        for m in (*self.sources.values(), self.downstream):
+            self.ds._stop_pid(f"MariaDB {m.name}", m.pidfile)
+        self.ds._stop_pid("etcd", self.state / "etcd" / "etcd.pid")
+
+    def _kill(self, pidfile: Path) -> int | None:
+        pid = self.ds._pid_alive(pidfile)
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and self.ds._pid_alive(pidfile):
+                try:   # a server this process started is our child: reap it, or it stays a zombie
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+                time.sleep(0.05)
+        return pid
+
+    def kill_etcd(self) -> int | None:
+        """SIGKILL etcd (its data survives)."""
+        return self._kill(self.state / "etcd" / "etcd.pid")
+
+    def start_etcd(self) -> None:
+        self.ds.start_etcd()
+
+    def kill_downstream(self) -> int | None:
+        """SIGKILL the downstream mariadbd (InnoDB recovers on start)."""
+        return self._kill(self.downstream.pidfile)
+
+    def start_downstream(self) -> None:
+        self.ds.start_mariadb(self.downstream)
 
 
-def start() -> dict:
-    """Start (or reuse) the private set; returns ``{"etcd": "host:port", "mysql": {name: params}}``."""
-    ds.install_missing()
-    STATE_DIR.mkdir(parents=True, exist_ok=True)
-    ds.start_etcd()
-    for m in (*SOURCES.values(), DOWNSTREAM):
-        ds.start_mariadb(m)
-    return {"etcd": f"{ds.HOST}:{ds.ETCD_CLIENT_PORT}",
-            "mysql": {m.name: {"host": ds.HOST, "port": m.port, "user": ds.USER, "password": ds.PASSWORD}
-                      for m in (*SOURCES.values(), DOWNSTREAM)}}
+CHAOS = ServiceSet("chaos", int(os.environ.get("SHARDMERGE_CHAOS_PORT_OFFSET", "2000")))
+RECOVERY = ServiceSet("chaos-recovery", 2100)
 
-
-def stop() -> None:
-    for m in (*SOURCES.values(), DOWNSTREAM):
-        ds._stop_pid(f"MariaDB {m.name}", m.pidfile)
-    ds._stop_pid("etcd", STATE_DIR / "etcd" / "etcd.pid")
-
-
-def _kill(pidfile: Path) -> int | None:
-    pid = ds._pid_alive(pidfile)
-    if pid:
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and ds._pid_alive(pidfile):
-            try:   # a server this process started is our child: reap it, or it lingers as a zombie
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
-            time.sleep(0.05)
-    return pid
-
-
-def kill_etcd() -> int | None:
-    """SIGKILL the private etcd (its data survives)."""
-    return _kill(STATE_DIR / "etcd" / "etcd.pid")
-
-
-def start_etcd() -> None:
-    ds.start_etcd()
-
-
-def kill_downstream() -> int | None:
-    """SIGKILL the private downstream mariadbd (InnoDB recovers on start)."""
-    return _kill(DOWNSTREAM.pidfile)
-
-
-def start_downstream() -> None:
-    ds.start_mariadb(DOWNSTREAM)
+# the chaos run's set, as module functions
+start, stop = CHAOS.start, CHAOS.stop
+kill_etcd, start_etcd = CHAOS.kill_etcd, CHAOS.start_etcd
+kill_downstream, start_downstream = CHAOS.kill_downstream, CHAOS.start_downstream

@@ -262,6 +262,7 @@ class Scenario:
         self.mode = mode
         self.name = f"e2e_{uuid.uuid4().hex[:8]}"
         self.writers: list[Writer] = []
+        self.runs = 0                       # writer runs so far (each gets its own key range)
         start = {sid: _master_status(db) for sid, db in dbs.items()} if mode == "incremental" else {}
         for sid, db in dbs.items():
             for n, t in enumerate(SHARDS):
@@ -302,8 +303,11 @@ class Scenario:
             if between is not None:
                 between(sid, t, i)
 
-    def start_writers(self) -> None:
-        self.writers = [Writer(db, sid, SHARDS, seed=n).start() for n, (sid, db) in enumerate(self.dbs.items())]
+    def start_writers(self, tables: dict | None = None) -> None:
+        """Background writers on every source (``tables``: {source: shard names} to limit them)."""
+        self.writers = [Writer(db, sid, (tables or {}).get(sid, SHARDS), seed=n, base=5_000_000 + 100_000 * self.runs).start()
+                        for n, (sid, db) in enumerate(self.dbs.items())]
+        self.runs += 1
 
     def stop_writers(self) -> int:
         n = sum(w.stop() for w in self.writers)

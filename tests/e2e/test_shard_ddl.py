@@ -69,12 +69,14 @@ def test_shard_table_created_mid_stream_joins_the_lock(scenario):
     sc.c.context = "CREATE TABLE orders_05 on s1 while writing"
     sc.dbs["s1"].execute("CREATE TABLE orders_05 (id INT PRIMARY KEY, v INT, c INT DEFAULT 3)")
     sc.insert("s1", "orders_05", [ID_BASE["s1"] + 500_000 + i for i in range(20)])
-    sc.wait_equal(columns=["id", "v", "c"])
     # every shard but the new one drops c: the lock must wait for orders_05, so c stays
-    sc.alter_all("DROP COLUMN c")
-    sc.c.wait(lambda: (lk := _lock(sc)) and any("orders_05" in w["table"] for w in lk["waiting"]),
+    sc.alter_all("DROP COLUMN c", between=lambda sid, t, i: sc.insert(sid, "orders_05", [ID_BASE[sid] + 510_000 + i])
+                 if sid == "s1" else None)
+    sc.stop_writers()
+    sc.c.wait(lambda: (lk := _lock(sc)) and any("orders_05" in w["waitingFor"] for w in lk["waiting"]),
               60, "the lock to wait for the new shard orders_05")
     sc.wait_equal(columns=["id", "v", "c"])
+    sc.start_writers()
     sc.dbs["s1"].execute("ALTER TABLE orders_05 DROP COLUMN c")
     sc.insert("s1", "orders_05", [ID_BASE["s1"] + 500_100])
     sc.stop_writers()
@@ -86,13 +88,16 @@ def test_shard_table_dropped_mid_stream_leaves_the_lock(scenario):
     sc = scenario(columns="id INT PRIMARY KEY, v INT, c INT DEFAULT 3")
     sc.start()
     sc.start_writers()
-    sc.wait_equal(columns=["id", "v", "c"])
+    sc.insert("s2", "orders_04", [ID_BASE["s2"] + 800_000 + i for i in range(5)])
+    sc.stop_writers()
     sc.c.context = "DROP TABLE s2.orders_04 (its rows deleted first, so the merge stays comparable)"
     sc.dbs["s2"].execute("DELETE FROM orders_04")
     sc.dbs["s2"].execute("DROP TABLE orders_04")
+    sc.start_writers(tables={"s2": SHARDS[:3]})
     # the dropped shard no longer holds the lock: c goes once the 7 remaining shards dropped it
     rest = [(s, t) for s in ("s1", "s2") for t in SHARDS if (s, t) != ("s2", "orders_04")]
-    sc.alter_all("DROP COLUMN c", order=rest)
+    sc.alter_all("DROP COLUMN c", order=rest,
+                 between=lambda sid, t, i: sc.insert(sid, t, [ID_BASE[sid] + 900_000 + i]))
     sc.stop_writers()
     sc.wait_equal(columns=["id", "v"])
     sc.stop()
@@ -101,31 +106,30 @@ def test_shard_table_dropped_mid_stream_leaves_the_lock(scenario):
 def test_conflicting_modify_column_paused_then_unlock_skip(scenario):
     sc = scenario()
     sc.start()
-    sc.wait_equal(columns=["id", "v"])
     sc.start_writers()
-    # s1.orders_01 changes v to a type the others cannot join with; s2.orders_01 to another one:
-    # the two pending changes disagree -> the lock detects a conflict and s2's subtask pauses
+    lock_id = f"{sc.name}-`{sc.down.name}`.`orders`"
+    up1, up2 = sc.dbs["s1"].name, sc.dbs["s2"].name
+    # s1.orders_01 changes v to a type the other shards cannot join with: held until they
+    # make the same change (skip-and-wait) while everything else keeps replicating
     sc.dbs["s1"].execute("ALTER TABLE orders_01 MODIFY v VARCHAR(20)")
+    sc.c.wait(lambda: (lk := _lock(sc)) and lk["state"] == "conflict" and lk, 60, "s1.orders_01 in conflict")
+    # s2.orders_01 makes a different incompatible change: the two disagree -> detected, s2 pauses
     sc.dbs["s2"].execute("ALTER TABLE orders_01 MODIFY v VARBINARY(20)")
     paused = sc.c.wait(lambda: (st := sc.subtasks().get("s2")) and st["stage"] == "Paused" and st,
                        90, "s2 Paused on the conflict")
-    lock_id = f"{sc.name}-`{sc.down.name}`.`orders`"
     assert paused["unresolvedDDLLockID"] == lock_id, paused
-    lk = _lock(sc)
-    assert lk["ID"] == lock_id and lk["state"] == "conflict", lk
-    sc.c.ctl_ok("unlock-ddl-lock", lock_id, "-s", "s2", "-d", sc.dbs["s2"].name, "-t", "orders_01",
-                "--action", "skip")
-    # s2 goes on without running its change downstream; s1's change still waits for the others:
-    # skip it too (the operator decides the target keeps INT)
-    sc.wait_running()
-    sc.c.wait(lambda: (lk := _lock(sc)) is None or any("orders_01" in w["table"] and sc.dbs["s1"].name in w["table"]
-                                                     for w in lk["waiting"]), 60, "s1.orders_01 waiting in the lock")
-    if _lock(sc) is not None:
-        sc.c.ctl_ok("unlock-ddl-lock", lock_id, "-s", "s1", "-d", sc.dbs["s1"].name, "-t", "orders_01",
-                    "--action", "skip")
-    sc.dbs["s1"].execute("UPDATE orders_01 SET v = '12' WHERE id = 1")
+    assert "unlock" in paused["error"] and "orders_01" in paused["error"], paused
+    assert _lock(sc)["state"] == "conflict"
+    # the operator keeps the target's INT: skip both changes
+    sc.c.ctl_ok("unlock-ddl-lock", lock_id, "-s", "s2", "-d", up2, "-t", "orders_01", "--action", "skip")
+    sc.c.wait(lambda: sc.subtasks()["s2"]["stage"] == "Running", 60, "s2 Running after unlock")
+    if _lock(sc) is not None and any(up1 in w["table"] for w in _lock(sc)["waiting"]):
+        sc.c.ctl_ok("unlock-ddl-lock", lock_id, "-s", "s1", "-d", up1, "-t", "orders_01", "--action", "skip")
+    sc.dbs["s1"].execute("INSERT INTO orders_01 VALUES (777, '77')")
+    sc.dbs["s2"].execute("INSERT INTO orders_01 VALUES (10000777, '78')")
     sc.stop_writers()
     sc.wait_running()
     sc.wait_equal(columns=["id", "v"])
     assert sc.down_column_type("v") == "int(11)"
+    sc.c.wait(lambda: _lock(sc) is None, 60, "the lock resolved and removed")
     sc.stop()

@@ -1,0 +1,212 @@
+"""Targeted recovery tests for faults the chaos run injects (on a private etcd + MariaDB set,
+offset 2100, so killing servers disturbs no other suite):
+
+* a master keeps serving and is leader again after etcd is SIGKILLed and restarted (python3-etcd3
+  used to quarantine the endpoint for 300 s: every call failed with "Trying to use a failed node");
+* a worker whose downstream is down stays up, says ``downstream HOST:PORT unreachable`` in
+  ``query-status`` and catches up once the downstream is back;
+* a worker started while etcd is down waits for it (``/readyz`` says so) instead of exiting.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import signal
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pymysql
+import pytest
+import yaml
+
+from .cluster import SHARDCTL, Proc, free_port
+from .services import RECOVERY
+
+
+@pytest.fixture(scope="module")
+def svc():
+    return RECOVERY.start()
+
+
+@pytest.fixture
+def prefix(svc):
+    p = f"/shardmerge-recovery/{uuid.uuid4().hex[:10]}/"
+    yield p
+    from coordinator.etcd_client import connect
+    RECOVERY.start_etcd()
+    c = connect(svc["etcd"])
+    c.delete_prefix(p)
+    c.close()
+
+
+def _ctl(addr: str, *argv: str) -> tuple[int, dict | str]:
+    from coordinator.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(["--master-addr", addr, *argv])
+        except SystemExit as e:
+            rc = int(e.code or 0)
+    try:
+        return rc, json.loads(out.getvalue())
+    except ValueError:
+        return rc, out.getvalue() + err.getvalue()
+
+
+def _http(addr: str, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://{addr}{path}", timeout=2) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+    except OSError as e:
+        return 0, str(e)
+
+
+def _wait(cond, timeout: float, what: str, procs=()):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = cond()
+        except Exception as e:  # noqa: BLE001 — keep polling
+            last = e
+        else:
+            if last:
+                return last
+        time.sleep(0.5)
+    tails = "\n".join(f"--- {p.name} (alive={p.alive()}):\n{p.tail(25)}" for p in procs)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}\n{tails}")
+
+
+def _master(svc, prefix, work: Path, name="m1") -> tuple[Proc, str, str]:
+    addr, metrics = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    p = Proc(name, [SHARDCTL, "master", "--etcd", svc["etcd"], "--listen", addr, "--name", name, "--prefix",
+                    prefix, "--election-ttl", "3", "--metrics-addr", metrics], work).start()
+    return p, addr, metrics
+
+
+def _is_leader(metrics: str) -> bool:
+    code, text = _http(metrics, "/metrics")
+    return code == 200 and "shardmerge_master_is_leader 1.0" in text and _http(metrics, "/readyz")[0] == 200
+
+
+def test_master_serves_and_is_leader_again_after_etcd_restart(svc, prefix, tmp_path):
+    m, addr, metrics = _master(svc, prefix, tmp_path)
+    try:
+        _wait(lambda: _is_leader(metrics), 60, "master leader", [m])
+        RECOVERY.kill_etcd()
+        # etcd down: the master stays up, answers its API with the reason, /readyz says why
+        _wait(lambda: _http(metrics, "/readyz")[0] == 503, 30, "readyz 503 while etcd is down", [m])
+        assert "etcd" in _http(metrics, "/readyz")[1]
+        rc, out = _ctl(addr, "query-status")
+        assert rc != 0 and "etcd" in str(out), out
+        time.sleep(2)
+        RECOVERY.start_etcd()
+        _wait(lambda: _is_leader(metrics), 30, "master leader again after the etcd restart", [m])
+        rc, doc = _ctl(addr, "list-member")
+        assert rc == 0 and doc["leader"] == addr and doc["members"][0]["role"] == "leader", doc
+        assert m.alive(), m.tail()
+    finally:
+        m.kill(signal.SIGTERM)
+        RECOVERY.start_etcd()
+
+
+def test_worker_reports_waiting_for_downstream_and_catches_up(svc, prefix, tmp_path):
+    up, down = svc["mysql"]["source1"], svc["mysql"]["downstream"]
+    db = f"rec_{uuid.uuid4().hex[:8]}"
+    with pymysql.connect(**up, autocommit=True) as c, c.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {db}")
+        cur.execute("SHOW MASTER STATUS")
+        f, pos = cur.fetchone()[:2]
+        cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
+    with pymysql.connect(**down, autocommit=True) as c, c.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {db}")
+    src = tmp_path / "s1.yaml"
+    src.write_text(yaml.safe_dump({"source-id": "s1", "enable-gtid": True, "flavor": "mariadb", "from": up}))
+    task = tmp_path / "task.yaml"
+    task.write_text(yaml.safe_dump({
+        "name": db, "task-mode": "incremental", "shard-mode": "optimistic", "meta-schema": db,
+        "target-database": down,
+        "block-allow-list": {"b": {"do-dbs": [db]}},
+        "mysql-instances": [{"source-id": "s1", "block-allow-list": "b",
+                             "meta": {"binlog-name": f, "binlog-pos": int(pos)}}]}))
+    m, addr, metrics = _master(svc, prefix, tmp_path)
+    w = Proc("worker", [SHARDCTL, "worker", "--etcd", svc["etcd"], "--source", str(src), "--name", "w1",
+                        "--prefix", prefix, "--ttl", "3", "--spark-master", "local[1]"], tmp_path)
+    procs = [m, w]
+
+    def sub():
+        rc, doc = _ctl(addr, "query-status", db)
+        return next((st for s in doc.get("sources", []) for st in s.get("subTaskStatus") or []), {}) \
+            if isinstance(doc, dict) else {}
+
+    def down_rows():
+        with pymysql.connect(**down, database=db, connect_timeout=2) as c, c.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM t")
+            return cur.fetchone()[0]
+
+    def insert(lo, hi):
+        with pymysql.connect(**up, database=db, autocommit=True) as c, c.cursor() as cur:
+            cur.executemany("INSERT INTO t VALUES (%s, %s)", [(i, i) for i in range(lo, hi)])
+    try:
+        _wait(lambda: _is_leader(metrics), 60, "master leader", procs)
+        w.start()
+        _wait(lambda: _ctl(addr, "operate-source", "show")[0] == 0 and "w1" in json.dumps(
+            _ctl(addr, "operate-source", "show")[1]), 90, "s1 bound to w1", procs)
+        rc, out = _ctl(addr, "start-task", str(task))
+        assert rc == 0, out
+        insert(0, 10)
+        _wait(lambda: down_rows() == 10, 180, "first rows downstream", procs)
+        RECOVERY.kill_downstream()
+        insert(10, 20)
+        want = f"downstream {down['host']}:{down['port']} unreachable"
+        st = _wait(lambda: (s := sub()) and want in s.get("waitingFor", "") and s, 120,
+                   f"query-status waitingFor '{want}'", procs)
+        assert st["stage"] == "Running", st          # not an error an operator must fix
+        assert w.alive() and m.alive()
+        RECOVERY.start_downstream()
+        _wait(lambda: down_rows() == 20, 120, "rows written while the downstream was down", procs)
+        _wait(lambda: (s := sub()) and s.get("stage") == "Running" and not s.get("waitingFor")
+              and not s.get("error"), 60, "status clean again", procs)
+        assert w.alive() and m.alive()
+    finally:
+        RECOVERY.start_downstream()
+        _ctl(addr, "stop-task", db)
+        for p in procs:
+            p.kill(signal.SIGTERM)
+        for params in (up, down):
+            with pymysql.connect(**params, autocommit=True) as c, c.cursor() as cur:
+                cur.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
+def test_worker_started_while_etcd_is_down_waits_for_it(svc, prefix, tmp_path):
+    metrics = f"127.0.0.1:{free_port()}"
+    w = Proc("worker", [SHARDCTL, "worker", "--etcd", svc["etcd"], "--name", "w-early", "--prefix", prefix,
+                        "--ttl", "3", "--metrics-addr", metrics], tmp_path)
+    RECOVERY.kill_etcd()
+    try:
+        w.start()
+        code, text = _wait(lambda: (r := _http(metrics, "/readyz"))[0] == 503 and r, 60, "readyz 503", [w])
+        assert "etcd" in text, text
+        time.sleep(3)
+        assert w.alive(), f"worker exited while etcd was down:\n{w.tail()}"
+        RECOVERY.start_etcd()
+
+        def registered():
+            from coordinator.etcd_client import connect
+            from coordinator.etcdproto import Store
+            c = connect(svc["etcd"])
+            try:
+                return "w-early" in {r.worker for r in Store(c, prefix).list_workers().items}
+            finally:
+                c.close()
+        _wait(registered, 60, "the worker registered once etcd is back", [w])
+        assert w.alive()
+    finally:
+        RECOVERY.start_etcd()
+        w.kill(signal.SIGTERM)
