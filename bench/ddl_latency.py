@@ -1,0 +1,196 @@
+"""Benchmark: shard DDL coordination latency through real processes.
+
+A master and two workers (``shardctl`` subprocesses, the local services) replicate 2 sources x
+2 shard tables into one target.  Each round is one optimistic lock: every shard drops the same
+column, one after another.  The downstream may drop it only when the last shard has, so the
+latency measured is: last shard's ``ALTER ... DROP COLUMN`` committed upstream -> the column gone
+downstream.  Prints p50/p99 over the rounds, the same-run cost of one plain downstream ALTER
+(the limit) as a ratio, and the workers' peak RSS (process tree: Python driver + Spark JVM).
+
+    .venv/bin/python bench/ddl_latency.py [--locks 50] [--short]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pymysql
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARDCTL = str(ROOT / ".venv" / "bin" / "shardctl")
+sys.path.insert(0, str(ROOT / "scripts"))
+import devservices  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def db(params, database=None):
+    return pymysql.connect(**params, database=database, autocommit=True)
+
+
+def tree_rss_kb(pid: int) -> int:
+    """RSS of a process and all its descendants (the worker's Spark JVM is a child)."""
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                ppid = int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for line in open(f"/proc/{p}/status"):
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+        todo.extend(children.get(p, []))
+    return total
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--locks", type=int, default=50)
+    ap.add_argument("--short", action="store_true", help="CI form: 8 locks")
+    a = ap.parse_args()
+    n_locks = 8 if a.short else a.locks
+    info = devservices.start()
+    my = info["mysql"]
+    tag = uuid.uuid4().hex[:6]
+    work = Path(tempfile.mkdtemp(prefix="sm-ddl-bench-"))
+    prefix = f"/shardmerge-bench-{tag}/"
+    cols = ", ".join(f"c{i} INT NULL" for i in range(n_locks))
+    shards = {"s1": (f"bddl_{tag}_a", my["source1"]), "s2": (f"bddl_{tag}_b", my["source2"])}
+    for schema, params in shards.values():
+        with db(params) as c, c.cursor() as cur:
+            cur.execute(f"CREATE DATABASE {schema}")
+            for t in ("t_0", "t_1"):
+                cur.execute(f"CREATE TABLE {schema}.{t} (id INT PRIMARY KEY, v INT, {cols})")
+    target = f"bddl_{tag}"
+    task = {
+        "name": f"ddlbench{tag}", "task-mode": "all", "shard-mode": "optimistic", "meta-schema": f"bddl_meta_{tag}",
+        "target-database": my["downstream"],
+        "mysql-instances": [{"source-id": s, "route-rules": ["r"], "block-allow-list": "only"} for s in shards],
+        "block-allow-list": {"only": {"do-dbs": [f"bddl_{tag}_*"]}},
+        "routes": {"r": {"schema-pattern": f"bddl_{tag}_*", "table-pattern": "t_*",
+                         "target-schema": target, "target-table": "t"}},
+    }
+    (work / "task.yaml").write_text(json.dumps(task))
+    for sid, (_, params) in shards.items():
+        (work / f"{sid}.yaml").write_text(json.dumps({"source-id": sid, "flavor": "mariadb", "from": params}))
+    mport = free_port()
+    addr = f"127.0.0.1:{mport}"
+    procs = []
+
+    def spawn(name, *args):
+        log = open(work / f"{name}.log", "wb")
+        p = subprocess.Popen([SHARDCTL, *args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        procs.append(p)
+        return p
+
+    def ctl(*args):
+        return subprocess.run([SHARDCTL, "--master-addr", addr, *args], capture_output=True, text=True)
+
+    peak = {"kb": 0}
+    stop = threading.Event()
+    try:
+        spawn("master", "master", "--etcd", info["etcd"], "--listen", addr, "--prefix", prefix, "--election-ttl", "5")
+        workers = [spawn(f"worker-{s}", "worker", "--etcd", info["etcd"], "--source", str(work / f"{s}.yaml"),
+                         "--prefix", prefix, "--name", f"bench-{s}-{tag}", "--spark-master", "local[1]")
+                   for s in shards]
+
+        def sample():
+            while not stop.is_set():
+                peak["kb"] = max(peak["kb"], max(tree_rss_kb(w.pid) for w in workers))
+                stop.wait(0.5)
+        threading.Thread(target=sample, daemon=True).start()
+        deadline = time.monotonic() + 120
+        while ctl("list-member").returncode != 0:
+            assert time.monotonic() < deadline, "master did not come up"
+            time.sleep(0.5)
+        r = ctl("start-task", str(work / "task.yaml"))
+        assert r.returncode == 0, r.stdout + r.stderr
+        print(f"[bench] task started; waiting for the load and the switch to binlog", flush=True)
+        down = db(my["downstream"])
+
+        def has_col(col):
+            with down.cursor() as cur:
+                cur.execute("SELECT COUNT(*) FROM information_schema.columns WHERE table_schema=%s "
+                            "AND table_name='t' AND column_name=%s", (target, col))
+                return cur.fetchone()[0] == 1
+
+        deadline = time.monotonic() + 300
+        while True:
+            st = json.loads(ctl("query-status", task["name"]).stdout or "{}")
+            subs = [s for src in st.get("sources", []) for s in src.get("subTaskStatus", [])]
+            if len(subs) == 2 and all(s["stage"] == "Running" and s.get("unit") == "Sync" for s in subs) \
+                    and has_col("c0"):
+                break
+            assert time.monotonic() < deadline, f"task not running: {st}"
+            time.sleep(0.5)
+        ups = {sid: db(params) for sid, (_, params) in shards.items()}
+        lat = []
+        for i in range(n_locks):
+            for sid, (schema, _) in shards.items():
+                for t in ("t_0", "t_1"):
+                    with ups[sid].cursor() as cur:
+                        cur.execute(f"INSERT INTO {schema}.{t} (id, v) VALUES (%s, %s)", (i * 10 + len(lat), i))
+                        cur.execute(f"ALTER TABLE {schema}.{t} DROP COLUMN c{i}")
+            t_last = time.monotonic()
+            deadline = t_last + 120
+            while has_col(f"c{i}"):
+                assert time.monotonic() < deadline, f"lock {i}: c{i} still downstream after 120 s"
+                time.sleep(0.01)
+            lat.append(time.monotonic() - t_last)
+            print(f"[bench] lock {i + 1}/{n_locks}: {lat[-1] * 1000:.0f} ms", flush=True)
+        # the limit: the same ALTER run directly on the downstream by one client
+        with down.cursor() as cur:
+            cur.execute(f"CREATE TABLE {target}.limit_probe (id INT PRIMARY KEY, x INT NULL)")
+            direct = []
+            for _ in range(5):
+                t0 = time.monotonic()
+                cur.execute(f"ALTER TABLE {target}.limit_probe ADD COLUMN y INT NULL")
+                cur.execute(f"ALTER TABLE {target}.limit_probe DROP COLUMN y")
+                direct.append((time.monotonic() - t0) / 2)
+        p50 = statistics.median(lat)
+        p99 = sorted(lat)[max(0, int(round(0.99 * len(lat))) - 1)]
+        limit = statistics.median(direct)
+        print(f"DDL coordination latency over {n_locks} locks (2 sources x 2 shards, DROP COLUMN, last shard -> "
+              f"downstream): p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms; direct downstream ALTER "
+              f"{limit * 1000:.1f} ms; p50/limit ratio {p50 / limit:.1f}; worker peak RSS {peak['kb'] / 1024:.0f} MB")
+        return 0
+    finally:
+        stop.set()
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for p in procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+        print(f"[bench] logs in {work}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
