@@ -207,7 +207,10 @@ def main(argv=None) -> int:
 
         from pyspark.sql import SparkSession
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        spark = (SparkSession.builder.master(f"local[{args.parallelism}]").appName("shardmerge-bench")
+        # one core more than the apply's tasks when the spark reader runs: its read task holds one
+        # executor core for the batch (the process reader's decoder is outside Spark's accounting)
+        cores = args.parallelism + (1 if "spark" in readers else 0)
+        spark = (SparkSession.builder.master(f"local[{cores}]").appName("shardmerge-bench")
                  .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", str(args.parallelism))
                  .config("spark.driver.memory", "1g").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")

@@ -204,13 +204,17 @@ class Writer(threading.Thread):
                                         f"(%s, %s, %s, NOW())", (key, self.rng.randint(1, 500),
                                                                  round(self.rng.uniform(1, 999), 2)))
                             self.counts["insert"] += 1
-                        elif op < 0.9:
-                            cur.execute(f"UPDATE {fq} SET amount = amount + 1, customer_id = customer_id + 1 "
-                                        f"ORDER BY RAND() LIMIT 1")
-                            self.counts["update"] += 1
                         else:
-                            cur.execute(f"DELETE FROM {fq} ORDER BY RAND() LIMIT 1")
-                            self.counts["delete"] += 1
+                            n = self.rng.randint(1, max(ROWS_PER_TABLE, self.next[schema] - 10_000 + ROWS_PER_TABLE))
+                            n = n if n <= ROWS_PER_TABLE else 10_000 + n - ROWS_PER_TABLE
+                            key = row_id(self.shard_no[schema], TABLES.index(table), n)
+                            if op < 0.9:
+                                cur.execute(f"UPDATE {fq} SET amount = amount + 1, customer_id = customer_id + 1 "
+                                            f"WHERE id = %s", (key,))
+                                self.counts["update"] += 1
+                            else:
+                                cur.execute(f"DELETE FROM {fq} WHERE id = %s", (key,))
+                                self.counts["delete"] += 1
                 except Exception:  # noqa: BLE001 — e.g. a metadata lock timeout while an ALTER runs
                     self.counts["refused"] += 1
         finally:
@@ -368,9 +372,18 @@ def main(argv=None) -> int:
         for w in writers:
             w.start()
 
+        shown = {"at": 0.0}
+
         def loaded():
             st = ctl.subtasks()
-            return len(st) == 2 and all(s["stage"] == "Running" and s["unit"] != "Load" for s in st.values())
+            if time.monotonic() - shown["at"] > 5:
+                shown["at"] = time.monotonic()
+                for sid, sub in sorted(st.items()):
+                    load = sub.get("load") or {}
+                    what = f"full load {load.get('bar', '')} {load.get('rows_loaded', 0)} rows" if load \
+                        else "starting (Spark driver, load plan)"
+                    say(f"  {sid}: {sub['stage']} {sub.get('unit') or ''} {what}")
+            return len(st) == 2 and all(s["stage"] == "Running" and s["unit"] == "Sync" for s in st.values())
         wait(loaded, 180, "the full load to finish and both subtasks to replicate the binlog", procs)
         ctl.run("query-status", TASK, fmt="table", show=True)
 

@@ -28,6 +28,7 @@ from coordinator.errors import ShardMergeError, TransientError
 from coordinator.etcdproto import (EtcdUnavailable, Info, LockKey, Operation, OperationWaitTimeout,
                                    SourceTables, Stage, StaleOperation, Store, lock_id)
 from coordinator.obs import logger
+from coordinator.retry import is_transient
 from coordinator.routing import TableMapper, Target
 from coordinator.schema.errors import SchemaError
 from coordinator.schema.split import rename_ddl_table, split_ddl
@@ -107,6 +108,8 @@ class DownstreamDDL:
                             _log.info("downstream DDL already applied; ignored", statement=sql,
                                       reason=IGNORABLE_DDL_ERRORS[code], **_strs(ctx))
                             continue
+                        if is_transient(e):   # downstream down / connection lost: retried, not a DDL error
+                            raise
                         raise DDLExecutionError(f"downstream refused DDL {sql!r}: {e}", **ctx) from e
                 if timestamp:
                     cur.execute("SET TIMESTAMP = DEFAULT")

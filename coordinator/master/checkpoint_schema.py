@@ -2,8 +2,9 @@
 
 Design doc §1.3: when a table joins a lock, its starting schema is the ``table_info`` of its
 row in ``<meta-schema>.<task>_syncer_checkpoint`` (written by ``worker.checkpoint``); if that
-cannot be read (no task config, downstream unreachable, no row, JSON ``null``) the engine falls
-back to the lock's init schema.  Connections are cached per task and dropped on error.
+cannot be read (no task config, downstream unreachable for ``wait`` seconds, no row, JSON ``null``)
+the engine falls back to the lock's init schema.  Connections are cached per task, dropped on
+error and re-opened at once (a downstream restart kills the cached one).
 """
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ log = logger("master.checkpoint_schema")
 class CheckpointSchemaSource:
     """Callable ``(lock, table) -> TableSchema | None`` for ``LockKeeper(schema_source=...)``."""
 
-    def __init__(self, store: Store, connect_timeout: float = 5.0):
+    def __init__(self, store: Store, connect_timeout: float = 5.0, wait: float = 30.0):
         self.store = store
         self.timeout = connect_timeout
+        self.wait = wait
         self._conns: dict[str, tuple[pymysql.connections.Connection, str]] = {}
 
     def _conn(self, task: str):
@@ -41,17 +43,29 @@ class CheckpointSchemaSource:
         self._conns[task] = (conn, cfg.meta_schema)
         return self._conns[task]
 
-    def __call__(self, lock: LockKey, table: TableRef) -> TableSchema | None:
+    def _read(self, lock: LockKey, table: TableRef):
+        got = self._conn(lock.task)
+        if got is None:
+            return None
+        conn, meta = got
+        fq = f"`{meta.replace('`', '``')}`.`{(lock.task + '_syncer_checkpoint').replace('`', '``')}`"
         try:
-            got = self._conn(lock.task)
-            if got is None:
-                return None
-            conn, meta = got
-            fq = f"`{meta.replace('`', '``')}`.`{(lock.task + '_syncer_checkpoint').replace('`', '``')}`"
             with conn.cursor() as cur:
                 cur.execute(f"SELECT table_info FROM {fq} WHERE id=%s AND cp_schema=%s AND cp_table=%s",
                             (table.source, table.schema, table.table))
-                row = cur.fetchone()
+                return cur.fetchone()
+        except (pymysql.MySQLError, OSError):
+            self.close(lock.task)   # e.g. the cached connection died with a downstream restart
+            raise
+
+    def __call__(self, lock: LockKey, table: TableRef) -> TableSchema | None:
+        from coordinator.retry import retry
+        try:
+            # a dead cached connection (downstream restarted) or a downstream that is briefly down
+            # must not make a joining table start from the init schema: retry with a fresh
+            # connection for up to ``wait`` seconds (the chaos test restarts the downstream)
+            row = retry(lambda: self._read(lock, table), what="downstream (checkpoint schema)",
+                        deadline=self.wait, cap=2.0)
         except (pymysql.MySQLError, ShardMergeError, OSError) as e:
             self.close(lock.task)
             log.warning("cannot read a joining table's checkpoint schema; using the lock's init schema",

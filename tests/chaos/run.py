@@ -328,6 +328,18 @@ class Harness:
         dup = len(extra) + sum(n - 1 for n in per_id.values())
         ddl_counts = self.downstream_ddl_counts()
         twice = {k: n for k, n in ddl_counts.items() if n > 1}
+        # Columns: the lock runs ADD COLUMN at the first shard's add and DROP COLUMN at the last
+        # shard's drop, so every finished round must show both exactly once.  Indexes: ADD INDEX
+        # runs only when ALL shards have the index and DROP INDEX at the first drop, so when the
+        # phases overlap (a lagging worker still adding while others already drop) neither runs;
+        # the invariant is "as many ADD INDEX i_k as DROP INDEX i_k".
+        rounds = range(1, self.ddl.rounds_done + 1)
+        missing = [f"{a} COLUMN c_{k}" for k in rounds for a in ("ADD", "DROP")
+                   if ddl_counts.get(f"{a} COLUMN c_{k}", 0) == 0]
+        missing += [f"INDEX i_{k}: {ddl_counts.get(f'ADD INDEX i_{k}', 0)} ADD vs "
+                    f"{ddl_counts.get(f'DROP INDEX i_{k}', 0)} DROP" for k in rounds
+                    if ddl_counts.get(f"ADD INDEX i_{k}", 0) != ddl_counts.get(f"DROP INDEX i_{k}", 0)]
+        index_rounds_skipped = sum(1 for k in rounds if not ddl_counts.get(f"ADD INDEX i_{k}"))
         try:
             locks_left = len(self.locks())
         except Exception as e:  # noqa: BLE001
@@ -340,6 +352,8 @@ class Harness:
             "row_counts": {"upstream": up_count, "downstream": len(rows)},
             "ddl_statements_upstream": len(self.ddl.executed), "ddl_rounds": self.ddl.rounds_done,
             "ddls_applied": sum(ddl_counts.values()), "ddls_applied_twice": len(twice),
+            "ddls_missing": len(missing), "ddls_missing_detail": missing,
+            "index_rounds_never_applied": index_rounds_skipped,
             "ddls_twice_detail": twice, "schema_ok": cols == FINAL_COLUMNS and indexes == ["PRIMARY"],
             "schema": {"columns": cols, "indexes": indexes},
             "locks_left": locks_left, "unexpected_exits": len(self.unexpected),
@@ -403,6 +417,7 @@ def summary_line(r: dict) -> str:
     return (f"CHAOS seed={r['seed']} faults={r['faults']} ({kinds}) rows_written={r['rows_written']} "
             f"rows_lost={r['rows_lost']} rows_stale={r['rows_stale']} rows_duplicated={r['rows_duplicated']} "
             f"ddls_applied={r['ddls_applied']} ddls_applied_twice={r['ddls_applied_twice']} "
+            f"ddls_missing={r['ddls_missing']} "
             f"locks_left={r['locks_left']} check={r['check']} schema_ok={r['schema_ok']} "
             f"unexpected_exits={r['unexpected_exits']} fault_errors={len(r['fault_errors'])} "
             f"caught_up={r['caught_up']} "
@@ -431,10 +446,10 @@ def main(argv: list[str] | None = None) -> int:
             Path(a.json_out).write_text(json.dumps(r, indent=2, default=str))
         print(summary_line(r), flush=True)
         ok = (r["caught_up"] and r["rows_lost"] == 0 and r["rows_stale"] == 0 and r["rows_duplicated"] == 0
-              and r["ddls_applied_twice"] == 0 and r["locks_left"] == 0 and r["unexpected_exits"] == 0
+              and r["ddls_applied_twice"] == 0 and r["ddls_missing"] == 0 and r["locks_left"] == 0 and r["unexpected_exits"] == 0
               and r["schema_ok"] and not r["fault_errors"])
         if not ok:
-            print(json.dumps({k: r[k] for k in ("check_detail", "ddls_twice_detail", "examples",
+            print(json.dumps({k: r[k] for k in ("check_detail", "ddls_twice_detail", "ddls_missing_detail", "examples",
                                                 "unexpected_detail", "fault_errors", "waiting_for_seen", "work_dir")},
                              default=str)[:8000], file=sys.stderr)
     finally:

@@ -130,7 +130,7 @@ def test_worker_reports_waiting_for_downstream_and_catches_up(svc, prefix, tmp_p
     src.write_text(yaml.safe_dump({"source-id": "s1", "enable-gtid": True, "flavor": "mariadb", "from": up}))
     task = tmp_path / "task.yaml"
     task.write_text(yaml.safe_dump({
-        "name": db, "task-mode": "incremental", "shard-mode": "optimistic", "meta-schema": db,
+        "name": db, "task-mode": "incremental", "shard-mode": "optimistic", "meta-schema": f"{db}_meta",
         "target-database": down,
         "block-allow-list": {"b": {"do-dbs": [db]}},
         "mysql-instances": [{"source-id": "s1", "block-allow-list": "b",
@@ -182,6 +182,7 @@ def test_worker_reports_waiting_for_downstream_and_catches_up(svc, prefix, tmp_p
         for params in (up, down):
             with pymysql.connect(**params, autocommit=True) as c, c.cursor() as cur:
                 cur.execute(f"DROP DATABASE IF EXISTS {db}")
+                cur.execute(f"DROP DATABASE IF EXISTS {db}_meta")
 
 
 def test_worker_started_while_etcd_is_down_waits_for_it(svc, prefix, tmp_path):

@@ -71,8 +71,9 @@ def test_task_mode_all_loads_existing_rows_while_writes_continue(scenario):
     sc = scenario(mode="all", rows=400)
     sc.start_writers()
     sc.start()
-    sc.c.wait(lambda: all(st.get("unit") != "Load" for st in sc.subtasks().values()) and sc.subtasks(),
-              120, "the full load to finish on both sources")
+    sc.c.wait(lambda: (st := sc.subtasks()) and len(st) == 2 and all(
+        s["stage"] == "Running" and s["unit"] == "Sync" and s["load"]["phase"] == "finished" for s in st.values()),
+        120, "the full load to finish on both sources")
     sc.insert("s1", "orders_01", [ID_BASE["s1"] + 990_000])
     sc.stop_writers()
     sc.wait_equal(columns=["id", "v"])

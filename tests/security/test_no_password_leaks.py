@@ -125,9 +125,14 @@ def test_passwords_never_printed(services, etcd_prefix, etcd_client, source1_db,
         diag = lambda: "\n".join(f"--- {p.name}:\n{p.tail(20)}" for p in procs)  # noqa: E731
         _wait(lambda: _ctl(addr, "operate-source", "show")[0] == 0
               and '"s1"' in _ctl(addr, "operate-source", "show")[1], 90, "s1 registered by its worker", diag)
-        outputs["operate-source create s2"] = _ctl(addr, "operate-source", "create", str(s2))[1]
+        def create_s2():
+            rc, text = _ctl(addr, "operate-source", "create", str(s2))
+            outputs["operate-source create s2"] = outputs.get("operate-source create s2", "") + text
+            return rc == 0 or "already exists" in text
+        _wait(create_s2, 60, "operate-source create s2", lambda: outputs.get("operate-source create s2", "") + diag())
         outputs["operate-source create broken"] = _ctl(addr, "operate-source", "create", str(broken_src))[1]
         source1_db.execute("CREATE TABLE t1 (id INT PRIMARY KEY, v INT)")
+        downstream_db.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")   # no meta: starts after t1's CREATE
         rc, text = _ctl(addr, "start-task", str(good))
         assert rc == 0, text + diag()
         outputs["start-task good"] = text
@@ -137,19 +142,20 @@ def test_passwords_never_printed(services, etcd_prefix, etcd_client, source1_db,
         rc, text = _ctl(addr, "start-task", str(broken))
         assert rc != 0, f"an invalid task was accepted: {text}"
         outputs["start-task broken"] = text
-        source1_db.execute("INSERT INTO t1 VALUES (1, 1), (2, 2)")
-
         # the good task replicates; the bad one fails on both sources, visibly
         _wait(lambda: _stages(addr, "leak_good").get("s1", {}).get("stage") == "Running", 180,
               "leak_good Running", diag)
+        source1_db.execute("INSERT INTO t1 VALUES (1, 1), (2, 2)")
         _wait(lambda: downstream_db.execute("SELECT COUNT(*) FROM t")[0][0] == 2, 120,
               "rows of leak_good downstream", diag)
 
         def bad_errors():
             st = _stages(addr, "leak_bad")
-            got = {s: (st.get(s, {}).get("stage"), st.get(s, {}).get("error", "")) for s in ("s1", "s2")}
-            return got if all(stage == "Error" and err for stage, err in got.values()) else None
-        seen = _wait(bad_errors, 180, "leak_bad in Error on s1 (wrong password) and s2 (unreachable)", diag)
+            got = {s: (st.get(s, {}).get("stage"), st.get(s, {}).get("error", ""),
+                       st.get(s, {}).get("waitingFor", "")) for s in ("s1", "s2")}
+            # s1: a wrong password needs a fix (Error); s2: a server that is down is waited for
+            return got if got["s1"][0] == "Error" and got["s1"][1] and "unreachable" in got["s2"][2] else None
+        seen = _wait(bad_errors, 180, "leak_bad: s1 Error (wrong password), s2 waiting (unreachable)", diag)
         assert "Access denied" in seen["s1"][1], seen
         assert "2003" in seen["s2"][1] or "Can't connect" in seen["s2"][1], seen
 
