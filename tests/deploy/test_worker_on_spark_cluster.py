@@ -1,0 +1,49 @@
+"""Issue 7: a worker's replication runs on a real standalone Spark cluster (master + worker JVMs
+from the pyspark distribution, on loopback), not local[*]: `shardctl worker --spark-master
+spark://...`, driven through a real `shardctl master`; `shardctl check` is equal at the end and
+the cluster's master lists the workers' applications."""
+import json
+import sys
+import urllib.request
+import uuid
+
+import pytest
+
+from tests.e2e.conftest import Cluster, Scenario
+
+
+@pytest.fixture
+def cluster_on_spark(services, etcd_client, spark_cluster, tmp_path, monkeypatch):
+    # Two drivers share a 2-core cluster: each may take one core and a small executor.
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--conf spark.cores.max=1 --conf spark.executor.memory=512m "
+                                              "--conf spark.ui.enabled=false pyspark-shell")
+    prefix = f"/shardmerge-test/sparkcluster-{uuid.uuid4().hex[:10]}/"
+    c = Cluster(services, prefix, tmp_path)
+    for w in c.workers.values():
+        w.args[w.args.index("local[1]")] = spark_cluster
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+        etcd_client.delete_prefix(prefix)
+
+
+def _apps() -> list[dict]:
+    ui = sys.modules["sparkcluster"].MASTER_UI   # loaded by the spark_cluster fixture
+    with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as r:
+        doc = json.loads(r.read())
+    return doc.get("activeapps", []) + doc.get("completedapps", [])
+
+
+def test_replication_runs_on_standalone_cluster(cluster_on_spark, spark_cluster, source1_db, source2_db,
+                                                downstream_db, tmp_path):
+    s = Scenario(cluster_on_spark, {"s1": source1_db, "s2": source2_db}, downstream_db, tmp_path)
+    s.start()
+    s.start_writers()
+    s.alter_all("ADD COLUMN note VARCHAR(20) DEFAULT 'x'")
+    s.stop_writers()
+    s.wait_equal(timeout=180, columns=["id", "v", "note"])
+    names = {a.get("name") for a in _apps()}
+    assert {"shardmerge-w-s1", "shardmerge-w-s2"} <= names, names
+    s.stop()
