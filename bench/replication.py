@@ -168,6 +168,8 @@ def main(argv=None) -> int:
     ap.add_argument("--parallelism", type=int, default=2)
     ap.add_argument("--batch", type=int, default=1000)
     ap.add_argument("--apply-rows", type=int, default=20_000, help="rows per Spark apply job")
+    ap.add_argument("--cores", type=int, default=0,
+                    help="local[N] of the Spark session (default: parallelism, +1 when the spark reader runs)")
     ap.add_argument("--reader", choices=("process", "spark", "both"), default="both",
                     help="binlog reader: decoder child process, the mysql-binlog Spark source, or both in one run")
     args = ap.parse_args(argv)
@@ -209,7 +211,7 @@ def main(argv=None) -> int:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         # one core more than the apply's tasks when the spark reader runs: its read task holds one
         # executor core for the batch (the process reader's decoder is outside Spark's accounting)
-        cores = args.parallelism + (1 if "spark" in readers else 0)
+        cores = args.cores or args.parallelism + (1 if "spark" in readers else 0)
         spark = (SparkSession.builder.master(f"local[{cores}]").appName("shardmerge-bench")
                  .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", str(args.parallelism))
                  .config("spark.driver.memory", "1g").getOrCreate())

@@ -19,7 +19,8 @@ complete, so one read of a whole batch would hold the batch in the driver and st
 only after all of it is decoded.  The reader therefore runs the range as consecutive reads of
 about ``segment_rows`` rows (each stops at a transaction boundary; the next starts from the
 GTID state where it stopped, as a new batch would) in a background thread, one Spark job each,
-while the apply jobs run: at most about two segments of decoded rows wait in the driver.
+while the apply jobs run: at most about one segment (in the driver JVM) plus ``max_rows`` (in
+the queue) decoded rows wait in the driver.
 """
 from __future__ import annotations
 
@@ -143,10 +144,13 @@ class SparkBinlogReader(BinlogPrefetch):
 
     Same interface and items as :class:`BinlogPrefetch` (its ``items()`` is reused: chunks of
     whatever whole pieces are ready, at most ``max_rows`` rows, never across a statement
-    event, End last).  A background thread runs consecutive reads of about ``segment_rows``
-    rows (default ``max_rows``) and queues their pieces; at most ``max_events`` rows in all,
-    cut at a transaction boundary exactly where one read of the whole range would stop.
-    Leaving the context early cancels the running read job."""
+    event, End last).  A background thread runs consecutive reads and queues their pieces:
+    the first of a quarter of ``segment_rows`` (the apply starts early), then ``segment_rows``
+    each (default ``2 * max_rows``: every read pays a Spark job, the data source's planning
+    and a GTID-positioned binlog dump, ~0.5-1 s on a busy 2-core machine with a large binlog
+    file, so reads are fewer and larger than the apply's chunks); at most ``max_events`` rows
+    in all, cut at a transaction boundary exactly where one read of the whole range would
+    stop.  Leaving the context early cancels the running read job."""
 
     def __init__(self, spark, db_kwargs: dict, mapper_args: tuple, start: Position, end: Position | None, *,
                  max_events: int = 0, source_id: str = "", max_rows: int = 20_000, piece_rows: int = 2_000,
@@ -158,7 +162,7 @@ class SparkBinlogReader(BinlogPrefetch):
         self.end = end
         self.max_events = max_events
         self.piece_rows = piece_rows
-        self.segment_rows = max(1, segment_rows or max(max_rows, piece_rows))
+        self.segment_rows = max(1, segment_rows or 2 * max(max_rows, piece_rows))
         self.segments = 0
         self._group = f"shardmerge-binlog-{source_id}-{uuid.uuid4().hex[:8]}"
         # job group properties are thread-local; InheritableThread clears them when it ends

@@ -24,7 +24,7 @@ log = logger("master.checkpoint_schema")
 class CheckpointSchemaSource:
     """Callable ``(lock, table) -> TableSchema | None`` for ``LockKeeper(schema_source=...)``."""
 
-    def __init__(self, store: Store, connect_timeout: float = 5.0, wait: float = 30.0):
+    def __init__(self, store: Store, connect_timeout: float = 5.0, wait: float = 10.0):
         self.store = store
         self.timeout = connect_timeout
         self.wait = wait

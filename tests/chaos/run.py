@@ -21,8 +21,12 @@ Prints ONE summary line (and, with ``--json-out``, the same figures as JSON).  H
   replay) + downstream rows beyond one per id; ``row_counts``: upstream vs downstream ``COUNT(*)``.
 * ``ddls_applied_twice``: statements of the DDL stream (each names a unique column/index) that the
   downstream's binary log shows as successfully executed more than once on the target;
-  ``ddls_applied`` is how many the binlog shows in total, ``schema_ok`` that the final target has
-  exactly ``id, v, note`` and only the PRIMARY index.
+  ``ddls_applied`` is how many the binlog shows in total; ``ddls_missing``: a finished round's
+  ``ADD COLUMN c_k`` / ``DROP COLUMN c_k`` not in the binlog, or ``ADD INDEX i_k`` and ``DROP INDEX
+  i_k`` counts that differ (the lock adds an index only once every shard has it and drops it at the
+  first drop, so when a lagging worker makes the phases overlap neither runs —
+  ``index_rounds_never_applied`` counts those); ``schema_ok`` that the final target has exactly
+  ``id, v, note`` and only the PRIMARY index.
 * ``locks_left``: locks of the task in ``shardctl show-ddl-locks`` after catch-up.
 * ``unexpected_exits``: master/worker processes that died without being killed by the harness
   (no process may exit on a transient error).
@@ -227,6 +231,7 @@ class Harness:
             w.start()
         self.ddl.start()
         plan = self.schedule()
+        self.waiting_seen.clear()          # only what was reported during the chaos counts
         self.say("fault plan: " + ", ".join(f"{k}@{t:.0f}s" for t, k in plan))
         t0 = time.monotonic()
         last_status = 0.0

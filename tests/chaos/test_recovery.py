@@ -192,8 +192,9 @@ def test_worker_started_while_etcd_is_down_waits_for_it(svc, prefix, tmp_path):
     RECOVERY.kill_etcd()
     try:
         w.start()
-        code, text = _wait(lambda: (r := _http(metrics, "/readyz"))[0] == 503 and r, 60, "readyz 503", [w])
-        assert "etcd" in text, text
+        code, text = _wait(lambda: (r := _http(metrics, "/readyz"))[0] == 503 and svc["etcd"] in r[1] and r, 60,
+                           "readyz 503 naming the etcd endpoint it waits for", [w])
+        assert "attempt" in text, text
         time.sleep(3)
         assert w.alive(), f"worker exited while etcd was down:\n{w.tail()}"
         RECOVERY.start_etcd()

@@ -330,7 +330,7 @@ class Scenario:
         return {s["sourceStatus"]["source"]: s["subTaskStatus"][0] for s in self.status().get("sources", [])
                 if s.get("subTaskStatus")}
 
-    def wait_running(self, timeout: float = 120) -> None:
+    def wait_running(self, timeout: float = 180) -> None:
         self.c.wait(lambda: (st := self.subtasks()) and all(st.get(s, {}).get("stage") == "Running" for s in self.dbs),
                     timeout, f"task {self.name} Running on {', '.join(self.dbs)}")
 
@@ -338,7 +338,7 @@ class Scenario:
         files = [a for sid in self.dbs for a in ("--source-file", self.c.source_files[sid])]
         return self.c.ctl("check", "--task-file", self.task_file, *files)
 
-    def wait_equal(self, timeout: float = 90, columns=None, indexes=None) -> dict:
+    def wait_equal(self, timeout: float = 120, columns=None, indexes=None) -> dict:
         """`shardctl check` equal and (optionally) the downstream's columns / secondary indexes."""
         def ok():
             rc, rep = self.check()

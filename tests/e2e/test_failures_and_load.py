@@ -75,6 +75,6 @@ def test_task_mode_all_loads_existing_rows_while_writes_continue(scenario):
         s["stage"] == "Running" and s["unit"] == "Sync" and s["load"]["phase"] == "finished" for s in st.values()),
         120, "the full load to finish on both sources")
     sc.insert("s1", "orders_01", [ID_BASE["s1"] + 990_000])
-    sc.stop_writers()
+    assert sc.stop_writers() > 0
     sc.wait_equal(columns=["id", "v"])
     sc.stop()
