@@ -41,6 +41,7 @@ several Spark tasks by key hash, each committing on its own; rule 7 makes their 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 
 import pymysql
@@ -198,10 +199,30 @@ class CheckpointStore:
 
     # ------------------------------------------------------------------ flushes
     def flush(self) -> None:
-        """Rule 5: table rows then the global row, in one transaction, never lowering a row."""
+        """Rule 5: table rows then the global row, in one transaction, never lowering a row.
+        Two sources of one task flushing their first rows at once can deadlock on the unique
+        key's gap locks (MariaDB 1213) or time out on a lock wait (1205): the transaction is
+        rolled back whole, so it is simply run again."""
         dirty = {k: tp for k, tp in self.tables.items() if tp.dirty}
         if not dirty and not self.global_dirty:
             return
+        for attempt in range(1, 6):
+            try:
+                self._flush_once(dirty)
+                break
+            except pymysql.MySQLError as e:
+                if e.args and e.args[0] in (1213, 1205) and attempt < 5:
+                    log.warning("checkpoint flush hit a lock conflict; retrying", task=self.task,
+                                source=self.source_id, attempt=attempt, error=str(e))
+                    time.sleep(0.05 * attempt)
+                    continue
+                raise CheckpointError(f"checkpoint flush to {self.fq} failed: {e}", task=self.task,
+                                      source=self.source_id, position=str(self.global_pos)) from e
+        for tp in dirty.values():
+            tp.dirty = False
+        self.global_dirty = False
+
+    def _flush_once(self, dirty: dict) -> None:
         conn = self._connect()
         try:
             with conn.cursor() as cur:
@@ -226,15 +247,11 @@ class CheckpointStore:
                         log.warning("stored global checkpoint is newer; keeping it", task=self.task,
                                     source=self.source_id, position=str(self.global_pos), stored=str(old))
             conn.commit()
-        except pymysql.MySQLError as e:
+        except pymysql.MySQLError:
             conn.rollback()
-            raise CheckpointError(f"checkpoint flush to {self.fq} failed: {e}", task=self.task,
-                                  source=self.source_id, position=str(self.global_pos)) from e
+            raise
         finally:
             conn.close()
-        for tp in dirty.values():
-            tp.dirty = False
-        self.global_dirty = False
 
     def _upsert(self, cur, s, t, pos: Position, info, is_global) -> None:
         cur.execute(f"""INSERT INTO {self.fq} (id, cp_schema, cp_table, binlog_name, binlog_pos,
