@@ -21,7 +21,7 @@ def test_chaos_short(tmp_path):
     work = tmp_path / "work"
     r = subprocess.run([sys.executable, "-m", "tests.chaos.run", "--seed", "7", "--faults", "5",
                         "--duration", "150", "--catchup-timeout", "240", "--json-out", str(out),
-                        "--work-dir", str(work)], cwd=ROOT, capture_output=True, text=True, timeout=1400)
+                        "--work-dir", str(work), "--stop-services"], cwd=ROOT, capture_output=True, text=True, timeout=1400)
     tail = (r.stdout[-3000:] + "\n" + r.stderr[-6000:])
     assert out.exists(), f"chaos run produced no figures (exit {r.returncode}):\n{tail}"
     res = json.loads(out.read_text())

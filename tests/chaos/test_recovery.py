@@ -29,7 +29,8 @@ from .services import RECOVERY
 
 @pytest.fixture(scope="module")
 def svc():
-    return RECOVERY.start()
+    yield RECOVERY.start()
+    RECOVERY.stop()          # private servers: do not leave them running after the suite
 
 
 @pytest.fixture
