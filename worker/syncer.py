@@ -478,7 +478,8 @@ class Syncer:
             tp = self.store.tables.get((key_s, key_t))
             intent = tp.ddl_intent if tp else None
             if intent and Position.from_json(intent["pos"]).same_point(ev.end) and ev.target_table \
-                    and intent.get("before") != before:
+                    and intent.get("before") != before \
+                    and ddl_in_effect(intent.get("before"), before, intent.get("statements") or decision.execute):
                 self.log.info("DDL already executed before a restart; not running it again",
                               table=ev.upstream, position=str(ev.end))
                 return False
@@ -501,6 +502,44 @@ class Syncer:
                                         table=ev.upstream, position=str(ev.end)) from e
                 cur.execute("SET TIMESTAMP = DEFAULT")
         return True
+
+
+def ddl_in_effect(before_sql: str | None, now_sql: str | None, statements: list[str]) -> bool:
+    """Rule 8's test after a restart: did ``statements`` already run on the target?  Only what
+    the statements change counts (another source's DDL may have changed the merged target
+    meanwhile): every column and index they touch must look as they would make it.  Unknown
+    (unparsable, or a statement that touches nothing) means "not in effect": the statements run
+    again, with the "already applied" errors ignored."""
+    from coordinator.schema import TableSchema
+    if not before_sql or not now_sql:
+        return False
+    try:
+        before = TableSchema.from_create_sql(before_sql)
+        now = TableSchema.from_create_sql(now_sql)
+        expected = before
+        for sql in statements:
+            expected = expected.apply_ddl(sql)
+    except Exception:  # noqa: BLE001 — cannot tell: run again (errors meaning "done" are ignored)
+        return False
+    if expected is None:
+        return False
+
+    def col(ts, name):
+        c = ts.column(name)
+        return None if c is None else (c.type, c.nullable)
+
+    def idx(ts, name):
+        i = ts.index(name)
+        return None if i is None else (i.kind, tuple(i.columns))
+
+    cols = {c.name.lower() for c in (*before.columns, *expected.columns)}
+    idxs = {i.name.lower() for i in (*before.indexes, *expected.indexes)}
+    touched_c = [n for n in cols if col(before, n) != col(expected, n)]
+    touched_i = [n for n in idxs if idx(before, n) != idx(expected, n)]
+    if not touched_c and not touched_i:
+        return False
+    return all(col(now, n) == col(expected, n) for n in touched_c) and \
+        all(idx(now, n) == idx(expected, n) for n in touched_i)
 
 
 def _root_apply_error(e: BaseException) -> str:
