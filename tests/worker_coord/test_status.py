@@ -59,3 +59,11 @@ def test_retry_policy():
     assert _retryable(RuntimeError("spark hiccup"))
     assert not _retryable(ConfigError("bad", file="f"))
     assert not _retryable(StrictConflict("c", tables=["a"]))
+
+
+def test_gtid_behind_counts_transactions_per_domain():
+    from worker.process import gtid_behind
+    assert gtid_behind("101-101-50", "101-101-42") == 8
+    assert gtid_behind("101-101-50,7-7-3", "101-101-50") == 3
+    assert gtid_behind("101-101-50", "101-101-60") == 0
+    assert gtid_behind("", "") == 0
