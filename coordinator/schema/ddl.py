@@ -211,7 +211,23 @@ def _rename_index(s, d, sql, clause):
     return replace(s, indexes=tuple(replace(i, name=d["new"]) if i is ix else i for i in s.indexes))
 
 
+# Table options MySQL 8 / MariaDB 10.11 accept in CREATE/ALTER TABLE; anything else is not an
+# option but a clause this engine does not know, and must not be recorded as one.
+KNOWN_TABLE_OPTIONS = frozenset({
+    "ENGINE", "AUTO_INCREMENT", "AVG_ROW_LENGTH", "CHECKSUM", "TABLE_CHECKSUM", "COMMENT", "COMPRESSION",
+    "CONNECTION", "DATA DIRECTORY", "INDEX DIRECTORY", "DELAY_KEY_WRITE", "ENCRYPTED", "ENCRYPTION",
+    "ENCRYPTION_KEY_ID", "INSERT_METHOD", "KEY_BLOCK_SIZE", "MAX_ROWS", "MIN_ROWS", "PACK_KEYS",
+    "PAGE_CHECKSUM", "PAGE_COMPRESSED", "PAGE_COMPRESSION_LEVEL", "PASSWORD", "ROW_FORMAT", "SEQUENCE",
+    "STATS_AUTO_RECALC", "STATS_PERSISTENT", "STATS_SAMPLE_PAGES", "TABLESPACE", "TRANSACTIONAL", "UNION",
+    "IETF_QUOTES", "SECONDARY_ENGINE", "AUTOEXTEND_SIZE", "ENGINE_ATTRIBUTE", "SECONDARY_ENGINE_ATTRIBUTE",
+    "STORAGE", "START TRANSACTION",
+})
+
+
 def _table_options(s, d, sql, clause):
+    for k, _ in d["options"]:
+        if k.upper() not in KNOWN_TABLE_OPTIONS:
+            raise UnsupportedDDL(f"unknown table option or clause {k!r}", statement=sql, clause=clause)
     cs, coll = d["charset"], d["collation"]
     if cs is not None or coll is not None:
         if cs is None and s.charset is not None and coll is not None \
