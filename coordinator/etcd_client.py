@@ -1,4 +1,4 @@
-"""Connecting to etcd: the one place that builds an etcd3 client.
+"""Connecting to etcd: the one place that builds an etcd3 client (and mends the library).
 
 We use ``python3-etcd3`` (maintained fork of ``etcd3`` with protobuf 4+ stubs).  Its 0.13
 release still calls ``six.itervalues`` in the watch thread's error path without importing
@@ -17,6 +17,20 @@ import etcd3.watch as _watch
 
 if not hasattr(_watch, "six"):
     _watch.six = types.SimpleNamespace(itervalues=lambda d: list(d.values()))
+
+
+def unquarantine_endpoints(client) -> None:
+    """python3-etcd3 marks an endpoint *failed* for ``time_retry`` = 300 s after one UNAVAILABLE
+    answer and, with a single endpoint, refuses every call meanwhile ("Trying to use a failed
+    node"): a 2-second etcd restart cut masters and workers off for five minutes (found by the
+    chaos test).  gRPC reconnects by itself, so a single endpoint is never quarantined and one of
+    several only for 2 s (long enough to fail over, short enough to come back)."""
+    eps = getattr(client, "endpoints", None)
+    if not isinstance(eps, dict):
+        return
+    for ep in eps.values():
+        if hasattr(ep, "time_retry"):
+            ep.time_retry = 0.0 if len(eps) == 1 else min(float(ep.time_retry), 2.0)
 
 
 class EtcdEndpointError(ValueError):
@@ -127,12 +141,16 @@ def connect(spec: str, timeout: float = 10, security: EtcdSecurity | None = None
     kw = sec.client_kwargs()
     if len(eps) == 1:
         host, port = eps[0]
-        return etcd3.client(host=host, port=port, timeout=timeout, **kw)
+        client = etcd3.client(host=host, port=port, timeout=timeout, **kw)
+        unquarantine_endpoints(client)
+        return client
     creds = None
     if sec.ca:
         import grpc
         read = lambda path: Path(path).read_bytes() if path else None  # noqa: E731
         creds = grpc.ssl_channel_credentials(read(sec.ca), read(sec.key), read(sec.cert))
     endpoints = [etcd3.Endpoint(host, port, secure=creds is not None, creds=creds) for host, port in eps]
-    return etcd3.MultiEndpointEtcd3Client(endpoints=endpoints, timeout=timeout, failover=True,
-                                          user=kw.get("user"), password=kw.get("password"))
+    client = etcd3.MultiEndpointEtcd3Client(endpoints=endpoints, timeout=timeout, failover=True,
+                                            user=kw.get("user"), password=kw.get("password"))
+    unquarantine_endpoints(client)
+    return client

@@ -76,20 +76,6 @@ class RecordEvent:
     error: RecordError | None = None
 
 
-def unquarantine_endpoints(client) -> None:
-    """python3-etcd3 marks an endpoint *failed* for ``time_retry`` = 300 s after one UNAVAILABLE
-    answer and, with a single endpoint, refuses every call meanwhile ("Trying to use a failed
-    node"): a 2-second etcd restart cut masters and workers off for five minutes (found by the
-    chaos test).  gRPC reconnects by itself, so a single endpoint is never quarantined and one of
-    several only for 2 s (long enough to fail over, short enough to come back)."""
-    eps = getattr(client, "endpoints", None)
-    if not isinstance(eps, dict):
-        return
-    for ep in eps.values():
-        if hasattr(ep, "time_retry"):
-            ep.time_retry = 0.0 if len(eps) == 1 else min(float(ep.time_retry), 2.0)
-
-
 def _unavailable(e: Exception, what: str) -> EtcdUnavailable:
     return EtcdUnavailable(f"etcd did not answer while {what}: {type(e).__name__}: {e}")
 
@@ -100,7 +86,6 @@ class Store:
     def __init__(self, client: etcd3.Etcd3Client, prefix: str = DEFAULT_PREFIX):
         self.client = client
         self.keys = Keys(prefix)
-        unquarantine_endpoints(client)
 
     # ------------------------------------------------------------------ low level
     def _call(self, what: str, fn, *a, **kw):
