@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import uuid
@@ -110,7 +111,8 @@ def run(n: int, etcd: str, sources: int = 4) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tables", type=int, default=4096, help="shard tables in the lock (default 4096)")
-    p.add_argument("--etcd", default="127.0.0.1:23790")
+    # default: the local services' etcd (scripts/services, honouring its port offset)
+    p.add_argument("--etcd", default=f"127.0.0.1:{23790 + int(os.environ.get('SHARDMERGE_SERVICES_PORT_OFFSET', '0'))}")
     p.add_argument("--sources", type=int, default=4)
     a = p.parse_args(argv)
     print(json.dumps(run(a.tables, a.etcd, a.sources), indent=2))
