@@ -24,7 +24,11 @@ Tables without a primary/unique key are matched on every column (``<=>``, one ro
 Safe mode (idempotent replay) is used for changes at or before *safe-until* (replay after a
 crash) or when configured; the driver marks each change.  A partition that hits a duplicate
 key outside safe mode is rolled back and re-applied in safe mode once, so a Spark task retried
-after its commit cannot fail.
+after its commit cannot fail.  Partitions touch disjoint rows but not disjoint index gaps: a
+delete of a missing key takes a gap lock that another partition's insert may wait on, so two
+partitions can deadlock (1213) or time out on a lock wait (1205).  The transaction is then
+rolled back whole and run again (``LOCK_RETRIES`` times, backing off).  A table without any key
+is kept in one partition: its row-matching deletes scan and lock the whole table.
 
 A partition returns ``{(up_schema, up_table): [file, pos, gtid, rows]}`` for the last change it
 committed per upstream table: the driver advances table checkpoints only from these
@@ -33,6 +37,7 @@ acknowledgements.
 from __future__ import annotations
 
 import decimal
+import random
 import time
 
 import pymysql
@@ -40,6 +45,10 @@ from pymysql.constants import SERVER_STATUS
 
 from coordinator.errors import ShardMergeError
 from worker.events import DELETE, INSERT, UPDATE, Position
+
+
+LOCK_CONFLICT = {1205, 1213}   # lock wait timeout, deadlock: the transaction is rerun
+LOCK_RETRIES = 6
 
 
 class ApplyError(ShardMergeError):
@@ -129,7 +138,9 @@ class Partitioner:
                 kidx = list(range(len(cols)))
             meta = (ref.up_schema, ref.up_table, f"{_q(ref.tgt_schema)}.{_q(ref.tgt_table)}", cols,
                     tuple(cols[i] for i in kidx))
-            m = self._meta[ref] = (meta, tuple(kidx), hash(tname.lower()))
+            th = hash(tname.lower())
+            keyless = len(kidx) == len(cols)
+            m = self._meta[ref] = (meta, tuple(kidx), th, keyless)
         return m
 
     def split(self, txns, *, held: set = frozenset(), points: dict | None = None,
@@ -149,7 +160,15 @@ class Partitioner:
                 p = points.get(tkey)
                 if p is not None and pos <= p:
                     continue   # already applied before the last checkpoint
-                meta, kidx, th = self._resolve(ref)
+                meta, kidx, th, keyless = self._resolve(ref)
+                if keyless:   # whole-table scans: every change of the table in one partition
+                    part = parts[th % n]
+                    if kind != UPDATE:
+                        part.extend([(kind, meta, row if kind == DELETE else None,
+                                      row if kind == INSERT else None, pos, safe) for row in rows])
+                    else:
+                        part.extend([(UPDATE, meta, b, a, pos, safe) for b, a in rows])
+                    continue
                 single = kidx[0] if len(kidx) == 1 else None
                 if kind != UPDATE:
                     for row in rows:
@@ -262,6 +281,8 @@ def _apply(conn, changes: list, batch: int, force_safe: bool, source_id: str) ->
         except pymysql.err.IntegrityError:
             raise
         except pymysql.MySQLError as e:
+            if e.args and e.args[0] in LOCK_CONFLICT:
+                raise   # the caller reruns the whole transaction
             meta = group[0][META]
             raise ApplyError(f"downstream rejected {group[0][KIND]} of {len(group)} row(s) into "
                              f"{meta[2]}: {e.args[-1] if e.args else e}",
@@ -278,6 +299,20 @@ def _apply(conn, changes: list, batch: int, force_safe: bool, source_id: str) ->
     flush()
 
 
+def _apply_once(conn, changes: list, batch: int, source_id: str) -> None:
+    try:
+        _apply(conn, changes, batch, False, source_id)
+        conn.commit()
+    except pymysql.err.IntegrityError as e:
+        conn.rollback()
+        if all(ch[SAFE] for ch in changes) or e.args[0] != 1062:
+            meta = changes[0][META]
+            raise ApplyError(f"downstream integrity error: {e.args[-1]}", source=source_id,
+                             table=f"{meta[0]}.{meta[1]}", position=str(changes[0][POS])) from e
+        _apply(conn, changes, batch, True, source_id)   # replayed rows: make them idempotent
+        conn.commit()
+
+
 def apply_changes(changes: list, *, db_kwargs: dict, batch: int, source_id: str,
                   time_zone: str | None = None) -> dict:
     """Apply one partition's changes (binlog order) in one transaction; its acknowledgement."""
@@ -285,17 +320,20 @@ def apply_changes(changes: list, *, db_kwargs: dict, batch: int, source_id: str,
         return {}
     conn = connect_downstream(db_kwargs, time_zone=time_zone)
     try:
-        try:
-            _apply(conn, changes, batch, False, source_id)
-            conn.commit()
-        except pymysql.err.IntegrityError as e:
-            conn.rollback()
-            if all(ch[SAFE] for ch in changes) or e.args[0] != 1062:
-                meta = changes[0][META]
-                raise ApplyError(f"downstream integrity error: {e.args[-1]}", source=source_id,
-                                 table=f"{meta[0]}.{meta[1]}", position=str(changes[0][POS])) from e
-            _apply(conn, changes, batch, True, source_id)   # replayed rows: make them idempotent
-            conn.commit()
+        for attempt in range(LOCK_RETRIES + 1):
+            try:
+                _apply_once(conn, changes, batch, source_id)
+                break
+            except pymysql.err.OperationalError as e:
+                conn.rollback()
+                if not (e.args and e.args[0] in LOCK_CONFLICT):
+                    raise
+                if attempt == LOCK_RETRIES:
+                    meta = changes[0][META]
+                    raise ApplyError(f"downstream lock conflict persisted after {attempt + 1} attempts "
+                                     f"on {meta[2]}: {e.args[-1]}", source=source_id,
+                                     table=f"{meta[0]}.{meta[1]}", position=str(changes[0][POS])) from e
+                time.sleep(min(2.0, 0.05 * 2 ** attempt) * (0.5 + random.random()))
     except BaseException:
         try:
             conn.rollback()

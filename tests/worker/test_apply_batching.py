@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import time
+
+import pytest
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -167,3 +170,68 @@ def test_literals_equal_pymysql_escaping_in_both_quote_modes(downstream_db):
             with conn.cursor() as cur:
                 cur.execute("SELECT " + ", ".join(lit.value(v) for v in ["it's", "back\\slash", "nul\x00", "ünï ✓"]))
                 assert cur.fetchone() == ("it's", "back\\slash", "nul\x00", "ünï ✓")
+
+
+def test_a_table_without_a_key_stays_in_one_partition():
+    """Row-matching deletes of a keyless table scan (and lock) the whole table: partitions of it
+    applied in parallel would deadlock, so all its changes go to one partition, in order."""
+    ref = TableRef("up", "log", "down", "log", ("a", "b"), ())
+    txns = [(_pos(i), [(INSERT, ref, [(i, i), (i + 100, 0)]), (UPDATE, ref, [((i, i), (i, -i))]),
+                       (DELETE, ref, [(i + 100, 0)])]) for i in range(1, 30)]
+    for n in (2, 5):
+        parts = Partitioner({}, n).split(txns)
+        assert len(parts) == 1
+        assert [(c[0], c[4]) for c in parts[0]] == [(k, p) for p, evs in txns for k, _, rows in evs for _ in rows]
+
+
+def _blocked_update(downstream_db, hold_s: float):
+    """An update of row 1 while another session holds that row's lock for ``hold_s`` seconds;
+    the applying session gives up a lock wait after 1 s (MariaDB error 1205)."""
+    import threading
+
+    downstream_db.execute("CREATE TABLE orders (id INT PRIMARY KEY, v INT)")
+    downstream_db.execute("INSERT INTO orders VALUES (1, 1), (2, 2)")
+    ref = REF._replace(tgt_schema=downstream_db.name)
+    part = Partitioner({}, 1).split([(_pos(1), [(UPDATE, ref, [((1, 1), (1, 7))]), (INSERT, ref, [(3, 3)])])])[0]
+    kw = {**resolve_tls(downstream_db.params), "init_command": "SET SESSION innodb_lock_wait_timeout = 1"}
+    holder = downstream_db.connect()
+    locked = threading.Event()
+
+    def hold():
+        with holder.cursor() as cur:
+            holder.begin()
+            cur.execute("SELECT v FROM orders WHERE id = 1 FOR UPDATE")
+            locked.set()
+            time.sleep(hold_s)
+            holder.rollback()
+    t = threading.Thread(target=hold)
+    t.start()
+    locked.wait(10)
+    return part, kw, t, holder
+
+
+def test_a_lock_wait_timeout_reruns_the_partition(downstream_db):
+    part, kw, t, holder = _blocked_update(downstream_db, 2.5)
+    try:
+        ack = apply_changes(part, db_kwargs=kw, batch=10, source_id="s1")
+    finally:
+        t.join()
+        holder.close()
+    assert ack[("up", "orders_1")][3] == 2
+    assert sorted(downstream_db.execute("SELECT id, v FROM orders")) == [(1, 7), (2, 2), (3, 3)]
+
+
+def test_a_lock_conflict_that_persists_is_a_typed_error_and_nothing_is_applied(downstream_db, monkeypatch):
+    import worker.apply as apply_mod
+
+    monkeypatch.setattr(apply_mod, "LOCK_RETRIES", 1)
+    part, kw, t, holder = _blocked_update(downstream_db, 4.0)
+    try:
+        with pytest.raises(apply_mod.ApplyError) as ei:
+            apply_changes(part, db_kwargs=kw, batch=10, source_id="s1")
+    finally:
+        t.join()
+        holder.close()
+    msg = str(ei.value)
+    assert "lock conflict persisted after 2 attempts" in msg and "source=s1" in msg and "orders_1" in msg
+    assert sorted(downstream_db.execute("SELECT id, v FROM orders")) == [(1, 1), (2, 2)]
