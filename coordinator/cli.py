@@ -16,7 +16,7 @@ from coordinator import __version__
 # Add a module here to add its commands (e.g. the worker process adds "worker.cli").
 COMMAND_MODULES = (
     "coordinator.master.cli",     # master
-    "coordinator.cli_tasks",      # start-task, stop-task, query-status
+    "coordinator.cli_tasks",      # start-task, stop-task, pause-task, resume-task, query-status
     "coordinator.cli_locks",      # shard-ddl-lock (show-ddl-locks, unlock-ddl-lock)
     "coordinator.cli_sources",    # operate-source, get-config/config, list-member
     "worker.cli",                 # worker

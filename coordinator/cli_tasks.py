@@ -1,4 +1,5 @@
-"""``shardctl start-task | stop-task | query-status``: task lifecycle commands (dmctl names)."""
+"""``shardctl start-task | stop-task | pause-task | resume-task | query-status``: task lifecycle
+commands (dmctl names)."""
 from __future__ import annotations
 
 import json
@@ -41,6 +42,18 @@ def _task_name(arg: str) -> str:
 def stop_task(args) -> int:
     from protos import master_pb2 as pb
     resp = call(args, "StopTask", pb.StopTaskRequest(name=_task_name(args.task), sources=args.sources))
+    return emit(args, common(resp), _common_table)
+
+
+def pause_task(args) -> int:
+    from protos import master_pb2 as pb
+    resp = call(args, "PauseTask", pb.PauseTaskRequest(name=_task_name(args.task), sources=args.sources))
+    return emit(args, common(resp), _common_table)
+
+
+def resume_task(args) -> int:
+    from protos import master_pb2 as pb
+    resp = call(args, "ResumeTask", pb.ResumeTaskRequest(name=_task_name(args.task), sources=args.sources))
     return emit(args, common(resp), _common_table)
 
 
@@ -132,6 +145,17 @@ def register(sub) -> None:
     add_sources_flag(p)
     p.add_argument("task", metavar="TASK", help="task name or task file")
     p.set_defaults(func=stop_task)
+
+    p = sub.add_parser("pause-task", help="pause a task (or some of its sources): subtasks stop, checkpoints kept")
+    add_sources_flag(p)
+    p.add_argument("task", metavar="TASK", help="task name or task file")
+    p.set_defaults(func=pause_task)
+
+    p = sub.add_parser("resume-task", help="resume a paused task (or some of its sources); also restarts "
+                                           "subtasks stopped in Error")
+    add_sources_flag(p)
+    p.add_argument("task", metavar="TASK", help="task name or task file")
+    p.set_defaults(func=resume_task)
 
     p = sub.add_parser("query-status", help="per-source status of one task or of all tasks")
     add_sources_flag(p)

@@ -44,6 +44,16 @@ class MasterStub:
                 request_serializer=protos_dot_master__pb2.StopTaskRequest.SerializeToString,
                 response_deserializer=protos_dot_master__pb2.CommonResponse.FromString,
                 _registered_method=True)
+        self.PauseTask = channel.unary_unary(
+                '/shardmerge.v1.Master/PauseTask',
+                request_serializer=protos_dot_master__pb2.PauseTaskRequest.SerializeToString,
+                response_deserializer=protos_dot_master__pb2.CommonResponse.FromString,
+                _registered_method=True)
+        self.ResumeTask = channel.unary_unary(
+                '/shardmerge.v1.Master/ResumeTask',
+                request_serializer=protos_dot_master__pb2.ResumeTaskRequest.SerializeToString,
+                response_deserializer=protos_dot_master__pb2.CommonResponse.FromString,
+                _registered_method=True)
         self.QueryStatus = channel.unary_unary(
                 '/shardmerge.v1.Master/QueryStatus',
                 request_serializer=protos_dot_master__pb2.QueryStatusRequest.SerializeToString,
@@ -93,6 +103,22 @@ class MasterServicer:
 
     def StopTask(self, request, context):
         """Stop a task's subtasks; its locks are released (or left removable, see UnlockDDLLock).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseTask(self, request, context):
+        """Pause a task's subtasks (all sources, or the listed ones): they stop with checkpoints
+        flushed and query-status shows them Paused.  Pausing a paused source is a no-op.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeTask(self, request, context):
+        """Set paused subtasks running again; also restarts subtasks that stopped in Error on an
+        error a retry cannot fix (the task record is always rewritten).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -158,6 +184,16 @@ def add_MasterServicer_to_server(servicer, server):
             'StopTask': grpc.unary_unary_rpc_method_handler(
                     servicer.StopTask,
                     request_deserializer=protos_dot_master__pb2.StopTaskRequest.FromString,
+                    response_serializer=protos_dot_master__pb2.CommonResponse.SerializeToString,
+            ),
+            'PauseTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseTask,
+                    request_deserializer=protos_dot_master__pb2.PauseTaskRequest.FromString,
+                    response_serializer=protos_dot_master__pb2.CommonResponse.SerializeToString,
+            ),
+            'ResumeTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeTask,
+                    request_deserializer=protos_dot_master__pb2.ResumeTaskRequest.FromString,
                     response_serializer=protos_dot_master__pb2.CommonResponse.SerializeToString,
             ),
             'QueryStatus': grpc.unary_unary_rpc_method_handler(
@@ -249,6 +285,60 @@ class Master:
             target,
             '/shardmerge.v1.Master/StopTask',
             protos_dot_master__pb2.StopTaskRequest.SerializeToString,
+            protos_dot_master__pb2.CommonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shardmerge.v1.Master/PauseTask',
+            protos_dot_master__pb2.PauseTaskRequest.SerializeToString,
+            protos_dot_master__pb2.CommonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shardmerge.v1.Master/ResumeTask',
+            protos_dot_master__pb2.ResumeTaskRequest.SerializeToString,
             protos_dot_master__pb2.CommonResponse.FromString,
             options,
             channel_credentials,

@@ -22,9 +22,17 @@ multi-row statement (at most ``batch`` rows):
 Tables without a primary/unique key are matched on every column (``<=>``, one row at a time).
 
 Safe mode (idempotent replay) is used for changes at or before *safe-until* (replay after a
-crash) or when configured; the driver marks each change.  A partition that hits a duplicate
-key outside safe mode is rolled back and re-applied in safe mode once, so a Spark task retried
-after its commit cannot fail.  Partitions touch disjoint rows but not disjoint index gaps: a
+crash or a failed batch) or when configured (``safe-mode: true``); the driver marks each change.
+A duplicate key outside safe mode means one of three things:
+
+* a Spark task retried after its first attempt committed (attempt number > 0): the partition is
+  rolled back and re-applied in safe mode;
+* a duplicate on the key the rows are matched by: a row of another shard (or data that was
+  already in the target) has the same key.  DM's safe mode would silently overwrite it; here it
+  is a :class:`KeyCollision` naming the key, value, table and position, and nothing of the
+  partition is applied;
+* a duplicate on another unique key: changes of two rows reached the downstream out of order
+  (partitions are split by the matching key only); re-applied in safe mode, with a warning.  Partitions touch disjoint rows but not disjoint index gaps: a
 delete of a missing key takes a gap lock that another partition's insert may wait on, so two
 partitions can deadlock (1213) or time out on a lock wait (1205).  The transaction is then
 rolled back whole and run again (``LOCK_RETRIES`` times, backing off).  A table without any key
@@ -38,14 +46,18 @@ from __future__ import annotations
 
 import decimal
 import random
+import re
 import time
 
 import pymysql
 from pymysql.constants import SERVER_STATUS
 
 from coordinator.errors import ShardMergeError
+from coordinator.obs import logger
 from worker.events import DELETE, INSERT, UPDATE, Position
 
+
+log = logger("worker.apply")
 
 LOCK_CONFLICT = {1205, 1213}   # lock wait timeout, deadlock: the transaction is rerun
 LOCK_RETRIES = 6
@@ -53,6 +65,19 @@ LOCK_RETRIES = 6
 
 class ApplyError(ShardMergeError):
     """The downstream rejected a change; names source, target table and binlog position."""
+
+
+class KeyCollision(ApplyError):
+    """A replicated row has the key of a row already in the merged target (another shard's, or
+    data loaded outside the task).  Retrying cannot fix it."""
+
+
+class _GroupFailed(Exception):
+    """A statement group hit a duplicate key; carries the error and the group's first change."""
+
+    def __init__(self, error: pymysql.err.IntegrityError, change: tuple):
+        super().__init__(error)
+        self.error, self.change = error, change
 
 
 def _q(name: str) -> str:
@@ -278,8 +303,8 @@ def _apply(conn, changes: list, batch: int, force_safe: bool, source_id: str) ->
             with conn.cursor() as cur:
                 for sql in _statements(group, safe, lit):
                     cur.execute(sql)
-        except pymysql.err.IntegrityError:
-            raise
+        except pymysql.err.IntegrityError as e:
+            raise _GroupFailed(e, group[0]) from e
         except pymysql.MySQLError as e:
             if e.args and e.args[0] in LOCK_CONFLICT:
                 raise   # the caller reruns the whole transaction
@@ -299,41 +324,74 @@ def _apply(conn, changes: list, batch: int, force_safe: bool, source_id: str) ->
     flush()
 
 
-def _apply_once(conn, changes: list, batch: int, source_id: str) -> None:
+_DUP_KEY = re.compile(r"for key '([^']*)'")
+
+
+def _index_columns(conn, table: str, index: str) -> tuple[str, ...]:
+    with conn.cursor() as cur:
+        cur.execute(f"SHOW INDEX FROM {table} WHERE Key_name = %s", (index,))
+        rows = sorted(cur.fetchall(), key=lambda r: r[3])     # Seq_in_index
+    return tuple(r[4].lower() for r in rows)                   # Column_name
+
+
+def _apply_once(conn, changes: list, batch: int, source_id: str, attempt: int) -> None:
     try:
         _apply(conn, changes, batch, False, source_id)
         conn.commit()
-    except pymysql.err.IntegrityError as e:
+        return
+    except _GroupFailed as f:
         conn.rollback()
-        if all(ch[SAFE] for ch in changes) or e.args[0] != 1062:
-            meta = changes[0][META]
-            raise ApplyError(f"downstream integrity error: {e.args[-1]}", source=source_id,
-                             table=f"{meta[0]}.{meta[1]}", position=str(changes[0][POS])) from e
-        _apply(conn, changes, batch, True, source_id)   # replayed rows: make them idempotent
-        conn.commit()
+        e, ch = f.error, f.change
+    meta = ch[META]
+    where = dict(source=source_id, table=f"{meta[0]}.{meta[1]}", position=str(ch[POS]))
+    if e.args[0] != 1062 or ch[SAFE]:
+        raise ApplyError(f"downstream integrity error on {meta[2]}: {e.args[-1]}", **where) from e
+    if attempt == 0:
+        m = _DUP_KEY.search(str(e.args[-1]))
+        index = m.group(1).rsplit(".", 1)[-1] if m else ""
+        cols = _index_columns(conn, meta[2], index) if index else ()
+        if cols and cols == tuple(k.lower() for k in meta[4]):
+            raise KeyCollision(
+                f"{e.args[-1]} in {meta[2]}: a {ch[KIND]} from {meta[0]}.{meta[1]} has the key "
+                f"({', '.join(meta[4])}) of a row already there (another shard's, or data not written by "
+                f"this task); nothing of this batch was applied.  Make the key unique across shards (e.g. "
+                f"add the shard as a key column), or set `safe-mode: true` in the task's syncer config to let "
+                f"the later row overwrite the earlier one", **where) from e
+        log.warning("duplicate on a secondary unique key (changes of two rows out of order); "
+                    "re-applying the partition in safe mode", target=meta[2], index=index,
+                    error=str(e.args[-1]), **where)
+    try:
+        _apply(conn, changes, batch, True, source_id)   # replayed (or reordered) rows: make them idempotent
+    except _GroupFailed as again:
+        ch = again.change
+        raise ApplyError(f"downstream integrity error on {ch[META][2]} (in safe mode): {again.error.args[-1]}",
+                         source=source_id, table=f"{ch[META][0]}.{ch[META][1]}",
+                         position=str(ch[POS])) from again.error
+    conn.commit()
 
 
 def apply_changes(changes: list, *, db_kwargs: dict, batch: int, source_id: str,
-                  time_zone: str | None = None) -> dict:
-    """Apply one partition's changes (binlog order) in one transaction; its acknowledgement."""
+                  time_zone: str | None = None, attempt: int = 0) -> dict:
+    """Apply one partition's changes (binlog order) in one transaction; its acknowledgement.
+    ``attempt`` > 0 marks a retried Spark task (its first attempt may have committed)."""
     if not changes:
         return {}
     conn = connect_downstream(db_kwargs, time_zone=time_zone)
     try:
-        for attempt in range(LOCK_RETRIES + 1):
+        for tries in range(LOCK_RETRIES + 1):
             try:
-                _apply_once(conn, changes, batch, source_id)
+                _apply_once(conn, changes, batch, source_id, attempt)
                 break
             except pymysql.err.OperationalError as e:
                 conn.rollback()
                 if not (e.args and e.args[0] in LOCK_CONFLICT):
                     raise
-                if attempt == LOCK_RETRIES:
+                if tries == LOCK_RETRIES:
                     meta = changes[0][META]
-                    raise ApplyError(f"downstream lock conflict persisted after {attempt + 1} attempts "
+                    raise ApplyError(f"downstream lock conflict persisted after {tries + 1} attempts "
                                      f"on {meta[2]}: {e.args[-1]}", source=source_id,
                                      table=f"{meta[0]}.{meta[1]}", position=str(changes[0][POS])) from e
-                time.sleep(min(2.0, 0.05 * 2 ** attempt) * (0.5 + random.random()))
+                time.sleep(min(2.0, 0.05 * 2 ** tries) * (0.5 + random.random()))
     except BaseException:
         try:
             conn.rollback()
@@ -356,5 +414,8 @@ def apply_changes(changes: list, *, db_kwargs: dict, batch: int, source_id: str,
 
 def apply_partition(parts, **kw):
     """Spark ``mapPartitions`` function: each element is one partition's list of changes."""
+    from pyspark import TaskContext
+    tc = TaskContext.get()
+    attempt = tc.attemptNumber() if tc is not None else 0
     for changes in parts:
-        yield apply_changes(changes, **kw)
+        yield apply_changes(changes, attempt=attempt, **kw)

@@ -8,14 +8,17 @@ One process serves the sources the master binds to it (normally the one named by
    master may already have moved the binding to another worker, and two writers of one source
    must never run — then the worker registers again.
 2. Watch bindings and tasks (plus a periodic full re-read, so a missed event only delays):
-   for every task whose ``sources`` include a source bound to this worker and whose stage is
-   ``running``, run one subtask; stop subtasks whose task, binding or stage went away.  A
-   subtask that a new worker takes over resumes from the checkpoints in the downstream.
+   for every task whose ``sources`` include a source bound to this worker and whose desired
+   stage for that source is ``running``, run one subtask; stop subtasks whose task, binding or
+   stage went away.  A subtask stopped because its source was paused (``pause-task``) reports
+   ``Paused``; ``resume-task`` starts it again.  A subtask that a new worker takes over resumes
+   from the checkpoints in the downstream.
 3. A subtask = :class:`Subtask`: writes the SourceTables record, builds the syncer (with the
    optimistic shard-DDL handler when ``shard-mode: optimistic``), runs micro-batches and
    reports status to etcd.  An error sets status ``Error``; the subtask is rebuilt from the
    checkpoints and retried with backoff, except for errors a retry cannot fix (config, strict
-   conflict, unsupported shard DDL), which wait for the task record to change (resume/update).
+   conflict, unsupported shard DDL), which wait for the task record to change: any new revision
+   of it (``resume-task`` always writes one, as does a new config) restarts a failed subtask.
 
 ``/healthz`` is process liveness, ``/readyz`` = registered in etcd, bound, and every subtask
 streaming.
@@ -38,7 +41,7 @@ from coordinator.etcdproto import EtcdUnavailable, Store, WorkerRegistration
 from coordinator.etcdproto.keys import DEFAULT_PREFIX
 from coordinator.obs import ObsServer, logger
 
-from .status import StatusReporter
+from .status import PAUSED, StatusReporter
 
 _log = logger("worker.process")
 
@@ -69,15 +72,16 @@ def _retryable(e: BaseException) -> bool:
     from worker.load import KeyCollision
 
     from .coordination import ShardDDLError
+    from .syncer import ReplicationKeyCollision
     if isinstance(e, TransientError):
         return True
-    return not isinstance(e, (ConfigError, ShardDDLError, KeyCollision))
+    return not isinstance(e, (ConfigError, ShardDDLError, KeyCollision, ReplicationKeyCollision))
 
 
 class Subtask:
     """Replication of one (task, source) on a thread: syncer + coordination + status."""
 
-    def __init__(self, worker: "WorkerProcess", task_rec, source: SourceConfig):
+    def __init__(self, worker: "WorkerProcess", task_rec, source: SourceConfig, *, resumed: bool = False):
         self.worker, self.task_rec, self.source = worker, task_rec, source
         self.key = (task_rec.task, source.source_id)
         self.revision = task_rec.revision
@@ -88,22 +92,43 @@ class Subtask:
         self.streaming = False
         self.failed: BaseException | None = None
         self.syncer = None
-        self.write_final_status = True   # False when the task is gone (its status key too)
+        # status left behind when stopped: "stopped", "paused" (pause-task) or None (the task is
+        # gone with its status key, or a new subtask for the same key takes over)
+        self.final_stage: str | None = "stopped"
+        self.resumed = resumed           # replaces a paused/failed one: say Running at once
         self.streamed_since_failure = False
 
     def start(self) -> None:
         self.thread.start()
 
-    def stop(self, timeout: float = 30) -> None:
+    def stop(self, timeout: float = 30, final: str | None = "stopped") -> None:
+        """Stop the thread (between micro-batches: checkpoints are flushed after every batch)
+        and leave status ``final`` behind (see ``final_stage``)."""
+        self.final_stage = final
         self.stop_event.set()
         if self.thread.is_alive() and threading.current_thread() is not self.thread:
             self.thread.join(timeout)
+        if final == "paused" and self.thread.ident is not None and not self.thread.is_alive():
+            # a thread that had stopped in Error returned without a final status: write it here
+            # (for one that just ended it is a second, identical write)
+            self._write_final_status()
+
+    def _write_final_status(self) -> None:
+        try:
+            if self.final_stage == "paused":
+                self.status.operator_paused()
+            elif self.final_stage == "stopped":
+                self.status.stopped()
+        except Exception:  # noqa: BLE001 — etcd may be gone at shutdown
+            pass
 
     # -- the thread
     def _run(self) -> None:
         log = _log.bind(task=self.key[0], source=self.key[1])
         backoff = 1.0
         attempt = 0
+        if self.resumed and not self.stop_event.is_set():
+            self.status.resuming()
         while not self.stop_event.is_set():
             self.streamed_since_failure = False
             try:
@@ -134,12 +159,7 @@ class Subtask:
                     break
                 backoff = min(backoff * 2, 10.0 if waiting else 60.0)
         self.streaming = False
-        if not self.write_final_status:
-            return
-        try:
-            self.status.stopped()
-        except Exception:  # noqa: BLE001 — etcd may be gone at shutdown
-            pass
+        self._write_final_status()
 
     def _unreachable(self) -> str:
         """After a failure: which server this subtask depends on does not answer right now
@@ -228,9 +248,15 @@ class Subtask:
                         reader=cfg.instance(self.source.source_id).syncer.binlog_reader)
         syncer_box["s"] = syncer
         self.syncer = syncer
-        syncer.start()
-        self.status.running()
-        log.info("subtask streaming")
+        try:
+            syncer.start()
+            self.status.running()
+            log.info("subtask streaming")
+            self._stream_batches(syncer)
+        finally:
+            syncer.close()   # the binlog decoder process; a retry builds a new syncer
+
+    def _stream_batches(self, syncer) -> None:
         caught_up_at = time.monotonic()
         while not self.stop_event.is_set():
             r = syncer.run_once()
@@ -316,6 +342,7 @@ class WorkerProcess:
         self.client = connect(opts.etcd)
         self.store = Store(self.client, opts.prefix)
         self.subtasks: dict[tuple[str, str], Subtask] = {}
+        self._paused_reported: set[tuple[str, str]] = set()   # paused subtasks whose status says so
         self.lease = None
         self.registered = False
         self.bound: set[str] = set()
@@ -476,33 +503,67 @@ class WorkerProcess:
             return
         bound = {b.source for b in self.store.list_bindings().items if b.worker == self.name}
         tasks = {t.task: t for t in self.store.list_tasks().items}
-        want = {}
+        want, paused = {}, {}
         for t in tasks.values():
-            if t.stage != "running":
-                continue
             for s in t.sources:
                 if s in bound:
-                    want[(t.task, s)] = t
+                    stage = t.stage_of(s)
+                    if stage == "running":
+                        want[(t.task, s)] = t
+                    elif stage == "paused":
+                        paused[(t.task, s)] = t
         self.bound = bound
+        restarted = set()
         for key, sub in list(self.subtasks.items()):
             rec = want.get(key)
-            if rec is None or (rec.revision != sub.revision and (sub.failed is not None or rec.yaml != sub.task_rec.yaml)):
-                self.log.info("stopping subtask", task=key[0], source=key[1],
-                              reason="task/binding gone" if rec is None else "task record changed")
-                sub.write_final_status = rec is not None and key[0] in tasks
-                sub.stop()
-                del self.subtasks[key]
+            if rec is not None and (rec.revision == sub.revision
+                                    or (sub.failed is None and rec.yaml == sub.task_rec.yaml)):
+                sub.revision = rec.revision   # a write that does not concern a healthy subtask
+                continue
+            if rec is not None:
+                # a failed subtask (even one stopped for good in Error) or a new config: start over
+                final, why = None, "task record changed (resume-task or a new config)"
+                restarted.add(key)
+            elif key in paused:
+                final, why = "paused", "task paused (pause-task)"
+            elif key[0] in tasks:
+                final, why = "stopped", "binding moved or source removed from the task"
+            else:
+                final, why = None, "task removed"
+            self.log.info("stopping subtask", task=key[0], source=key[1], reason=why)
+            sub.stop(final=final)
+            del self.subtasks[key]
+            if final == "paused":
+                self._paused_reported.add(key)
+        self._report_paused(paused, want)
         for key, rec in want.items():
             if key in self.subtasks:
-                self.subtasks[key].revision = rec.revision
                 continue
             src = self._source_config(key[1])
             if src is None:
                 continue
-            sub = Subtask(self, rec, src)
+            sub = Subtask(self, rec, src, resumed=key in restarted or key in self._paused_reported)
+            self._paused_reported.discard(key)
             self.subtasks[key] = sub
-            self.log.info("starting subtask", task=key[0], source=key[1])
+            self.log.info("starting subtask", task=key[0], source=key[1], resumed=sub.resumed)
             sub.start()
+
+    def _report_paused(self, paused: dict, want: dict) -> None:
+        """Paused sources bound here without a subtask (this worker started, or took the
+        source over, while it was paused): make their status say ``Paused`` once."""
+        self._paused_reported &= set(paused) | set(want)
+        for key in paused:
+            if key in self._paused_reported:
+                continue
+            cur = next((st for st in self.store.list_status(key[0]).items if st.source == key[1]), None)
+            if not (cur is not None and cur.stage == PAUSED and cur.detail.get("paused_by") == "operator"
+                    and cur.worker == self.name):
+                rep = StatusReporter(self.store, key[0], key[1], self.name)
+                if cur is not None:
+                    rep.restore(cur)
+                if not rep.operator_paused():
+                    continue   # etcd write failed: try again next round
+            self._paused_reported.add(key)
 
     def _source_config(self, source: str) -> SourceConfig | None:
         if self.local_source is not None and self.local_source.source_id == source:

@@ -12,6 +12,8 @@ to stop replicating.
   ``lock_id``: the lock the subtask is blocked on (also in ``error`` when paused by it)
   ``synced_position`` / ``checkpoint``: binlog positions (text, GTID or file:pos)
   ``lag_seconds`` / ``lag_events``: how far behind the upstream the applied stream is
+  ``paused_by``: "operator" when stage ``Paused`` comes from ``pause-task`` (the subtask is
+  stopped until ``resume-task``); absent for a pause that waits on a lock answer
 """
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ from coordinator.etcdproto.records import SubtaskStatus
 from coordinator.obs import logger
 
 RUNNING = "Running"
-PAUSED = "Paused"      # waiting for an operator (conflict, error answer); resumes by itself
+PAUSED = "Paused"      # blocked on an operator: a lock answer (conflict, error; continues by
+                       # itself once answered) or pause-task (detail paused_by=operator)
 ERROR = "Error"        # stopped on an error that needs a restart/fix (strict conflict, bad DDL)
 STOPPED = "Stopped"
 FINISHED = "Finished"
@@ -68,7 +71,7 @@ class StatusReporter:
         """Replicating normally: clears error, wait and conflict fields."""
         with self._lock:
             d = self._st.detail
-            for k in ("error", "waiting_for", "lock_id"):
+            for k in ("error", "waiting_for", "lock_id", "paused_by"):
                 d.pop(k, None)
             self._st.stage, self._st.block_ddl_owner, self._st.conflict_msg = RUNNING, "", ""
         self.flush(force=True)
@@ -104,6 +107,34 @@ class StatusReporter:
             self._st.stage = FINISHED
             self._st.detail.pop("waiting_for", None)
         self.flush(force=True)
+
+    def operator_paused(self) -> bool:
+        """Stopped by ``pause-task`` (checkpoints flushed); ``resume-task`` starts it again.
+        An error it had stopped on stays in ``error``.  Returns whether etcd took the write."""
+        with self._lock:
+            self._st.stage = PAUSED
+            self._st.detail["paused_by"] = "operator"
+            self._st.detail["waiting_for"] = (f"paused by pause-task; `shardctl resume-task {self._st.task}` "
+                                              f"continues it")
+        return self.flush(force=True)
+
+    def resuming(self) -> None:
+        """A new subtask replaces a paused or failed one: ``Running`` at once (starting up),
+        so query-status does not keep showing the old stage while it connects."""
+        with self._lock:
+            d = self._st.detail
+            for k in ("error", "lock_id", "paused_by"):
+                d.pop(k, None)
+            d["waiting_for"] = "restarting (resume-task or a changed task record): connecting to " \
+                               "upstream, downstream and Spark"
+            self._st.stage, self._st.block_ddl_owner, self._st.conflict_msg = RUNNING, "", ""
+        self.flush(force=True)
+
+    def restore(self, rec: SubtaskStatus) -> None:
+        """Start from a stored record (positions, last error) instead of an empty one."""
+        with self._lock:
+            self._st.stage, self._st.detail = rec.stage, dict(rec.detail or {})
+            self._st.block_ddl_owner, self._st.conflict_msg = rec.block_ddl_owner, rec.conflict_msg
 
     def stopped(self) -> None:
         with self._lock:

@@ -62,6 +62,11 @@ class SyncError(ShardMergeError):
     """The syncer cannot continue; names task, source and binlog position."""
 
 
+class ReplicationKeyCollision(SyncError):
+    """A replicated row collided with another shard's row on the target's key
+    (:class:`worker.apply.KeyCollision`): a retry cannot fix it, the subtask stops in Error."""
+
+
 class SyncPaused(ShardMergeError):
     """The DDL handler asked to stop before a DDL; a restart handles the same DDL again."""
 
@@ -318,8 +323,15 @@ class Syncer:
                         self.store.write_safe_until(end)
                         tm["checkpoint"] = tm.get("checkpoint", 0.0) + time.monotonic() - tc
                         safe_written = True
-                    result.rows += self._apply_chunk(item, tm)
-                    self._advance_global(item.end, tm)
+                    try:
+                        result.rows += self._apply_chunk(item, tm)
+                        self._advance_global(item.end, tm)
+                    except BaseException:
+                        # as after a restart: the chunk may be partly downstream (some partitions
+                        # committed), so everything up to ``end`` is replayed in safe mode
+                        cur = self._safe_at_start
+                        self._safe_loaded = end if cur is None or end > cur else cur
+                        raise
                 elif isinstance(item, Statement):
                     self._advance_global(item.start)
                     result.ddls += 1
@@ -380,8 +392,9 @@ class Syncer:
                 acks = self.spark.sparkContext.parallelize(parts, len(parts)).mapPartitions(fn).collect()
             except Exception as e:
                 cause = _root_apply_error(e)
-                raise SyncError(f"applying changes failed: {cause}", task=self.task.name,
-                                source=self.source.source_id, position=str(self.read_pos)) from e
+                cls = ReplicationKeyCollision if cause.startswith("KeyCollision:") else SyncError
+                raise cls(f"applying changes failed: {cause}", task=self.task.name,
+                          source=self.source.source_id, position=str(self.read_pos)) from e
         tm["apply"] = tm.get("apply", 0.0) + time.monotonic() - ta
         merged: dict[tuple[str, str], list] = {}
         for ack in acks:
@@ -544,7 +557,7 @@ def ddl_in_effect(before_sql: str | None, now_sql: str | None, statements: list[
 
 def _root_apply_error(e: BaseException) -> str:
     text = str(e)
-    for marker in ("ApplyError:", "pymysql.err."):
+    for marker in ("KeyCollision:", "ApplyError:", "pymysql.err."):
         i = text.rfind(marker)
         if i >= 0:
             return text[i:].splitlines()[0][:500]

@@ -280,7 +280,8 @@ class Lock:
     def _readd_message(self, m: Member, name: str, key: str, same_info: bool) -> str:
         if same_info:
             return (f"column `{name}` is dropped and re-added in the same DDL batch; the DROP is not "
-                    "fully applied downstream yet. Skip the re-add (binlog skip) or send them separately")
+                    "fully applied downstream yet. Skip the re-add (`shard-ddl-lock unlock LOCK_ID "
+                    "--action skip`) or run DROP and ADD as separate statements")
         holders = sorted(str(t) for t, x in self.members.items() if t != m.table and x.final.column(key))
         per = self.columns.get(key, {})
         unconfirmed = sorted(str(t) for t, st in per.items() if st == DroppedStage.NOT_DONE)

@@ -159,7 +159,12 @@ class Cluster:
                 raise RequestError(f"task {cfg.name!r} is already running on source(s) {', '.join(already)}; "
                                    f"stop-task it first (or start it on other sources with -s)", task=cfg.name)
             wanted = cur.sources + wanted
-        self.store.put_task(fence, TaskConfig(cfg.name, text, sorted(wanted)))
+            # sources already in the task keep their desired stage (a paused one stays paused)
+            rec = TaskConfig(cfg.name, text, cur.sources, cur.stage, dict(cur.source_stages))
+            rec = rec.with_stages({s: "running" for s in wanted if s not in cur.sources}, sorted(wanted))
+        else:
+            rec = TaskConfig(cfg.name, text, sorted(wanted))
+        self.store.put_task(fence, rec)
         self.log.info("task started", task=cfg.name, sources=",".join(sorted(wanted)))
         return Outcome(True, "\n".join(cfg.warnings), [(s, True, "") for s in sorted(wanted)])
 
@@ -174,12 +179,58 @@ class Cluster:
             return Outcome(False, f"task {name!r} does not run on source(s) {', '.join(bad)}"), []
         remaining = [s for s in cur.sources if s not in sources] if sources else []
         if remaining:
-            self.store.put_task(fence, TaskConfig(name, cur.yaml, remaining, cur.stage))
+            self.store.put_task(fence, cur.with_stages({}, remaining))
             self.log.info("task stopped on sources", task=name, sources=",".join(sources))
             return Outcome(True, "", [(s, True, "") for s in sources]), list(sources)
         self.store.delete_task_config(fence, name)
         self.log.info("task stopped", task=name)
         return Outcome(True, "", [(s, True, "") for s in cur.sources]), None
+
+    def pause_task(self, fence: Fence, name: str, sources: list[str]) -> Outcome:
+        """Set the desired stage of the task (or of ``sources``) to paused; the workers stop those
+        subtasks (checkpoints flushed) and report them ``Paused``.  Already paused is fine."""
+        cur = self._task_for_stage_change(name, sources, "pause-task")
+        targets = list(sources) or list(cur.sources)
+        already = [s for s in targets if cur.stage_of(s) == "paused"]
+        changed = [s for s in targets if s not in already]
+        if changed:
+            self.store.put_task(fence, cur.with_stages({s: "paused" for s in changed}))
+            self.log.info("task paused", task=name, sources=",".join(changed))
+        if not changed:
+            msg = f"task {name!r} is already paused on {', '.join(targets)}; nothing to do"
+        elif already:
+            msg = f"paused {', '.join(changed)}; {', '.join(already)} already paused"
+        else:
+            msg = ""
+        return Outcome(True, msg, [(s, True, "already paused" if s in already else "") for s in targets])
+
+    def resume_task(self, fence: Fence, name: str, sources: list[str]) -> Outcome:
+        """Set the desired stage back to running.  The record is always rewritten (new
+        revision), even when nothing was paused: that is what makes a worker restart a subtask
+        that stopped in ``Error`` on an error a retry cannot fix."""
+        cur = self._task_for_stage_change(name, sources, "resume-task")
+        targets = list(sources) or list(cur.sources)
+        running = [s for s in targets if cur.stage_of(s) == "running"]
+        self.store.put_task(fence, cur.with_stages({s: "running" for s in targets}))
+        self.log.info("task resumed", task=name, sources=",".join(targets))
+        msg = (f"{', '.join(running)} {'was' if len(running) == 1 else 'were'} not paused; a subtask "
+               f"stopped in Error there is restarted") if running else ""
+        return Outcome(True, msg, [(s, True, "not paused; restarted if it stopped in Error" if s in running
+                                    else "") for s in targets])
+
+    def _task_for_stage_change(self, name: str, sources: list[str], cmd: str) -> TaskConfig:
+        if not name:
+            raise RequestError(f"{cmd} needs a task name (or task file)")
+        cur = self.store.get_task(name)
+        if cur is None:
+            known = sorted(t.task for t in self.store.list_tasks().items)
+            raise RequestError(f"task {name!r} not found" + (f"; tasks: {', '.join(known)}" if known
+                                                              else "; no task is started"))
+        bad = [s for s in sources if s not in cur.sources]
+        if bad:
+            raise RequestError(f"task {name!r} does not run on source(s) {', '.join(bad)}; its sources: "
+                               f"{', '.join(cur.sources)}")
+        return cur
 
     # ------------------------------------------------------------------ status
     def query_status(self, name: str, sources: list[str]) -> list[dict]:
@@ -197,8 +248,22 @@ class Cluster:
             for src in t.sources:
                 if sources and src not in sources:
                     continue
-                out.append(self._subtask(t.task, src, status.get((t.task, src)), bindings.get(src), live, known))
+                d = self._subtask(t.task, src, status.get((t.task, src)), bindings.get(src), live, known)
+                out.append(self._desired_stage_note(d, t.stage_of(src), status.get((t.task, src))))
         return out
+
+    @staticmethod
+    def _desired_stage_note(d: dict, desired: str, st: SubtaskStatus | None) -> dict:
+        """Say so when the worker has not yet acted on a pause-task / resume-task."""
+        by_operator = st is not None and st.stage == "Paused" and (st.detail or {}).get("paused_by") == "operator"
+        note = ""
+        if desired == "paused" and not by_operator:
+            note = "pause-task requested; the worker has not stopped this subtask yet"
+        elif desired == "running" and by_operator:
+            note = "resume-task requested; the worker has not restarted this subtask yet"
+        if note:
+            d["waiting_for"] = note + (f"; {d['waiting_for']}" if d.get("waiting_for") else "")
+        return d
 
     @staticmethod
     def _subtask(task: str, source: str, st: SubtaskStatus | None, worker: str | None,

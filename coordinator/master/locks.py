@@ -164,7 +164,8 @@ class Locks:
         msg = f"lock {lock_id} removed (was {view.state}, {len(view.synced) + len(view.unsynced)} tables)"
         if self.store.get_task(lock.task) is not None and view.waiting:
             msg += ("; task is still running: workers of " + ", ".join(t for t, _ in view.waiting[:5])
-                    + " may wait for an answer; pause/resume their subtasks to re-send their DDL")
+                    + " may wait for an answer; they send their DDL again within 30 s (at once: "
+                    "`shardctl pause-task -s SOURCE TASK` then `resume-task -s SOURCE TASK`)")
         self.log.warning("lock force-removed by operator", lock_id=lock_id, state=view.state)
         return msg
 

@@ -37,6 +37,11 @@ def _msg(e: BaseException) -> str:
     return str(e) if isinstance(e, ShardMergeError) else f"{type(e).__name__}: {e}"
 
 
+def _common(out) -> pb.CommonResponse:
+    return pb.CommonResponse(result=out.ok, msg=out.msg, sources=[
+        pb.SourceResult(source=s, result=ok, msg=m) for s, ok, m in out.per_source])
+
+
 class MasterService(pbg.MasterServicer):
     def __init__(self, node: "MasterNode"):
         self.node = node
@@ -126,6 +131,18 @@ class MasterService(pbg.MasterServicer):
             return pb.CommonResponse(result=out.ok, msg=out.msg, sources=[
                 pb.SourceResult(source=s, result=ok, msg=m) for s, ok, m in out.per_source])
         return self._leader_call("StopTask", request, context, pb.CommonResponse, run)
+
+    def PauseTask(self, request, context):  # noqa: N802
+        def run(fence):
+            out = self.node.cluster.pause_task(fence, request.name, list(request.sources))
+            return _common(out)
+        return self._leader_call("PauseTask", request, context, pb.CommonResponse, run)
+
+    def ResumeTask(self, request, context):  # noqa: N802
+        def run(fence):
+            out = self.node.cluster.resume_task(fence, request.name, list(request.sources))
+            return _common(out)
+        return self._leader_call("ResumeTask", request, context, pb.CommonResponse, run)
 
     def QueryStatus(self, request, context):  # noqa: N802
         def run():

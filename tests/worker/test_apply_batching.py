@@ -144,9 +144,46 @@ def test_replay_of_an_applied_partition_switches_to_safe_mode(downstream_db):
     part = Partitioner({}, 1).split(txns)[0]
     kw = resolve_tls(downstream_db.params)
     apply_changes(part, db_kwargs=kw, batch=10, source_id="s1")
-    ack = apply_changes(part, db_kwargs=kw, batch=10, source_id="s1")   # a retried task: duplicate keys
+    ack = apply_changes(part, db_kwargs=kw, batch=10, source_id="s1", attempt=1)   # a retried Spark task
     assert ack[("up", "orders_1")][3] == 3
     assert sorted(downstream_db.execute("SELECT id, v FROM orders")) == [(1, 9), (2, 2)]
+
+
+def test_a_key_taken_by_another_shard_is_a_collision_not_an_overwrite(downstream_db):
+    """DM's safe mode would REPLACE the other shard's row; here nothing of the partition is
+    applied and the error names the key, the value, the shard table and the position."""
+    from worker.apply import KeyCollision
+
+    downstream_db.execute("CREATE TABLE orders (id INT PRIMARY KEY, v INT)")
+    downstream_db.execute("INSERT INTO orders VALUES (2, 200)")            # shard 2's row
+    ref = REF._replace(tgt_schema=downstream_db.name)
+    part = Partitioner({f"{downstream_db.name}.orders": ["id"]}, 1).split(
+        [(_pos(1), [(INSERT, ref, [(1, 1)])]), (_pos(2), [(INSERT, ref, [(2, 2)])])])[0]
+    kw = resolve_tls(downstream_db.params)
+    with pytest.raises(KeyCollision) as ei:
+        apply_changes(part, db_kwargs=kw, batch=1, source_id="s1")
+    msg = str(ei.value)
+    for part_of_msg in ("Duplicate entry '2'", "orders_1", "source=s1", "position=mysql-bin.000001:1002",
+                        "(id)", "safe-mode: true"):
+        assert part_of_msg in msg
+    assert sorted(downstream_db.execute("SELECT id, v FROM orders")) == [(2, 200)]
+    # the same rows marked safe (replay after a crash, or safe-mode: true) overwrite, as DM does
+    safe = Partitioner({f"{downstream_db.name}.orders": ["id"]}, 1).split(
+        [(_pos(1), [(INSERT, ref, [(1, 1)])]), (_pos(2), [(INSERT, ref, [(2, 2)])])], force_safe=True)[0]
+    apply_changes(safe, db_kwargs=kw, batch=1, source_id="s1")
+    assert sorted(downstream_db.execute("SELECT id, v FROM orders")) == [(1, 1), (2, 2)]
+
+
+def test_a_duplicate_on_another_unique_key_is_reapplied_in_safe_mode(downstream_db):
+    """Partitions are split by the primary key: two rows swapping a unique value can reach the
+    downstream out of order; that is not a collision."""
+    downstream_db.execute("CREATE TABLE users (id INT PRIMARY KEY, email VARCHAR(20), UNIQUE KEY uk_email (email))")
+    downstream_db.execute("INSERT INTO users VALUES (1, 'a@x')")
+    ref = TableRef("up", "users_1", downstream_db.name, "users", ("id", "email"), ("id",))
+    # upstream: row 1 gave up 'a@x' earlier (in another partition, not applied yet); row 2 takes it
+    part = Partitioner({f"{downstream_db.name}.users": ["id"]}, 1).split([(_pos(5), [(INSERT, ref, [(2, "a@x")])])])[0]
+    apply_changes(part, db_kwargs=resolve_tls(downstream_db.params), batch=10, source_id="s1")
+    assert sorted(downstream_db.execute("SELECT id, email FROM users")) == [(2, "a@x")]
 
 
 VALUES = ["plain", "it's", 'dq"', "back\\slash", "nul\x00", "nl\n\r\x1a", "ünï ✓", "", None, 0, -7, 2**63,

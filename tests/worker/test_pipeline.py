@@ -130,7 +130,7 @@ def test_same_syncer_resumes_after_a_failure_mid_batch(spark, source1_db, downst
     try:
         with pytest.raises(SimulatedCrash):
             syncer.sync_until_caught_up()
-        syncer.sync_until_caught_up()               # replays the applied chunk (duplicate keys -> safe mode)
+        syncer.sync_until_caught_up()               # replays the failed batch in safe mode
         assert check_task(task, srcs).equal
         assert downstream_db.execute("SELECT COUNT(*), SUM(v) FROM orders")[0] == \
             source1_db.execute("SELECT COUNT(*), SUM(v) FROM orders_1")[0]
@@ -157,3 +157,29 @@ def test_master_status_gtid_is_the_state_at_its_position_under_concurrent_writes
     finally:
         stop.set()
         t.join()
+
+
+def test_shards_with_the_same_key_stop_with_a_collision_instead_of_overwriting(spark, source1_db, downstream_db,
+                                                                              positions):
+    """Two shards insert id 7: DM would let the later row silently replace the earlier one.
+    The syncer stops with a typed, non-retryable error naming both the key and the shard."""
+    from worker.process import _retryable
+    from worker.syncer import ReplicationKeyCollision
+    import pytest
+    (p1,) = positions(source1_db)
+    task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})
+    for t in ("orders_1", "orders_2"):
+        source1_db.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT)")
+    source1_db.execute("INSERT INTO orders_1 VALUES (7, 1), (8, 1)")
+    syncer = Syncer(spark, task, srcs["s1"])
+    try:
+        syncer.sync_until_caught_up()
+        source1_db.execute("INSERT INTO orders_2 VALUES (7, 2)")
+        with pytest.raises(ReplicationKeyCollision) as ei:
+            syncer.sync_until_caught_up()
+        msg = str(ei.value)
+        assert "Duplicate entry '7'" in msg and "orders_2" in msg and "source=s1" in msg, msg
+        assert not _retryable(ei.value)
+        assert sorted(downstream_db.execute("SELECT id, v FROM orders")) == [(7, 1), (8, 1)]
+    finally:
+        syncer.close()
