@@ -149,10 +149,10 @@ def main() -> int:
         ups = {sid: db(params) for sid, (_, params) in shards.items()}
         lat = []
         for i in range(n_locks):
-            for sid, (schema, _) in shards.items():
-                for t in ("t_0", "t_1"):
-                    with ups[sid].cursor() as cur:
-                        cur.execute(f"INSERT INTO {schema}.{t} (id, v) VALUES (%s, %s)", (i * 10 + len(lat), i))
+            for si, (sid, (schema, _)) in enumerate(shards.items()):
+                for ti, t in enumerate(("t_0", "t_1")):
+                    with ups[sid].cursor() as cur:   # ids unique across shards: they merge into one table
+                        cur.execute(f"INSERT INTO {schema}.{t} (id, v) VALUES (%s, %s)", (i * 10 + si * 2 + ti, i))
                         cur.execute(f"ALTER TABLE {schema}.{t} DROP COLUMN c{i}")
             t_last = time.monotonic()
             deadline = t_last + 120

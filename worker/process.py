@@ -41,7 +41,20 @@ from coordinator.etcdproto import EtcdUnavailable, Store, WorkerRegistration
 from coordinator.etcdproto.keys import DEFAULT_PREFIX
 from coordinator.obs import ObsServer, logger
 
+from prometheus_client import Counter, Gauge
+
 from .status import PAUSED, StatusReporter
+
+LAG_SECONDS = Gauge("shardmerge_worker_lag_seconds",
+                    "Seconds since the subtask last had nothing left to read (upper bound of the delay)",
+                    ["task", "source"])
+EVENTS_BEHIND = Gauge("shardmerge_worker_events_behind",
+                      "Upstream transactions committed past the checkpoint (sum over GTID domains)",
+                      ["task", "source"])
+BATCH_SECONDS = Counter("shardmerge_worker_batch_seconds_total",
+                        "Time spent in micro-batches, by stage (wait_read: waiting for the decoder; "
+                        "plan: splitting by key; apply: Spark apply jobs; checkpoint; ddl; decode)",
+                        ["task", "source", "stage"])
 
 _log = logger("worker.process")
 
@@ -270,10 +283,17 @@ class Subtask:
                 behind = self._events_behind(syncer)
             # lag_seconds: time since this subtask last had nothing left to read (an upper bound
             # of the replication delay); lag_events: upstream transactions not yet checkpointed.
+            lag = round(time.monotonic() - caught_up_at, 1)
             self.status.progress(synced_position=s["read_pos"], checkpoint=s["checkpoint"],
                                  rows_applied=s["rows_applied"], held_tables=s["held_tables"],
-                                 caught_up=bool(r.idle),
-                                 lag_seconds=round(time.monotonic() - caught_up_at, 1), lag_events=behind)
+                                 caught_up=bool(r.idle), lag_seconds=lag, lag_events=behind)
+            labels = self.key
+            LAG_SECONDS.labels(*labels).set(lag)
+            if behind is not None:
+                EVENTS_BEHIND.labels(*labels).set(behind)
+            for stage, secs in r.timings.items():
+                if stage != "total" and secs > 0:
+                    BATCH_SECONDS.labels(*labels, stage).inc(secs)
             if r.idle:
                 self.stop_event.wait(self.worker.poll_interval)
 

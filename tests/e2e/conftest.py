@@ -92,15 +92,17 @@ class Cluster:
                                       "--metrics-addr", f"127.0.0.1:{self.mmetrics}"], work)
         self.source_files: dict[str, str] = {}
         self.workers: dict[str, Proc] = {}
+        self.worker_metrics: dict[str, str] = {}   # source -> host:port of its worker's /metrics
         for sid, server in zip(SOURCES, ("source1", "source2")):
             p = work / f"{sid}.yaml"
             p.write_text(yaml.safe_dump({"source-id": sid, "enable-gtid": True, "flavor": "mariadb",
                                          "from": db_params(services.mysql[server])}))
             self.source_files[sid] = str(p)
+            self.worker_metrics[sid] = f"127.0.0.1:{free_port()}"
             self.workers[sid] = Proc(f"worker-{sid}", [
                 SHARDCTL, "worker", "--etcd", services.etcd, "--source", str(p), "--name", f"w-{sid}",
                 "--prefix", prefix, "--ttl", "3", "--spark-master", "local[1]",
-                "--metrics-addr", f"127.0.0.1:{free_port()}"], work)
+                "--metrics-addr", self.worker_metrics[sid]], work)
         self.context = ""        # what the running scenario is doing (printed on failure)
         self.task_name = ""
 

@@ -25,7 +25,29 @@ def test_staggered_add_column_with_writes_between(scenario):
     assert sc.stop_writers() > 0
     sc.wait_equal(columns=["id", "v", "c"])
     assert "`c` int(11) DEFAULT 7" in sc.show_create()
+    _assert_worker_metrics(sc)
     sc.stop()
+
+
+def _assert_worker_metrics(sc) -> None:
+    """The worker's /metrics has this task's applied rows, lag gauges and per-stage batch time."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://{sc.c.worker_metrics['s1']}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    samples = {(smp.name, tuple(sorted(smp.labels.items()))): smp.value
+               for fam in text_string_to_metric_families(text) for smp in fam.samples}
+
+    def value(name: str, **extra) -> float:
+        key = (name, tuple(sorted({"task": sc.name, "source": "s1", **extra}.items())))
+        assert key in samples, f"{key} missing from worker /metrics: {sorted(k for k in samples if 'worker' in k[0])}"
+        return samples[key]
+    assert value("shardmerge_worker_rows_applied_total") > 0
+    assert value("shardmerge_worker_lag_seconds") >= 0
+    assert value("shardmerge_worker_events_behind") >= 0
+    assert value("shardmerge_worker_batch_seconds_total", stage="apply") > 0
 
 
 def test_staggered_drop_column(scenario):
