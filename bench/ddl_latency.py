@@ -155,9 +155,16 @@ def main() -> int:
                         cur.execute(f"INSERT INTO {schema}.{t} (id, v) VALUES (%s, %s)", (i * 10 + si * 2 + ti, i))
                         cur.execute(f"ALTER TABLE {schema}.{t} DROP COLUMN c{i}")
             t_last = time.monotonic()
-            deadline = t_last + 120
+            deadline, next_look, errors_seen = t_last + 120, t_last + 5, 0
             while has_col(f"c{i}"):
                 assert time.monotonic() < deadline, f"lock {i}: c{i} still downstream after 120 s"
+                if time.monotonic() > next_look:   # slow: fail early if a subtask stays in Error
+                    next_look = time.monotonic() + 5
+                    st = json.loads(ctl("query-status", task["name"]).stdout or "{}")
+                    bad = [s for src in st.get("sources", []) for s in src.get("subTaskStatus", [])
+                           if s.get("stage") == "Error"]
+                    errors_seen = errors_seen + 1 if bad else 0
+                    assert errors_seen < 3, f"lock {i}: a subtask is in Error: {json.dumps(bad)[:2000]}"
                 time.sleep(0.01)
             lat.append(time.monotonic() - t_last)
             print(f"[bench] lock {i + 1}/{n_locks}: {lat[-1] * 1000:.0f} ms", flush=True)

@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "coordinator.cli_tasks",      # start-task, stop-task, pause-task, resume-task, query-status
     "coordinator.cli_locks",      # shard-ddl-lock (show-ddl-locks, unlock-ddl-lock)
     "coordinator.cli_sources",    # operate-source, get-config/config, list-member
+    "coordinator.cli_binlog",     # binlog skip|revert, handle-error (legacy form)
     "worker.cli",                 # worker
     "worker.check",               # check (compare downstream with the merged upstream)
 )

@@ -4,16 +4,20 @@ Forms (dmctl names; ``show-ddl-locks`` / ``unlock-ddl-lock`` are the legacy alia
 
     shard-ddl-lock [-s SOURCE ...] [TASK]
     shard-ddl-lock unlock LOCK_ID -s SOURCE -d DATABASE -t TABLE [--action exec|skip]
-    shard-ddl-lock unlock LOCK_ID --force-remove              # drop the whole lock
+    shard-ddl-lock unlock LOCK_ID --force-remove [--no-check] # drop the whole lock
     shard-ddl-lock remove-table LOCK_ID -s SOURCE -d DATABASE -t TABLE
+
+--force-remove first compares the lock's schema with the downstream table and refuses when they
+differ (listing the DDLs that would reconcile them) or the downstream cannot be read; --no-check
+removes the lock anyway.  A refused or unapplied command exits 1.
 """
 from __future__ import annotations
 
 from coordinator.cli_common import CLIError, add_sources_flag, call, common, emit, render_table
 
 USAGE = ("usage: shard-ddl-lock [-s SOURCE ...] [TASK] | shard-ddl-lock unlock LOCK_ID -s SOURCE -d DATABASE "
-         "-t TABLE [--action exec|skip] [--force-remove] | shard-ddl-lock remove-table LOCK_ID -s SOURCE "
-         "-d DATABASE -t TABLE")
+         "-t TABLE [--action exec|skip] | shard-ddl-lock unlock LOCK_ID --force-remove [--no-check] | "
+         "shard-ddl-lock remove-table LOCK_ID -s SOURCE -d DATABASE -t TABLE")
 
 
 def lock_doc(lk) -> dict:
@@ -59,6 +63,9 @@ def unlock(args, lock_id: str, remove_table: bool = False) -> int:
     from protos import master_pb2 as pb
     if args.action not in ("exec", "skip"):
         raise CLIError("please check --action argument, only exec/skip are acceptable")
+    if args.no_check and not args.force_remove:
+        raise CLIError("--no-check only applies to `shard-ddl-lock unlock LOCK_ID --force-remove`; "
+                       + USAGE)
     if not args.force_remove:
         if len(args.sources) != 1:
             raise CLIError("give exactly one -s SOURCE (the shard table's source)")
@@ -66,7 +73,7 @@ def unlock(args, lock_id: str, remove_table: bool = False) -> int:
             raise CLIError("give the shard table with -d DATABASE -t TABLE (upstream names)")
     req = pb.UnlockDDLLockRequest(ID=lock_id, action=args.action, source=(args.sources or [""])[0],
                                   database=args.database, table=args.table, force_remove=args.force_remove,
-                                  remove_table=remove_table)
+                                  remove_table=remove_table, no_check=args.no_check)
     try:
         resp = call(args, "UnlockDDLLock", req)
     except CLIError as e:
@@ -75,8 +82,8 @@ def unlock(args, lock_id: str, remove_table: bool = False) -> int:
 
 
 def _no_unlock_flags(args) -> None:
-    if args.database or args.table or args.force_remove or args.action_given:
-        raise CLIError("-d/-t/--action/--force-remove only apply to `shard-ddl-lock unlock`; " + USAGE)
+    if args.database or args.table or args.force_remove or args.action_given or args.no_check:
+        raise CLIError("-d/-t/--action/--force-remove/--no-check only apply to `shard-ddl-lock unlock`; " + USAGE)
 
 
 def shard_ddl_lock(args) -> int:
@@ -84,8 +91,8 @@ def shard_ddl_lock(args) -> int:
     if words and words[0] in ("unlock", "remove-table"):
         if len(words) != 2:
             raise CLIError(f"`shard-ddl-lock {words[0]}` takes exactly one LOCK_ID; " + USAGE)
-        if words[0] == "remove-table" and (args.force_remove or args.action_given):
-            raise CLIError("remove-table takes no --action/--force-remove; " + USAGE)
+        if words[0] == "remove-table" and (args.force_remove or args.action_given or args.no_check):
+            raise CLIError("remove-table takes no --action/--force-remove/--no-check; " + USAGE)
         return unlock(args, words[1], remove_table=words[0] == "remove-table")
     if len(words) > 1:
         raise CLIError("shard-ddl-lock takes at most one TASK; " + USAGE)
@@ -107,7 +114,10 @@ def _add(sub, name: str, func, help_text: str, words_help: str) -> None:
     p.add_argument("-d", "--database", default="", help="unlock: upstream database of the shard table")
     p.add_argument("-t", "--table", default="", help="unlock: upstream table of the shard table")
     p.add_argument("-f", "--force-remove", action="store_true",
-                   help="unlock: remove the whole lock and its metadata (e.g. its task was stopped)")
+                   help="unlock: remove the whole lock and its metadata (e.g. its task was stopped); refused "
+                        "when the lock's schema and the downstream table differ")
+    p.add_argument("--no-check", action="store_true",
+                   help="with --force-remove: skip comparing the lock's schema with the downstream table")
     p.add_argument("words", nargs="*", metavar="ARG", help=words_help)
 
     def run(args, _f=func):

@@ -54,6 +54,11 @@ class MasterStub:
                 request_serializer=protos_dot_master__pb2.ResumeTaskRequest.SerializeToString,
                 response_deserializer=protos_dot_master__pb2.CommonResponse.FromString,
                 _registered_method=True)
+        self.HandleError = channel.unary_unary(
+                '/shardmerge.v1.Master/HandleError',
+                request_serializer=protos_dot_master__pb2.HandleErrorRequest.SerializeToString,
+                response_deserializer=protos_dot_master__pb2.CommonResponse.FromString,
+                _registered_method=True)
         self.QueryStatus = channel.unary_unary(
                 '/shardmerge.v1.Master/QueryStatus',
                 request_serializer=protos_dot_master__pb2.QueryStatusRequest.SerializeToString,
@@ -119,6 +124,16 @@ class MasterServicer:
     def ResumeTask(self, request, context):
         """Set paused subtasks running again; also restarts subtasks that stopped in Error on an
         error a retry cannot fix (the task record is always rewritten).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def HandleError(self, request, context):
+        """`binlog skip` / `handle-error TASK skip`: skip ONE statement event of a source's binlog (by
+        default the one its subtask is stopped on in Error; with binlog_pos the one starting there)
+        instead of executing or coordinating it; the failed subtask restarts. `revert` removes a
+        skip that is still pending.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -194,6 +209,11 @@ def add_MasterServicer_to_server(servicer, server):
             'ResumeTask': grpc.unary_unary_rpc_method_handler(
                     servicer.ResumeTask,
                     request_deserializer=protos_dot_master__pb2.ResumeTaskRequest.FromString,
+                    response_serializer=protos_dot_master__pb2.CommonResponse.SerializeToString,
+            ),
+            'HandleError': grpc.unary_unary_rpc_method_handler(
+                    servicer.HandleError,
+                    request_deserializer=protos_dot_master__pb2.HandleErrorRequest.FromString,
                     response_serializer=protos_dot_master__pb2.CommonResponse.SerializeToString,
             ),
             'QueryStatus': grpc.unary_unary_rpc_method_handler(
@@ -339,6 +359,33 @@ class Master:
             target,
             '/shardmerge.v1.Master/ResumeTask',
             protos_dot_master__pb2.ResumeTaskRequest.SerializeToString,
+            protos_dot_master__pb2.CommonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def HandleError(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shardmerge.v1.Master/HandleError',
+            protos_dot_master__pb2.HandleErrorRequest.SerializeToString,
             protos_dot_master__pb2.CommonResponse.FromString,
             options,
             channel_credentials,

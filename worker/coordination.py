@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from coordinator.errors import ShardMergeError, TransientError
 from coordinator.etcdproto import (EtcdUnavailable, Info, LockKey, Operation, OperationWaitTimeout,
-                                   SourceTables, Stage, StaleOperation, Store, lock_id)
+                                   SourceTables, Stage, StaleOperation, Store, TableRef, lock_id)
 from coordinator.obs import logger
 from coordinator.retry import is_transient
 from coordinator.routing import TableMapper, Target
@@ -110,7 +110,10 @@ class DownstreamDDL:
                             continue
                         if is_transient(e):   # downstream down / connection lost: retried, not a DDL error
                             raise
-                        raise DDLExecutionError(f"downstream refused DDL {sql!r}: {e}", **ctx) from e
+                        raise DDLExecutionError(
+                            f"downstream refused DDL {sql!r}: {e}; fix the target and `shardctl resume-task`, "
+                            f"or `shardctl binlog skip {ctx.get('task', 'TASK')} -s {ctx.get('source', 'SOURCE')}` "
+                            f"to skip the statement", **ctx) from e
                 if timestamp:
                     cur.execute("SET TIMESTAMP = DEFAULT")
         finally:
@@ -280,13 +283,16 @@ class ShardDDLCoordinator:
             raise ShardDDLError("DDL on a filtered table reached the shard-DDL coordinator",
                                 task=self.task, source=self.source, table=f"{ddl.schema}.{ddl.table}")
         ctx = self._ctx(ddl, target)
+        skip = f"`shardctl binlog skip {self.task} -s {self.source}`"
         if ddl.kind == "rename":
             raise UnsupportedShardDDL("RENAME TABLE of a shard table is not supported in optimistic mode; "
-                                      "skip the event or rename every shard and the target by hand", **ctx)
+                                      f"{skip} skips it (e.g. an online-DDL cut-over), or rename every shard "
+                                      "and the target by hand", **ctx)
         try:
             statements = split_ddl(ddl.sql)
         except SchemaError as e:
-            raise UnsupportedShardDDL(f"cannot split DDL {ddl.sql!r}: {e}", **ctx) from e
+            raise UnsupportedShardDDL(f"cannot split DDL {ddl.sql!r}: {e}; run it on the target by hand if "
+                                      f"needed, then {skip} skips it here", **ctx) from e
         if ddl.kind == "truncate":
             _log.warning("TRUNCATE of a shard table is not replicated to the merged target", **_strs(ctx))
             return Outcome(ddl, target, [])
@@ -349,7 +355,9 @@ class ShardDDLCoordinator:
         try:
             return self.tracker.preview(ddl.schema, ddl.table, statements, position=ddl.position)
         except SchemaTrackError as e:
-            raise ShardDDLError(e.message, **{**ctx, **e.context}) from e
+            raise ShardDDLError(f"{e.message}; `shardctl binlog skip {self.task} -s {self.source}` skips the "
+                                f"statement (the tracked schema then follows the upstream)",
+                                **{**ctx, **e.context}) from e
 
     # ------------------------------------------------------------------ ALTER & co: the lock
     def _coordinate(self, ddl, target, statements, ctx) -> Outcome:
@@ -615,6 +623,66 @@ class OptimisticDDLHandler:
         out = self._pending.pop((event.schema, event.table), None) if event.table else None
         if out is not None:
             self.coord.complete(out)
+
+    def ddl_skipped(self, event, ctx) -> None:
+        """``shardctl binlog skip``: no Info is sent and nothing runs downstream; the tracker
+        follows the upstream (``worker.ddl_handler.follow_skipped``) and a skipped CREATE/DROP of
+        a shard table still updates this source's SourceTables (the table exists upstream)."""
+        from worker.ddl_handler import follow_skipped
+        key = (event.schema, event.table)
+        self._pending.pop(key, None)
+        kind = _KIND_FROM_EVENT.get(event.kind)
+        if event.table is None or kind is None:
+            return
+        tr = self.tracker
+
+        def apply():
+            if kind == "drop":
+                tr.forget(*key)
+            else:
+                tr.apply(*key, split_ddl(event.query) if kind == "alter" else [event.query],
+                         position=str(event.start))
+
+        def reload():
+            if tr.load_upstream(*key, position=str(event.start)) is None:
+                tr.forget(*key)      # gone upstream by now
+
+        follow_skipped(event, ctx, apply, reload, lambda: tr.forget(*key))
+        if event.target_table is not None and ctx.is_sharded(*key):
+            if kind == "create":
+                self.coord.source_tables.add(*key)
+            elif kind == "drop":
+                self.coord.source_tables.remove(*key)
+            elif kind != "truncate":
+                self._finish_answered(event)
+
+    def _finish_answered(self, event) -> None:
+        """A skipped DDL that was already described to the lock and answered "execute" (its
+        downstream execution failed, e.g. a unique key the merged rows violate) leaves the lock
+        waiting for this table's done mark: give it (the statements did NOT run downstream; a
+        warning says which).  Only when the table's current Info is exactly this DDL."""
+        try:
+            statements = split_ddl(event.query)
+        except SchemaError:
+            return                               # never described to the lock
+        target = self.coord.mapper.target(event.schema, event.table)
+        lock = LockKey(self.coord.task, target.schema, target.table)
+        ctx = self.coord._ctx(TableDDL(event.query, event.schema, event.table, "alter", str(event.start)), target)
+        table = TableRef(self.coord.source, event.schema, event.table)
+        info = self.coord.store.get_info(lock, table)
+        if info is None or info.ddls != [route_statement(s, target) for s in statements]:
+            return
+        op = self.coord.store.get_operation(lock, table)
+        if op is None or op.done or op.info_revision != info.revision:
+            return
+        if op.stage not in (Stage.NONE, Stage.UNLOCKED):
+            _log.warning("skipped DDL is still pending in its lock; unlock it with `shardctl shard-ddl-lock "
+                         "unlock ... --action skip` or remove the table from the lock", stage=op.stage.value,
+                         **_strs(ctx))
+            return
+        self.coord._mark_done(op, ctx)
+        _log.warning("skipped DDL's Operation marked done for its lock; its statements did NOT run downstream",
+                     ddls="; ".join(op.ddls), **_strs(ctx))
 
     # -- helpers
     def _track_direct(self, event, kind: str) -> None:

@@ -21,7 +21,11 @@ every DDL of the binlog it stops and asks a :class:`DDLHandler`.  The contract:
    nothing, does not advance this table's point, drops the table's later DML and keeps the
    global point at ``event.start`` until :meth:`worker.syncer.Syncer.request_rewind` makes
    the syncer restart from its checkpoints (the held table then replays from this DDL).
-4. On (re)start the syncer calls ``restore(table_infos)`` with every table's checkpointed
+4. ``ddl_skipped(event, ctx)`` (optional) replaces steps 2-3 for a statement the operator told
+   the syncer to skip (``shardctl binlog skip``): nothing is executed downstream and nothing is
+   coordinated, but the handler's schema state follows the upstream (DM pain #24: a skipped
+   DDL left DM's tracker behind); the syncer then advances the points as for a handled DDL.
+5. On (re)start the syncer calls ``restore(table_infos)`` with every table's checkpointed
    schema (``{(up_schema, up_table): json_text_or_None}``) so all in-memory state is rebuilt
    from the checkpoints alone; DDLs at or before a table's point are never handed over again.
 
@@ -35,6 +39,7 @@ the statement for the routed target and executes it as is.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -46,6 +51,23 @@ from worker.events import DDLEvent
 
 class UnsupportedDDL(ShardMergeError):
     """A DDL the data path cannot replicate (e.g. RENAME of a merged table)."""
+
+
+_NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
+_PARTITION_ONLY = re.compile(
+    rf"^ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_NAME}(?:\s*\.\s*{_NAME})?\s+"
+    r"(?:(?:ADD|DROP|TRUNCATE|COALESCE|REORGANIZE|EXCHANGE|ANALYZE|CHECK|OPTIMIZE|REBUILD|REPAIR|DISCARD|"
+    r"IMPORT|CONVERT)\s+PARTITION\b|REMOVE\s+PARTITIONING\b|PARTITION\s+BY\b)", re.I | re.S)
+
+
+def is_partition_maintenance(sql: str) -> bool:
+    """True for an ``ALTER TABLE`` whose only change is partitioning (ADD/DROP/TRUNCATE/...
+    PARTITION, PARTITION BY, REMOVE PARTITIONING): columns and indexes stay as they are, so
+    a tracked schema needs no change when such a statement is skipped."""
+    return bool(_PARTITION_ONLY.match((sql or "").strip()))
+
+
+SKIP_HINT = "`shardctl binlog skip {task} -s {source}` skips it"
 
 
 @dataclass
@@ -87,7 +109,8 @@ def rewrite_for_target(event: DDLEvent, ctx: DDLContext) -> list[str]:
         tgt = ctx.mapper.target(t.schema, t.table)
         if tgt is None:
             raise UnsupportedDDL(f"statement names filtered table `{t.schema}`.`{t.table}`; "
-                                 f"allow it in the block-allow-list or skip the event",
+                                 f"allow it in the block-allow-list, or "
+                                 + SKIP_HINT.format(task=ctx.task, source=ctx.source_id),
                                  source=ctx.source_id, table=event.upstream, position=str(event.end))
         names.append(ddlmod.quote(tgt.schema, tgt.table))
     if parsed.kind == ddlmod.CREATE_TABLE and not _has_if_not_exists(event.query):
@@ -151,7 +174,8 @@ class DirectDDLHandler:
             return DDLDecision(skip=True, note="DROP/TRUNCATE of one shard is not propagated to the merged table")
         if k == ddlmod.RENAME_TABLE and sharded:
             raise UnsupportedDDL("RENAME TABLE of a sharded table is not supported; rename the merged "
-                                 "table downstream and update the route rules instead",
+                                 "table downstream and update the route rules instead, or (online-DDL "
+                                 "cut-over) " + SKIP_HINT.format(task=ctx.task, source=ctx.source_id),
                                  source=ctx.source_id, table=event.upstream, position=str(event.end))
         if k == ddlmod.DROP_TABLE:
             return DDLDecision([f"DROP TABLE IF EXISTS {ddlmod.quote(event.target_schema, event.target_table)}"])
@@ -159,3 +183,59 @@ class DirectDDLHandler:
 
     def ddl_executed(self, event: DDLEvent, decision: DDLDecision, ctx: DDLContext) -> None:
         return None
+
+    def ddl_skipped(self, event: DDLEvent, ctx: DDLContext) -> None:
+        """Operator skip: the tracked schema follows the upstream (see :func:`follow_skipped`)."""
+        from coordinator.schema.model import TableSchema
+        key = (event.schema, event.table)
+
+        def apply():
+            if event.kind == ddlmod.CREATE_TABLE:
+                self.schemas[key] = TableSchema.from_create_sql(event.query)
+            elif event.kind == ddlmod.DROP_TABLE:
+                self.schemas.pop(key, None)
+            elif key in self.schemas:
+                self.schemas[key] = self.schemas[key].apply_ddl(event.query)
+
+        def reload():
+            conn = ctx.upstream()
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(f"SHOW CREATE TABLE {ddlmod.quote(event.schema, event.table)}")
+                    sql = cur.fetchone()[1]
+            finally:
+                conn.close()
+            self.schemas[key] = TableSchema.from_create_sql(sql)
+
+        follow_skipped(event, ctx, apply, reload, lambda: self.schemas.pop(key, None))
+
+
+def follow_skipped(event: DDLEvent, ctx: DDLContext, apply, reload, forget) -> str:
+    """Bring a tracked schema past a skipped DDL: ``apply()`` it when the schema engine can;
+    else leave it for partition maintenance (no column/index change); else ``reload()`` the
+    upstream's current ``SHOW CREATE TABLE`` (warned: it may be ahead of this binlog position);
+    when even that fails, ``forget()`` it (re-read on next use).  Returns what was done."""
+    from coordinator.obs import logger
+    log = logger("worker.ddl_handler").bind(task=ctx.task, source=ctx.source_id, table=event.upstream,
+                                            position=str(event.start))
+    if event.table is None:
+        return "none"
+    try:
+        apply()
+        log.info("skipped DDL applied to the tracked schema (it follows the upstream)")
+        return "applied"
+    except Exception as e:  # noqa: BLE001 — the schema engine could not model it: fall back
+        why = str(e)
+    if is_partition_maintenance(event.query):
+        log.info("skipped DDL only changes partitioning; tracked schema unchanged")
+        return "unchanged"
+    try:
+        reload()
+        log.warning("skipped DDL not modelled by the schema engine; tracked schema re-read from the "
+                    "upstream's current SHOW CREATE TABLE (it may already include later DDLs)", error=why)
+        return "reloaded"
+    except Exception as e:  # noqa: BLE001
+        forget()
+        log.warning("skipped DDL not modelled and the upstream schema could not be read; the table's "
+                    "schema is re-read on next use", error=f"{why}; {e}")
+        return "forgotten"

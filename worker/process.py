@@ -85,10 +85,10 @@ def _retryable(e: BaseException) -> bool:
     from worker.load import KeyCollision
 
     from .coordination import ShardDDLError
-    from .syncer import ReplicationKeyCollision
+    from .syncer import ReplicationKeyCollision, UpstreamChanged
     if isinstance(e, TransientError):
         return True
-    return not isinstance(e, (ConfigError, ShardDDLError, KeyCollision, ReplicationKeyCollision))
+    return not isinstance(e, (ConfigError, ShardDDLError, KeyCollision, ReplicationKeyCollision, UpstreamChanged))
 
 
 class Subtask:
@@ -257,8 +257,10 @@ class Subtask:
                 log.info("task-mode full: load finished, no binlog replication")
                 self.stop_event.wait()
                 return
+        from worker.binlog_skip import BinlogSkips
         syncer = Syncer(spark, cfg, self.source, handler,
-                        reader=cfg.instance(self.source.source_id).syncer.binlog_reader)
+                        reader=cfg.instance(self.source.source_id).syncer.binlog_reader,
+                        skips=BinlogSkips(self.worker.store, cfg.name, self.source.source_id, self.worker.name))
         syncer_box["s"] = syncer
         self.syncer = syncer
         try:

@@ -67,6 +67,12 @@ class ReplicationKeyCollision(SyncError):
     (:class:`worker.apply.KeyCollision`): a retry cannot fix it, the subtask stops in Error."""
 
 
+class UpstreamChanged(SyncError):
+    """The upstream's binlog at the checkpoint is not the one the checkpoint was taken on (a
+    failover to another server, RESET MASTER, purged files): file positions no longer mean the
+    same changes, so the subtask stops instead of skipping or repeating them."""
+
+
 class SyncPaused(ShardMergeError):
     """The DDL handler asked to stop before a DDL; a restart handles the same DDL again."""
 
@@ -126,9 +132,47 @@ def gtid_at(cur, file: str, pos: int) -> str:
     return gtid or ""
 
 
+def require_mariadb(version: str, source_id: str, where: str = "") -> None:
+    """Positions are MariaDB GTIDs (``@@gtid_binlog_pos``, ``BINLOG_GTID_POS``): a MySQL server
+    would fail later with an unknown-variable error, so say it up front."""
+    if "mariadb" not in version.lower():
+        raise SyncError(f"upstream {where or source_id} runs {version!r}, which is not MariaDB; replication "
+                        "reads MariaDB GTIDs and supports MariaDB upstreams only (10.5 or later)", source=source_id)
+
+
+def _gtid_domains(state: str) -> dict[str, str]:
+    return {g.split("-", 1)[0]: g for g in (x.strip() for x in state.split(",")) if g.count("-") == 2}
+
+
+def check_checkpoint_on_upstream(db_kwargs: dict, pos: Position, source_id: str) -> None:
+    """The GTID state at the checkpoint's file:pos on the upstream must be the one recorded
+    with it (every domain recorded): otherwise the server behind the source is not the one the
+    checkpoint came from, and reading on from file:pos would skip or repeat changes (DM pain
+    #26: a MariaDB failover).  Checkpoints without a GTID are not checked."""
+    if not pos.gtid or not pos.file:
+        return
+    with pymysql.connect(**db_kwargs) as c, c.cursor() as cur:
+        cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (pos.file, pos.pos))
+        (at,) = cur.fetchone()
+    want = _gtid_domains(pos.gtid)
+    have = _gtid_domains(at or "")
+    if at is not None and all(have.get(d) == g for d, g in want.items()):
+        return
+    found = (f"{pos.file}:{pos.pos} is not a position in its binlog (file missing or purged, or not an "
+             "event boundary)" if at is None else f"the GTID state at {pos.file}:{pos.pos} is {at or 'empty'!r}")
+    raise UpstreamChanged(
+        f"upstream {db_kwargs.get('host')}:{db_kwargs.get('port')} does not match the checkpoint: it was taken at "
+        f"GTID {pos.gtid!r}, but {found}. The source now points at another server (failover?), or its binlog "
+        "was reset or purged; replicating from file positions would skip or repeat changes. See "
+        "docs/reliability.md, 'The upstream changed', for how to continue from the GTID",
+        source=source_id, position=str(pos))
+
+
 def check_upstream(db_kwargs: dict, source_id: str) -> None:
     """The row images must carry column names and full rows (DML is named from the image)."""
     with pymysql.connect(**db_kwargs) as c, c.cursor() as cur:
+        cur.execute("SELECT VERSION()")
+        require_mariadb(cur.fetchone()[0], source_id, f"{db_kwargs.get('host')}:{db_kwargs.get('port')}")
         cur.execute("SELECT @@binlog_format, @@binlog_row_image, @@binlog_row_metadata")
         fmt, image, meta = cur.fetchone()
     if (fmt, image, meta) != ("ROW", "FULL", "FULL"):
@@ -172,8 +216,11 @@ def show_create(conn, schema: str, table: str) -> str | None:
 class Syncer:
     def __init__(self, spark, task: TaskConfig, source: SourceConfig, handler: DDLHandler | None = None, *,
                  max_batch_events: int = 50_000, parallelism: int | None = None, hooks: Hooks | None = None,
-                 apply_rows: int = 20_000, reader: str | None = None):
+                 apply_rows: int = 20_000, reader: str | None = None, skips=None):
+        """``skips``: the operator's pending ``binlog skip`` records
+        (``worker.binlog_skip.BinlogSkips``); None = no skips (no etcd)."""
         self.spark, self.task, self.source = spark, task, source
+        self.skips = skips
         self.inst = task.instance(source.source_id)
         if self.inst is None:
             raise SyncError(f"task {task.name!r} has no mysql-instances entry for source "
@@ -226,6 +273,7 @@ class Syncer:
         g, su = loaded.global_pos, loaded.safe_until
         self._safe_loaded = su if su is not None and (g is None or su > g) else None
         if loaded.global_pos is not None:
+            check_checkpoint_on_upstream(self.up_kwargs, loaded.global_pos, self.source.source_id)
             self.read_pos = loaded.global_pos
         elif self.inst.meta and (self.inst.meta.binlog_name or self.inst.meta.binlog_gtid):
             m = self.inst.meta
@@ -419,20 +467,82 @@ class Syncer:
 
     # ------------------------------------------------------------------ DDL
     def _handle_ddl_row(self, m: Statement) -> None:
-        """Handle one statement event (all changes before it are downstream and flushed)."""
+        """Handle one statement event (all changes before it are downstream and flushed).  An
+        error names the statement: ``position`` = its start (what ``shardctl binlog skip``
+        targets), ``statement_end``, ``statement``."""
+        try:
+            skip = self.skips.find(m.start) if self.skips is not None else None
+            if skip is not None and self._skip_statement(m, skip):
+                return
+            if not self._handle_statement(m):
+                return
+        except ShardMergeError as e:
+            e.context.update(position=str(m.start), statement_end=str(m.end))
+            e.context.setdefault("statement", " ".join(m.query.split())[:200])
+            raise
+        self._advance_global(m.end)
+
+    @staticmethod
+    def _statement_tables(parsed, m: Statement) -> list[tuple[str, str | None, str]]:
+        """(upstream schema, table or None for database-level, statement) of one statement."""
+        if parsed.kind == ddlmod.DROP_TABLE and len(parsed.tables) > 1:
+            return [(t.schema, t.table, f"DROP TABLE {ddlmod.quote(t.schema, t.table)}") for t in parsed.tables]
+        if parsed.tables:
+            t0 = parsed.tables[0]
+            return [(t0.schema, t0.table, m.query)]
+        return [(parsed.database or m.schema or "", None, m.query)]
+
+    def _skip_statement(self, m: Statement, skip) -> bool:
+        """``shardctl binlog skip``: do not execute nor coordinate ``m`` (no Info in optimistic
+        mode); let the handler's schema state follow the upstream, then advance each routed
+        table's point and the global point to ``m.end`` exactly as a handled DDL does and flush
+        (rule 2, 3, 6), and only then mark the skip used.  False (skip not consumed) when a
+        table it names is held: the held table replays it after its redirect."""
+        session = m.schema or ""
+        try:
+            parsed = ddlmod.parse_ddl(m.query, session)
+            events = [] if parsed.kind == ddlmod.NOT_DDL else self._statement_tables(parsed, m)
+        except ShardMergeError:
+            parsed, events = None, []     # not even tokenizable: nothing to route, skip it whole
+        todo, tables = [], []
+        for schema, table, query in events:
+            if table is None:
+                continue
+            tgt = self.mapper.target(schema, table)
+            if tgt is None:
+                continue
+            if (schema, table) in self.held:
+                self.log.warning("binlog skip waits: the statement's table is held on an earlier DDL",
+                                 table=f"{schema}.{table}", position=str(m.start))
+                return False
+            tables.append(f"{schema}.{table}")
+            tp = self.store.table_point(schema, table)
+            if tp is not None and m.end <= tp:
+                continue  # rule 6: already behind this table's point
+            todo.append(DDLEvent(self.source.source_id, schema, table, parsed.kind, query, tgt.schema,
+                                 tgt.table, m.start, m.end, int(m.ts or 0), {"session_schema": session}))
+        follow = getattr(self.handler, "ddl_skipped", None)
+        for ev in todo:
+            if follow is not None:
+                follow(ev, self.ctx)
+            self.store.save_table(ev.schema, ev.table, ev.end, self.handler.table_info(ev.schema, ev.table),
+                                  keep_info=False)
+        DDLS.labels(self.task.name, self.source.source_id, "operator_skip").inc()
+        self.log.warning("statement skipped on the operator's binlog skip: not executed, not coordinated",
+                         position=str(m.start), end=str(m.end), statement=" ".join(m.query.split())[:500],
+                         tables=",".join(tables))
+        self._advance_global(m.end)
+        self.skips.used(skip, m.query, note=f"tables: {', '.join(tables)}" if tables else "no routed table")
+        return True
+
+    def _handle_statement(self, m: Statement) -> bool:
+        """Route and hand over each table's DDL; False for a statement that is not a DDL."""
         start, end = m.start, m.end
         session = m.schema or ""
         parsed = ddlmod.parse_ddl(m.query, session)
         if parsed.kind == ddlmod.NOT_DDL:
-            return
-        if parsed.kind == ddlmod.DROP_TABLE and len(parsed.tables) > 1:
-            events = [(t.schema, t.table, f"DROP TABLE {ddlmod.quote(t.schema, t.table)}") for t in parsed.tables]
-        elif parsed.tables:
-            t0 = parsed.tables[0]
-            events = [(t0.schema, t0.table, m.query)]
-        else:
-            events = [(parsed.database or session, None, m.query)]
-        for schema, table, query in events:
+            return False
+        for schema, table, query in self._statement_tables(parsed, m):
             if table is None:
                 if not self.mapper.filter.schema_allowed(schema):
                     continue
@@ -451,7 +561,7 @@ class Syncer:
             ev = DDLEvent(self.source.source_id, schema, table, parsed.kind, query, tgt_s, tgt_t,
                           start, end, int(m.ts or 0), {"session_schema": session})
             self._handle_ddl(ev)
-        self._advance_global(end)
+        return True
 
     def _handle_ddl(self, ev: DDLEvent) -> None:
         decision: DDLDecision = self.handler.handle_ddl(ev, self.ctx)
@@ -511,7 +621,9 @@ class Syncer:
                             self.log.info("DDL already in effect downstream", statement=sql, code=code)
                             continue
                         raise SyncError(f"downstream DDL failed: {e.args[-1] if e.args else e}; "
-                                        f"statement: {sql}", task=self.task.name, source=self.source.source_id,
+                                        f"statement: {sql}; fix the target and `shardctl resume-task`, or "
+                                        f"`shardctl binlog skip {self.task.name} -s {self.source.source_id}` "
+                                        f"to skip it", task=self.task.name, source=self.source.source_id,
                                         table=ev.upstream, position=str(ev.end)) from e
                 cur.execute("SET TIMESTAMP = DEFAULT")
         return True

@@ -32,6 +32,8 @@ KINDS: dict[str, tuple[str, ...]] = {
     "operation": ("task", "down_schema", "down_table", "source", "up_schema", "up_table"),
     "dropped-column": ("task", "down_schema", "down_table", "column", "source", "up_schema", "up_table"),
     "status": ("task", "source"),
+    # operator's `binlog skip` for one statement; ``position`` = "FILE:POS" of the statement's start
+    "binlog-skip": ("task", "source", "position"),
 }
 
 
@@ -136,6 +138,9 @@ class Keys:
     def dropped_column(self, lock: LockKey, column, source, up_schema, up_table) -> str:
         return self.key("dropped-column", lock.task, lock.down_schema, lock.down_table,
                         column, source, up_schema, up_table)
+
+    def binlog_skip(self, task: str, source: str, file: str, pos: int) -> str:
+        return self.key("binlog-skip", task, source, f"{file}:{pos}")
 
     def lock_prefix(self, kind: str, lock: LockKey) -> str:
         """Range prefix of all ``kind`` records (info/operation/dropped-column) of one lock."""

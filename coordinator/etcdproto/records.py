@@ -14,6 +14,7 @@ Fields marked ``meta`` are not stored: they are filled from etcd's key metadata 
 import dataclasses
 import enum
 import json
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -418,3 +419,67 @@ class SubtaskStatus(Record):
 RECORD_TYPES: dict[str, type[Record]] = {c.KIND: c for c in (
     Info, Operation, SourceTables, DroppedColumn, LeaderRecord, SourceConfig, TaskConfig,
     WorkerRegistration, SourceBinding, SubtaskStatus)}
+
+
+# ----------------------------------------------------------------------------- operator skips
+
+SKIP_STATES = ("pending", "done", "passed")
+_BINLOG_POS = re.compile(r"^\s*([^\s:]+):(\d+)(?:\s+gtid=(\S*))?\s*$")
+
+
+def parse_binlog_pos(text: str) -> tuple[str, int]:
+    """``"FILE:POS"`` -> (file, pos).  A trailing ``gtid=...`` (the form query-status prints) is
+    accepted (:func:`binlog_pos_gtid` returns it).  ``ValueError`` names the input and the
+    expected form."""
+    m = _BINLOG_POS.match(text or "")
+    if not m or int(m.group(2)) < 4:
+        raise ValueError(f"binlog position {text!r} is not FILE:POS with POS >= 4 "
+                         f"(e.g. mysql-bin.000003:1234, as query-status shows in errorBinlog)")
+    return m.group(1), int(m.group(2))
+
+
+def binlog_pos_gtid(text: str) -> str:
+    """The ``gtid=...`` part of a position text, "" if none (after :func:`parse_binlog_pos`)."""
+    m = _BINLOG_POS.match(text or "")
+    return (m.group(3) or "") if m else ""
+
+
+@dataclass
+class BinlogSkip(Record):
+    """An operator's ``shardctl binlog skip``: the statement event of ``source``'s binlog that
+    *starts* at ``file:pos`` is not executed nor coordinated; the worker only advances its
+    checkpoints past it.  Written ``pending`` by the master; the worker rewrites it ``done``
+    (with the skipped ``statement``) after the checkpoint moved past it, or ``passed`` when its
+    stream went past ``file:pos`` without meeting a statement starting there."""
+    KIND: typing.ClassVar[str] = "binlog-skip"
+    task: str
+    source: str
+    file: str
+    pos: int
+    op: str = "skip"
+    state: str = "pending"
+    statement: str = ""          # pending: the statement the subtask stopped on (if known); done: the one skipped
+    gtid: str = ""               # GTID state at file:pos when known: guards against another server's binlog
+    requested_at: str = ""
+    done_at: str = ""
+    worker: str = ""
+    note: str = ""
+    revision: int = _meta()
+
+    @property
+    def position(self) -> str:
+        return f"{self.file}:{self.pos}"
+
+    def validate(self) -> None:
+        for n in ("task", "source", "file"):
+            if not getattr(self, n):
+                raise ValueError(f"{n} is empty")
+        if self.pos < 4:
+            raise ValueError(f"pos is {self.pos}, a binlog event never starts before offset 4")
+        if self.op != "skip":
+            raise ValueError(f"op is {self.op!r}, expected 'skip'")
+        if self.state not in SKIP_STATES:
+            raise ValueError(f"state is {self.state!r}, expected one of {', '.join(SKIP_STATES)}")
+
+
+RECORD_TYPES[BinlogSkip.KIND] = BinlogSkip

@@ -30,6 +30,7 @@ from etcd3 import utils as eu
 from .errors import (BadKey, EtcdUnavailable, Fenced, GarbageRecord, OperationWaitTimeout,
                      RecordError, StaleOperation)
 from .keys import DEFAULT_PREFIX, Keys, LockKey, TableRef
+from .records import BinlogSkip
 from .records import (RECORD_TYPES, DroppedColumn, DroppedStage, Info, LeaderRecord, Operation,
                       Record, SourceBinding, SourceConfig, SourceTables, Stage, SubtaskStatus,
                       TaskConfig, WorkerRegistration)
@@ -549,3 +550,72 @@ class Store:
 
     def iter_kinds(self) -> Iterator[str]:
         return iter(RECORD_TYPES)
+
+    # ------------------------------------------------------------------ operator skips (binlog skip)
+    def _skip_record(self, kv) -> BinlogSkip:
+        """Decode one binlog-skip key; its task, source and FILE:POS must match the key's."""
+        rec = self._decode("binlog-skip", kv.key, kv.value, kv)
+        key = kv.key.decode() if isinstance(kv.key, bytes) else kv.key
+        _, parts = self.keys.parse(key)
+        if (rec.task, rec.source, rec.position) != (parts["task"], parts["source"], parts["position"]):
+            raise GarbageRecord(f"binlog-skip record is for {rec.task}/{rec.source}/{rec.position} but its "
+                                f"key says {parts['task']}/{parts['source']}/{parts['position']}",
+                                etcd_key=key, kind="binlog-skip", parts=parts)
+        return rec
+
+    def put_binlog_skip(self, fence: Fence, rec: BinlogSkip) -> int:
+        """Master: arm (or re-arm) a skip; overwrites a record at the same position."""
+        key = self.keys.binlog_skip(rec.task, rec.source, rec.file, rec.pos)
+        _, rev, _ = self._fenced(fence, f"writing {key}", [], [T.Put(key, rec.encode())])
+        rec.revision = rev
+        return rev
+
+    def list_binlog_skips(self, task: str | None = None, source: str | None = None) -> Listing:
+        """Skip records (all states) of every task, one task, or one task+source."""
+        parts = [p for p in (task, source) if p]
+        prefix = self.keys.key("binlog-skip", *parts)
+        resp = self._call(f"listing {prefix}", self.client.get_prefix_response, prefix)
+        items, bad = [], []
+        for kv in resp.kvs:
+            try:
+                items.append(self._skip_record(kv))
+            except RecordError as e:
+                bad.append(e)
+        return Listing(items, resp.header.revision, bad)
+
+    def get_binlog_skip(self, task: str, source: str, file: str, pos: int) -> BinlogSkip | None:
+        resp = self._call("reading binlog skip", self.client.get_response,
+                          self.keys.binlog_skip(task, source, file, pos))
+        return self._skip_record(resp.kvs[0]) if resp.kvs else None
+
+    def finish_binlog_skip(self, rec: BinlogSkip, state: str, **fields) -> BinlogSkip | None:
+        """Worker: store ``rec`` with ``state`` (done / passed) and ``fields`` (statement, worker,
+        done_at, note), only if the key still holds the revision ``rec`` was read at.  Returns the
+        stored record, or None when it was deleted or rewritten meanwhile (revert, re-arm)."""
+        key = self.keys.binlog_skip(rec.task, rec.source, rec.file, rec.pos)
+        new = dataclasses.replace(rec, state=state, **fields)
+        new.validate()
+        ok, rev, _ = self._txn(f"marking {key} {state}", [T.Mod(key) == rec.revision], [T.Put(key, new.encode())])
+        if not ok:
+            return None
+        new.revision = rev
+        return new
+
+    def delete_binlog_skip(self, fence: Fence, rec: BinlogSkip) -> bool:
+        """Master (revert): delete one record if it is unchanged since read (still pending)."""
+        key = self.keys.binlog_skip(rec.task, rec.source, rec.file, rec.pos)
+        ok, _, _ = self._fenced(fence, f"deleting {key}", [T.Mod(key) == rec.revision], [T.Delete(key)])
+        return ok
+
+    def delete_binlog_skips(self, fence: Fence, task: str, sources: Iterable[str] | None = None) -> int:
+        """stop-task: delete the task's skip records (all, or those of ``sources``)."""
+        if sources is None:
+            p = self.keys.key("binlog-skip", task)
+            _, rev, _ = self._fenced(fence, f"deleting binlog skips of task {task}", [],
+                                     [T.Delete(p, eu.prefix_range_end(eu.to_bytes(p)))])
+            return rev
+        ops = []
+        for s in set(sources):
+            p = self.keys.key("binlog-skip", task, s)
+            ops.append(T.Delete(p, eu.prefix_range_end(eu.to_bytes(p))))
+        return self._fenced_chunks(fence, f"deleting binlog skips of task {task} sources {sorted(set(sources))}", ops)

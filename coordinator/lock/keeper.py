@@ -65,6 +65,32 @@ class LockView:
 
 
 @dataclass
+class Expectation:
+    """What a lock says its downstream table holds right now (force-remove's schema check).
+
+    ``now`` is the join over the members of the schema the downstream has *confirmed* for each:
+    its accepted schema when its last Operation is done, else the schema before that outstanding
+    Operation (its worker may not have run the DDLs yet).  Not the lock's joined schema: that one
+    also contains pending conflicting DDLs (``skip-and-wait``) that were never run downstream, so
+    comparing with it would report them as corruption.  ``issued`` is the join of the accepted
+    schemas, i.e. the downstream once every issued Operation is executed; a downstream equal to
+    ``now`` or ``issued`` (or between them) agrees with the lock.  ``outstanding`` lists the
+    Operations not yet marked done (table, stage, DDLs), ``pending`` the blocked DDLs that were
+    never applied downstream (table, stage, DDLs), ``notes`` operator decisions that legitimately
+    make the downstream differ (a table unlocked with ``skip``).  ``error`` says why ``now`` or
+    ``issued`` cannot be computed (the accepted schemas do not join)."""
+    ID: str
+    down_table: tuple[str, str]
+    now: TableSchema | None
+    issued: TableSchema | None
+    outstanding: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    pending: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    error: str = ""
+    joined: TableSchema | None = None     # the lock's joined schema, pending conflicting DDLs included
+
+
+@dataclass
 class Rebuilt:
     """Result of ``LockKeeper.rebuild``: the keeper plus the final Operation of every member that
     has one (write each with ``skip_done=True``), dropped-column changes, resolved locks."""
@@ -426,6 +452,39 @@ class LockKeeper:
         view = self._view(lock)
         self.drop_lock(lock.key)
         return view
+
+    def expectation(self, lock_id: str | LockKey) -> Expectation:
+        """The schema the lock's downstream table should have now (see ``Expectation``)."""
+        lock = self.get(lock_id)
+        confirmed, accepted = [], []
+        exp = Expectation(lock.id, (lock.key.down_schema, lock.key.down_table), None, None)
+        blocked = (Stage.DETECTED, Stage.SKIP_AND_WAIT, Stage.ERROR)
+        for t, m in sorted(lock.members.items(), key=lambda x: str(x[0])):
+            a = m.answer
+            accepted.append(m.schema)
+            if m.done or a is None:
+                confirmed.append(m.schema)
+            else:
+                confirmed.append(a.before if a.before is not None else m.schema)
+                if a.stage in blocked:
+                    exp.pending.append((str(t), a.stage.value, list(a.info.ddls)))
+                else:
+                    ddls = list(a.info.ddls) if a.stage is Stage.RESOLVED else list(a.ddls)
+                    exp.outstanding.append((str(t), a.stage.value, ddls))
+            if a is not None and a.stage is Stage.UNLOCKED and not a.ddls and a.info.ddls:
+                exp.notes.append(f"{t} was unlocked with skip: its DDLs {list(a.info.ddls)} were not run downstream")
+        if not confirmed:
+            confirmed = accepted = [lock.init_schema]
+        exp.now, exp.issued = try_join_all(confirmed), try_join_all(accepted)
+        exp.joined = lock.joined()
+        if exp.now is None or exp.issued is None:
+            exp.error = ("the schemas the lock accepted for its tables cannot be joined, so it has no single "
+                         "expected downstream schema")
+        bad = [lock.error] if lock.error else []
+        bad += [f"{t}: {m.error}" for t, m in sorted(lock.members.items(), key=lambda x: str(x[0])) if m.error]
+        if bad:
+            exp.error = "the lock is in state error, so its schemas are not reliable (" + "; ".join(bad)[:500] + ")"
+        return exp
 
     def mark_error(self, key: LockKey, reason: str, table: TableRef | None = None) -> None:
         """Record a bad/inconsistent record for a lock (rebuild): the lock shows state ``error``."""

@@ -5,6 +5,10 @@ row in ``<meta-schema>.<task>_syncer_checkpoint`` (written by ``worker.checkpoin
 cannot be read (no task config, downstream unreachable for ``wait`` seconds, no row, JSON ``null``)
 the engine falls back to the lock's init schema.  Connections are cached per task, dropped on
 error and re-opened at once (a downstream restart kills the cached one).
+
+``downstream_table`` reads the lock's downstream table itself (``SHOW CREATE TABLE``) for the
+schema check of ``shard-ddl-lock unlock --force-remove``: one attempt, no fallback, because an
+operator is waiting and a refusal must name the address and the error.
 """
 from __future__ import annotations
 
@@ -21,6 +25,19 @@ from coordinator.schema import TableSchema
 log = logger("master.checkpoint_schema")
 
 
+class DownstreamUnknown(ShardMergeError):
+    """The lock's task has no config in etcd, so its downstream database is unknown."""
+
+
+class DownstreamUnreachable(ShardMergeError):
+    """The downstream database of a task could not be connected to or queried; ``address``
+    is ``host:port`` and ``error`` the driver's message."""
+
+    def __init__(self, message: str, address: str, error: str, **context):
+        super().__init__(message, **context)
+        self.address, self.error = address, error
+
+
 class CheckpointSchemaSource:
     """Callable ``(lock, table) -> TableSchema | None`` for ``LockKeeper(schema_source=...)``."""
 
@@ -29,6 +46,7 @@ class CheckpointSchemaSource:
         self.timeout = connect_timeout
         self.wait = wait
         self._conns: dict[str, tuple[pymysql.connections.Connection, str]] = {}
+        self._addrs: dict[str, str] = {}
 
     def _conn(self, task: str):
         cached = self._conns.get(task)
@@ -38,6 +56,7 @@ class CheckpointSchemaSource:
         if rec is None:
             return None
         cfg = parse_task(rec.yaml, f"<task {task} in etcd>")
+        self._addrs[task] = cfg.target.address()
         conn = pymysql.connect(**cfg.target.pymysql_kwargs(), connect_timeout=self.timeout,
                                read_timeout=self.timeout, autocommit=True, charset="utf8mb4")
         self._conns[task] = (conn, cfg.meta_schema)
@@ -79,6 +98,43 @@ class CheckpointSchemaSource:
             log.warning("checkpoint schema unreadable; using the lock's init schema", lock_id=lock.id,
                         source=table.source, table=f"{table.schema}.{table.table}", error=str(e))
             return None
+
+    def downstream_table(self, lock: LockKey) -> tuple[str, TableSchema | None]:
+        """``(address, schema)`` of the lock's downstream table read with ``SHOW CREATE TABLE``
+        now; ``schema`` is None when the table does not exist.  Raises ``DownstreamUnknown`` (no
+        task config) or ``DownstreamUnreachable`` (after one retry with a fresh connection: the
+        cached one may have died with a downstream restart)."""
+        fq = f"`{lock.down_schema.replace('`', '``')}`.`{lock.down_table.replace('`', '``')}`"
+        last: Exception | None = None
+        for _ in range(2):
+            try:
+                got = self._conn(lock.task)
+            except ShardMergeError as e:   # the stored task config no longer parses / no password
+                raise DownstreamUnreachable(f"cannot connect to the downstream of task {lock.task}: {e}",
+                                            self._addrs.get(lock.task, "?"), str(e), task=lock.task,
+                                            lock_id=lock.id) from None
+            except (pymysql.MySQLError, OSError) as e:
+                last = e
+                continue
+            if got is None:
+                raise DownstreamUnknown(f"task {lock.task!r} has no config in etcd (stopped or never started), "
+                                        "so its downstream database is unknown", task=lock.task, lock_id=lock.id)
+            try:
+                with got[0].cursor() as cur:
+                    cur.execute(f"SHOW CREATE TABLE {fq}")
+                    row = cur.fetchone()
+                return self._addrs.get(lock.task, "?"), TableSchema.from_create_sql(row[1])
+            except pymysql.MySQLError as e:
+                if e.args and e.args[0] == 1146:   # ER_NO_SUCH_TABLE
+                    return self._addrs.get(lock.task, "?"), None
+                last = e
+                self.close(lock.task)
+            except OSError as e:
+                last = e
+                self.close(lock.task)
+        addr = self._addrs.get(lock.task, "?")
+        raise DownstreamUnreachable(f"cannot read {fq} from the downstream {addr} of task {lock.task}: {last}",
+                                    addr, str(last), task=lock.task, lock_id=lock.id)
 
     def close(self, task: str | None = None) -> None:
         for t in [task] if task else list(self._conns):

@@ -6,6 +6,7 @@ returned verbatim (they name the file and the key); DM-only keys come back as wa
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -53,6 +54,10 @@ class Cluster:
     def __init__(self, store: Store):
         self.store = store
         self.log = logger("master.cluster")
+        # task records are read-modify-written (start -s, stop -s, pause, resume); gRPC serves
+        # requests on several threads, so without this two of them could both read the old
+        # record and the later put would silently undo the earlier one that reported success
+        self.task_lock = threading.RLock()
 
     # ------------------------------------------------------------------ sources
     def create_sources(self, fence: Fence, configs: list[str], files: list[str]) -> Outcome:
@@ -151,7 +156,12 @@ class Cluster:
         return cfg, wanted
 
     def start_task(self, fence: Fence, text: str, file: str, sources: list[str]) -> Outcome:
+        with self.task_lock:
+            return self._start_task(fence, text, file, sources)
+
+    def _start_task(self, fence: Fence, text: str, file: str, sources: list[str]) -> Outcome:
         cfg, wanted = self.check_task(text, file, sources)
+        started = sorted(wanted)
         cur = self.store.get_task(cfg.name)
         if cur is not None:
             already = [s for s in wanted if s in cur.sources]
@@ -166,11 +176,16 @@ class Cluster:
             rec = TaskConfig(cfg.name, text, sorted(wanted))
         self.store.put_task(fence, rec)
         self.log.info("task started", task=cfg.name, sources=",".join(sorted(wanted)))
-        return Outcome(True, "\n".join(cfg.warnings), [(s, True, "") for s in sorted(wanted)])
+        # per source: only those this request started (the others were running already)
+        return Outcome(True, "\n".join(cfg.warnings), [(s, True, "") for s in started])
 
     def stop_task(self, fence: Fence, name: str, sources: list[str]) -> tuple[Outcome, list[str] | None]:
         """Remove the task (or some of its sources).  Returns the outcome and the sources whose
         shard-DDL metadata must go (None = all of the task)."""
+        with self.task_lock:
+            return self._stop_task(fence, name, sources)
+
+    def _stop_task(self, fence: Fence, name: str, sources: list[str]) -> tuple[Outcome, list[str] | None]:
         cur = self.store.get_task(name)
         if cur is None:
             return Outcome(False, f"task {name!r} not found"), None
@@ -189,6 +204,10 @@ class Cluster:
     def pause_task(self, fence: Fence, name: str, sources: list[str]) -> Outcome:
         """Set the desired stage of the task (or of ``sources``) to paused; the workers stop those
         subtasks (checkpoints flushed) and report them ``Paused``.  Already paused is fine."""
+        with self.task_lock:
+            return self._pause_task(fence, name, sources)
+
+    def _pause_task(self, fence: Fence, name: str, sources: list[str]) -> Outcome:
         cur = self._task_for_stage_change(name, sources, "pause-task")
         targets = list(sources) or list(cur.sources)
         already = [s for s in targets if cur.stage_of(s) == "paused"]
@@ -208,6 +227,10 @@ class Cluster:
         """Set the desired stage back to running.  The record is always rewritten (new
         revision), even when nothing was paused: that is what makes a worker restart a subtask
         that stopped in ``Error`` on an error a retry cannot fix."""
+        with self.task_lock:
+            return self._resume_task(fence, name, sources)
+
+    def _resume_task(self, fence: Fence, name: str, sources: list[str]) -> Outcome:
         cur = self._task_for_stage_change(name, sources, "resume-task")
         targets = list(sources) or list(cur.sources)
         running = [s for s in targets if cur.stage_of(s) == "running"]
@@ -378,3 +401,119 @@ class Cluster:
         for c in changes:
             self.log.info("binding changed", change=c)
         return changes
+
+
+# ----------------------------------------------------------------------------- binlog skip
+HANDLE_ERROR_OPS = ("skip", "revert")
+
+
+def _utc_now() -> str:
+    from datetime import datetime, timezone
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _stopped_statement(st: SubtaskStatus | None) -> dict | None:
+    """The error of a subtask stopped in Error *at a statement event* (the syncer adds
+    ``statement_end`` to such errors; ``position`` is then the statement's start), else None."""
+    if st is None or st.stage != "Error":
+        return None
+    err = (st.detail or {}).get("error")
+    if isinstance(err, dict) and err.get("statement_end") and err.get("position"):
+        return err
+    return None
+
+
+def handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: str, binlog_pos: str) -> Outcome:
+    """``binlog skip`` / ``handle-error TASK skip``: arm a one-time skip of the statement event
+    of ``source``'s binlog starting at ``binlog_pos`` (default: the statement the subtask is
+    stopped on in Error), then rewrite the task record so a failed subtask restarts and meets
+    it.  ``revert`` removes a skip that is still pending.  Serialized with the other task-record
+    writers (``task_lock``) so no concurrent stage change is lost."""
+    with cluster.task_lock:
+        return _handle_error(cluster, fence, task, source, op, binlog_pos)
+
+
+def _handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: str, binlog_pos: str) -> Outcome:
+    from coordinator.etcdproto import BinlogSkip, binlog_pos_gtid, parse_binlog_pos
+    cmd = f"binlog {op or '?'}"
+    if op not in HANDLE_ERROR_OPS:
+        raise RequestError(f"binlog operation {op!r} is not supported; use one of {', '.join(HANDLE_ERROR_OPS)}")
+    if not source:
+        raise RequestError(f"{cmd} needs exactly one source: -s SOURCE")
+    cur = cluster._task_for_stage_change(task, [source], cmd)
+    file = pos = None
+    if binlog_pos:
+        try:
+            file, pos = parse_binlog_pos(binlog_pos)
+        except ValueError as e:
+            raise RequestError(f"{cmd}: -b {e}", task=task, source=source) from None
+    st = next((s for s in cluster.store.list_status(task).items if s.source == source), None)
+    err = _stopped_statement(st)
+    if op == "revert":
+        return _revert_skip(cluster, fence, task, source, file, pos)
+    if file is None:
+        if err is None:
+            if st is not None and st.stage == "Error":
+                last = (st.detail or {}).get("error")
+                last = last.get("message", "") if isinstance(last, dict) else str(last or "")
+                why = f"stopped in Error, but not at a statement event (error: {last})"
+            else:
+                why = f"not stopped in Error at a DDL (stage {st.stage if st is not None else 'not reported yet'})"
+            raise RequestError(f"subtask of task {task!r} on source {source!r} is {why}; to skip a statement "
+                               f"that is not reached yet, give its start position with -b FILE:POS",
+                               task=task, source=source)
+        if _pos_or_none(err["position"]) is None:
+            raise RequestError(f"the error position {err['position']!r} of task {task!r} on source {source!r} "
+                               f"is not FILE:POS; give the statement's start position with -b FILE:POS",
+                               task=task, source=source)
+        file, pos = _pos_or_none(err["position"])
+    elif err is not None:
+        # the end of the statement the subtask is stopped on names that statement too
+        if _pos_or_none(err["statement_end"]) == (file, pos) and _pos_or_none(err["position"]):
+            file, pos = _pos_or_none(err["position"])
+    at_error = err is not None and _pos_or_none(err["position"]) == (file, pos)
+    gtid = binlog_pos_gtid(err["position"]) if at_error else binlog_pos_gtid(binlog_pos)
+    rec = BinlogSkip(task, source, file, pos, statement=(err.get("statement", "") if at_error else ""),
+                     gtid=gtid, requested_at=_utc_now())
+    prev = cluster.store.get_binlog_skip(task, source, file, pos)
+    cluster.store.put_binlog_skip(fence, rec)
+    # like resume-task: a new revision restarts a subtask stopped in Error (healthy ones go on)
+    cluster.store.put_task(fence, cur.with_stages({}))
+    what = f"the statement at {rec.position}" + (f" ({rec.statement})" if rec.statement else "")
+    cluster.log.warning("binlog skip armed", task=task, source=source, position=rec.position,
+                        statement=rec.statement, stopped_there=at_error)
+    if at_error:
+        msg = f"{what} will be skipped; the subtask restarts and continues after it"
+    else:
+        msg = (f"{what} will be skipped when source {source} reaches it (the subtask is not stopped there; "
+               f"no statement starting exactly at {rec.position} means nothing is skipped)")
+    if prev is not None and prev.state == "pending":
+        msg += "; it was already armed"
+    elif prev is not None:
+        msg += f"; a {prev.state} skip at that position was replaced"
+    return Outcome(True, msg, [(source, True, f"skip armed at {rec.position}")])
+
+
+def _pos_or_none(text) -> tuple[str, int] | None:
+    from coordinator.etcdproto import parse_binlog_pos
+    try:
+        return parse_binlog_pos(str(text))
+    except ValueError:
+        return None
+
+
+def _revert_skip(cluster: Cluster, fence: Fence, task: str, source: str, file, pos) -> Outcome:
+    pending = [r for r in cluster.store.list_binlog_skips(task, source).items
+               if r.state == "pending" and (file is None or (r.file, r.pos) == (file, pos))]
+    if not pending:
+        where = f" at {file}:{pos}" if file else ""
+        raise RequestError(f"no pending binlog skip{where} for task {task!r} on source {source!r}; "
+                           f"nothing to revert", task=task, source=source)
+    done, lost = [], []
+    for r in pending:
+        (done if cluster.store.delete_binlog_skip(fence, r) else lost).append(r.position)
+    if lost:
+        return Outcome(False, f"skip(s) at {', '.join(lost)} changed while reverting (the worker may have "
+                              f"used them); run `binlog revert` again to see", [(source, False, ", ".join(lost))])
+    cluster.log.info("binlog skip reverted", task=task, source=source, positions=",".join(done))
+    return Outcome(True, f"reverted pending skip(s) at {', '.join(done)}", [(source, True, "")])

@@ -14,9 +14,12 @@ from coordinator.etcdproto import (Fence, Info, Listing, LockKey, Operation, Rec
 from coordinator.lock import LockError, LockKeeper, LockView, Outcome
 from protos import master_pb2 as pb
 
+from coordinator.schema import SchemaError
+
 from . import metrics
-from .checkpoint_schema import CheckpointSchemaSource
+from .checkpoint_schema import CheckpointSchemaSource, DownstreamUnknown, DownstreamUnreachable
 from .cluster import RequestError
+from .schema_check import check as check_schema
 
 _ALL = 1 << 62   # "every revision": an unguarded lock removal (force-remove)
 
@@ -100,10 +103,16 @@ class Locks:
                                    f"unreadable record {e.etcd_key}: {e.message}", t)
 
     # ------------------------------------------------------------------ persisting
-    def _persist(self, out: Outcome) -> None:
+    def _persist(self, out: Outcome) -> dict:
+        """Write ``out``; returns ``{"operation": PutResult of out.operation or None,
+        "removed": True/False when the lock was resolved (removal done / deferred), else None}``
+        so operator commands can report what really happened."""
         lk = out.lock
+        done: dict = {"operation": None, "removed": None}
         for op in out.operations:
             res = self.store.put_operation(self.fence, op)
+            if op is out.operation:
+                done["operation"] = res
             self.log.info("operation written" if res.put else "operation obsolete, not written",
                           lock_id=op.lock_id, source=op.source, table=f"{op.up_schema}.{op.up_table}",
                           stage=op.stage.value, ddls=op.ddls, info_revision=op.info_revision,
@@ -116,7 +125,8 @@ class Locks:
             self.store.delete_table(self.fence, lk, t)
             self.log.info("table removed from lock", lock_id=lk.id, source=t.source, table=f"{t.schema}.{t.table}")
         if lk is not None and (out.resolved or out.empty):
-            self._remove(lk, out.handled_revision)
+            done["removed"] = bool(self._remove(lk, out.handled_revision))
+        return done
 
     def _remove(self, lk: LockKey, handled_revision: int) -> int:
         if self.store.remove_lock(self.fence, lk, handled_revision):
@@ -140,34 +150,84 @@ class Locks:
             out = self.keeper.unlock(lock, table.source, table.schema, table.table, action)
         except LockError as e:
             raise RequestError(str(e)) from None
-        self._persist(out)
         op = out.operation
+        res = self._persist(out)["operation"]
+        if op is None or res is None or not res.put:
+            why = {"info-gone": "the table's DDL Info is gone (the table left the lock or its task was stopped)",
+                   "done": "the answer was already done"}.get(
+                res.reason if res else "", "a newer DDL from that table arrived after this unlock was decided "
+                                            "(its Info changed), so this answer would be obsolete")
+            self.log.warning("operator unlock not written", lock_id=lock_id, source=table.source,
+                             table=f"{table.schema}.{table.table}", action=action,
+                             reason=res.reason if res else "no operation")
+            raise RequestError(f"unlock of {table} in lock {lock_id} was NOT applied: {why}. Look at "
+                               f"`shardctl shard-ddl-lock {lock.task}` again and unlock the table's new DDL "
+                               "if it is blocked", lock_id=lock_id, table=str(table))
         self.log.info("lock unlocked by operator", lock_id=lock_id, source=table.source,
-                      table=f"{table.schema}.{table.table}", action=action)
+                      table=f"{table.schema}.{table.table}", action=action, operation_revision=res.revision)
         return (f"{table} of lock {lock_id} unlocked with {action}: its worker "
-                + (f"executes {op.ddls}" if op and op.ddls else "executes nothing") + " and continues")
+                + (f"executes {op.ddls}" if op.ddls else "executes nothing") + " and continues")
 
     def remove_table(self, lock: LockKey, lock_id: str, table: TableRef) -> str:
         try:
             out = self.keeper.remove_table(lock, table)
         except LockError as e:
             raise RequestError(str(e)) from None
-        self._persist(out)
-        return f"{table} removed from lock {lock_id}" + ("; the lock is now resolved" if out.resolved or out.empty else "")
+        removed = self._persist(out)["removed"]
+        msg = f"{table} removed from lock {lock_id}"
+        if removed:
+            msg += "; the lock is now resolved and removed"
+        elif removed is False:
+            msg += ("; the lock would be resolved, but its removal was deferred: a newer DDL from one of its "
+                    "tables arrived (see `shardctl shard-ddl-lock`)")
+        return msg
 
-    def force_remove(self, lock: LockKey, lock_id: str) -> str:
+    def force_remove(self, lock: LockKey, lock_id: str, no_check: bool = False) -> str:
+        """Forget a whole lock and delete its records.  Unless ``no_check``, first compare what
+        the lock says the downstream table holds (``LockKeeper.expectation``: the schemas whose
+        DDLs are done, not pending conflicting DDLs) with the table's ``SHOW CREATE TABLE``, and
+        refuse when they differ or the downstream cannot be read: once the lock is gone nothing
+        remembers the difference (DM pain #5)."""
         try:
-            view = self.keeper.force_remove(lock)
+            exp = self.keeper.expectation(lock)
         except LockError as e:
             raise RequestError(str(e)) from None
-        self.store.remove_lock(self.fence, lock, _ALL)
-        msg = f"lock {lock_id} removed (was {view.state}, {len(view.synced) + len(view.unsynced)} tables)"
+        checked = "schema check skipped (--no-check)"
+        if not no_check:
+            checked = self._check_downstream(lock, lock_id, exp)
+        if not self.store.remove_lock(self.fence, lock, _ALL):
+            raise RequestError(f"lock {lock_id} was not removed: etcd refused the delete; retry", lock_id=lock_id)
+        view = self.keeper.force_remove(lock)
+        msg = f"lock {lock_id} removed (was {view.state}, {len(view.synced) + len(view.unsynced)} tables); {checked}"
         if self.store.get_task(lock.task) is not None and view.waiting:
-            msg += ("; task is still running: workers of " + ", ".join(t for t, _ in view.waiting[:5])
+            msg += ("\ntask is still running: workers of " + ", ".join(t for t, _ in view.waiting[:5])
                     + " may wait for an answer; they send their DDL again within 30 s (at once: "
                     "`shardctl pause-task -s SOURCE TASK` then `resume-task -s SOURCE TASK`)")
-        self.log.warning("lock force-removed by operator", lock_id=lock_id, state=view.state)
+        self.log.warning("lock force-removed by operator", lock_id=lock_id, state=view.state, no_check=no_check)
         return msg
+
+    def _check_downstream(self, lock: LockKey, lock_id: str, exp) -> str:
+        """The schema check of ``force_remove``: returns the agreement text or raises RequestError."""
+        again = "add --no-check to remove the lock anyway"
+        try:
+            addr, down = self.schema_source.downstream_table(lock)
+        except DownstreamUnknown as e:
+            raise RequestError(f"force-remove of lock {lock_id} refused: {e.message}, so the lock's schema cannot "
+                               f"be compared with it. `shardctl stop-task {lock.task}` removes a stopped task's "
+                               f"locks; or {again}", lock_id=lock_id) from None
+        except DownstreamUnreachable as e:
+            raise RequestError(f"force-remove of lock {lock_id} refused: cannot read the downstream table at "
+                               f"{e.address} to compare it with the lock's schema: {e.error}. Fix the downstream "
+                               f"connection, or {again}", lock_id=lock_id) from None
+        except SchemaError as e:
+            raise RequestError(f"force-remove of lock {lock_id} refused: the downstream table's SHOW CREATE TABLE "
+                               f"cannot be parsed ({e}); {again}", lock_id=lock_id) from None
+        res = check_schema(exp, down, addr)
+        if not res.agree:
+            self.log.warning("force-remove refused: downstream schema differs", lock_id=lock_id, address=addr)
+            raise RequestError(f"force-remove of lock {lock_id} refused: {res.text}\nReconcile the downstream "
+                               f"table (or the shards) first, or {again}", lock_id=lock_id)
+        return res.text
 
     def remove_task(self, task: str, sources: list[str] | None) -> int:
         if sources is None:

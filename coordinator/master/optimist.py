@@ -192,7 +192,7 @@ class Optimist:
         except Exception as e:  # noqa: BLE001 — BadKey names the input
             raise RequestError(str(e)) from None
         if req.force_remove:
-            return self.call(lambda: self.engine.force_remove(lock, req.ID))
+            return self.call(lambda: self.engine.force_remove(lock, req.ID, no_check=req.no_check))
         table = TableRef(req.source, req.database, req.table)
         if req.remove_table:
             return self.call(lambda: self.engine.remove_table(lock, req.ID, table))

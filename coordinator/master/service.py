@@ -121,6 +121,8 @@ class MasterService(pbg.MasterServicer):
     def StopTask(self, request, context):  # noqa: N802
         def run(fence):
             out, meta_sources = self.node.cluster.stop_task(fence, request.name, list(request.sources))
+            if out.ok:   # pending/used `binlog skip` records go with the task (or its sources)
+                self.node.store.delete_binlog_skips(fence, request.name, meta_sources)
             opt = self.node.optimist
             if opt is not None and (out.ok or meta_sources is None):
                 removed = opt.remove_task_meta(fence, request.name, meta_sources)
@@ -143,6 +145,14 @@ class MasterService(pbg.MasterServicer):
             out = self.node.cluster.resume_task(fence, request.name, list(request.sources))
             return _common(out)
         return self._leader_call("ResumeTask", request, context, pb.CommonResponse, run)
+
+    def HandleError(self, request, context):  # noqa: N802
+        def run(fence):
+            from .cluster import handle_error
+            out = handle_error(self.node.cluster, fence, request.task, request.source,
+                               request.op or "skip", request.binlog_pos)
+            return _common(out)
+        return self._leader_call("HandleError", request, context, pb.CommonResponse, run)
 
     def QueryStatus(self, request, context):  # noqa: N802
         def run():

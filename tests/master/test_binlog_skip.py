@@ -1,0 +1,108 @@
+"""`binlog skip` / `handle-error` on the master side: the BinlogSkip record in real etcd (round
+trip, guarded worker marks, validation), and the CLI -> running master -> etcd path with the
+errors an operator sees (unknown task/source, bad -b, nothing stopped and no -b)."""
+from __future__ import annotations
+
+import pytest
+
+from coordinator.etcdproto import BinlogSkip, GarbageRecord, SubtaskStatus, parse_binlog_pos
+
+from .conftest import run_cli, source_yaml, task_yaml, write
+
+
+def test_record_round_trip_and_validation(store):
+    fence = store.campaign("test-master")
+    rec = BinlogSkip("t1", "s1", "mysql-bin.000003", 1234, statement="ALTER TABLE o DROP PARTITION p0",
+                     requested_at="2026-01-01T00:00:00Z")
+    rev = store.put_binlog_skip(fence, rec)
+    got = store.get_binlog_skip("t1", "s1", "mysql-bin.000003", 1234)
+    assert got == rec and got.revision == rev and got.position == "mysql-bin.000003:1234"
+    assert [r.position for r in store.list_binlog_skips("t1", "s1").items] == ["mysql-bin.000003:1234"]
+    assert store.list_binlog_skips("t2").items == []
+
+    done = store.finish_binlog_skip(got, "done", statement="ALTER TABLE o DROP PARTITION p0", worker="w1")
+    assert done.state == "done" and store.get_binlog_skip("t1", "s1", "mysql-bin.000003", 1234).state == "done"
+    assert store.finish_binlog_skip(got, "passed") is None          # read before the done mark: refused
+    with pytest.raises(ValueError, match="state"):
+        store.finish_binlog_skip(done, "bogus")
+
+    for text in ("", "mysql-bin.000003", "mysql-bin.000003:abc", ":12", "f:3"):
+        with pytest.raises(ValueError, match="FILE:POS"):
+            parse_binlog_pos(text)
+    assert parse_binlog_pos("mysql-bin.000003:1234 gtid=101-101-9") == ("mysql-bin.000003", 1234)
+
+    key = store.keys.binlog_skip("t1", "s1", "f.000001", 99)
+    for raw in (b'{"v":1,"task":"t1","source":"s1","file":"f.000001","pos":2}',            # pos < 4
+                b'{"v":1,"task":"t1","source":"s1","file":"f.000001","pos":99,"op":"replace"}',
+                b'{"v":1,"task":"t1","source":"s2","file":"f.000001","pos":99}'):          # not its key
+        store.client.put(key, raw)
+        with pytest.raises(GarbageRecord):
+            store.get_binlog_skip("t1", "s1", "f.000001", 99)
+        assert len(store.list_binlog_skips("t1").bad) == 1
+
+
+def _error_status(store, position="mysql-bin.000003:1234 gtid=101-101-9", end="mysql-bin.000003:1400"):
+    err = {"type": "UnsupportedShardDDL", "message": "cannot split DDL", "position": position,
+           "statement_end": end, "statement": "ALTER TABLE orders_01 DROP PARTITION p0"}
+    store.put_status(SubtaskStatus("t1", "s1", "Error", worker="w1", detail={"error": err}))
+
+
+def test_cli_binlog_skip_and_its_errors(leader, store, capsys, tmp_path):
+    files = [write(tmp_path, f"{s}.yaml", source_yaml(s)) for s in ("s1", "s2")]
+    assert run_cli(capsys, leader, "operate-source", "create", *files)[0] == 0
+    assert run_cli(capsys, leader, "start-task", write(tmp_path, "t1.yaml", task_yaml("t1")))[0] == 0
+
+    rc, _, err = run_cli(capsys, leader, "binlog", "skip", "t1")
+    assert rc == 1 and "exactly one source" in err
+    rc, _, err = run_cli(capsys, leader, "binlog", "skip", "t1", "-s", "s1", "-s", "s2")
+    assert rc == 1 and "exactly one source" in err
+    rc, doc, _ = run_cli(capsys, leader, "binlog", "skip", "nope", "-s", "s1")
+    assert rc == 1 and doc["result"] is False and "task 'nope' not found" in doc["msg"]
+    rc, doc, _ = run_cli(capsys, leader, "binlog", "skip", "t1", "-s", "s9")
+    assert rc == 1 and "does not run on source(s) s9" in doc["msg"]
+    rc, _, err = run_cli(capsys, leader, "binlog", "skip", "t1", "-s", "s1", "-b", "mysql-bin.3")
+    assert rc == 1 and "'mysql-bin.3'" in err and "FILE:POS" in err
+    from protos import master_pb2 as pb                      # the master validates too (other clients)
+    resp = leader.stub().HandleError(pb.HandleErrorRequest(task="t1", source="s1", op="skip", binlog_pos="x:y"),
+                                     timeout=10)
+    assert not resp.result and "'x:y'" in resp.msg and "FILE:POS" in resp.msg
+
+    # nothing stopped: without -b there is nothing to skip
+    rc, doc, _ = run_cli(capsys, leader, "binlog", "skip", "t1", "-s", "s1")
+    assert rc == 1 and "not stopped in Error at a DDL" in doc["msg"] and "-b FILE:POS" in doc["msg"]
+    store.put_status(SubtaskStatus("t1", "s1", "Error", detail={"error": {"type": "SyncError", "message": "boom",
+                                                                          "position": "mysql-bin.000003:99"}}))
+    rc, doc, _ = run_cli(capsys, leader, "binlog", "skip", "t1", "-s", "s1")
+    assert rc == 1 and "not at a statement event (error: boom)" in doc["msg"]
+    assert store.list_binlog_skips("t1").items == []
+
+    # stopped at a DDL: skip it; the task record gets a new revision (the failed subtask restarts)
+    _error_status(store)
+    rev0 = store.get_task("t1").revision
+    rc, doc, _ = run_cli(capsys, leader, "binlog", "skip", "t1", "-s", "s1")
+    assert rc == 0, doc
+    assert doc["sources"] == [{"result": True, "msg": "skip armed at mysql-bin.000003:1234", "source": "s1"}]
+    assert "DROP PARTITION p0" in doc["msg"] and "restarts" in doc["msg"]
+    (rec,) = store.list_binlog_skips("t1", "s1").items
+    assert (rec.file, rec.pos, rec.state, rec.statement, rec.gtid) == (
+        "mysql-bin.000003", 1234, "pending", "ALTER TABLE orders_01 DROP PARTITION p0", "101-101-9")
+    task = store.get_task("t1")
+    assert task.revision > rev0 and task.stage_of("s1") == "running"
+
+    # the legacy form, naming the statement by its end position: the same skip
+    rc, doc, _ = run_cli(capsys, leader, "handle-error", "t1", "skip", "-s", "s1", "-b", "mysql-bin.000003:1400")
+    assert rc == 0 and "already armed" in doc["msg"]
+    assert [r.position for r in store.list_binlog_skips("t1", "s1").items] == ["mysql-bin.000003:1234"]
+
+    # pre-armed for a statement not reached yet; table output; revert
+    rc, out, _ = run_cli(capsys, leader, "binlog", "skip", "t1", "-s", "s2", "-b", "mysql-bin.000009:777", fmt="table")
+    assert rc == 0 and out.startswith("OK: the statement at mysql-bin.000009:777 will be skipped when source s2")
+    assert "s2: ok - skip armed at mysql-bin.000009:777" in out
+    rc, doc, _ = run_cli(capsys, leader, "binlog", "revert", "t1", "-s", "s2")
+    assert rc == 0 and "mysql-bin.000009:777" in doc["msg"] and store.list_binlog_skips("t1", "s2").items == []
+    rc, doc, _ = run_cli(capsys, leader, "binlog", "revert", "t1", "-s", "s2")
+    assert rc == 1 and "nothing to revert" in doc["msg"]
+
+    # stop-task takes the task's skip records with it
+    assert run_cli(capsys, leader, "stop-task", "t1")[0] == 0
+    assert store.list_binlog_skips("t1").items == []

@@ -1,0 +1,197 @@
+"""`shardctl binlog skip` on the worker side, with a real Syncer in optimistic shard mode (real
+etcd, MariaDB, Spark): a partition ALTER stops the syncer with the statement's position; a skip
+record for it (and one pre-armed for a later ADD COLUMN) lets it continue without an Info, with
+checkpoints past both statements and the tracked schema following the upstream; a crash between
+the checkpoint and the done mark, and further restarts, neither re-skip nor re-fail.  A skipped DDL
+that its lock had already answered (and the downstream refused) gets its Operation marked done."""
+from __future__ import annotations
+
+import json
+import threading
+
+import pymysql
+import pytest
+from prometheus_client import REGISTRY
+
+from coordinator.etcdproto import BinlogSkip, Stage, Store, parse_binlog_pos
+from coordinator.routing import TableMapper
+from tests.worker.conftest import make_task
+from worker.binlog_skip import BinlogSkips
+from tests.worker_coord.conftest import AutoMaster
+from worker.coordination import DownstreamDDL, OptimisticDDLHandler, ShardDDLCoordinator, UnsupportedShardDDL
+from worker.schema_tracker import SchemaTracker
+from worker.syncer import SimulatedCrash, SyncError, Syncer
+
+
+class CrashOnAddColumn(BinlogSkips):
+    """Dies like a killed process after the checkpoint flush of the skipped ADD COLUMN, before
+    its done mark."""
+
+    def used(self, rec, statement, note=""):
+        if "ADD COLUMN" in statement:
+            raise SimulatedCrash(f"crash before marking {rec.position} done")
+        super().used(rec, statement, note)
+
+
+def _syncer(spark, store, task, src, skips_cls=BinlogSkips):
+    up_kw, down_kw = src.db.pymysql_kwargs(), task.target.pymysql_kwargs()
+    mapper = TableMapper(task.instance(src.source_id), task.meta_schema)
+    coord = ShardDDLCoordinator(store, task.name, src.source_id, mapper,
+                                SchemaTracker(src.source_id, connect=lambda: pymysql.connect(**up_kw)),
+                                DownstreamDDL(lambda: pymysql.connect(**down_kw, autocommit=True)),
+                                stop=threading.Event())
+    up_db = task.instance(src.source_id).routes[0].schema_pattern
+    coord.source_tables.write_all([(up_db, "orders_1"), (up_db, "orders_2")])   # pre-loaded at start
+    box = {}
+    handler = OptimisticDDLHandler(coord, on_redirect=lambda: box["s"].request_rewind())
+    box["s"] = Syncer(spark, task, src, handler, skips=skips_cls(store, task.name, src.source_id, "w-test"))
+    return box["s"]
+
+
+def _points(down, task) -> dict:
+    rows = down.execute(f"SELECT cp_table, binlog_name, binlog_pos, table_info FROM `{task.name}_syncer_checkpoint`")
+    return {t: ((f, int(p)), info) for t, f, p, info in rows}
+
+
+def _skips_done(store, task) -> float:
+    return REGISTRY.get_sample_value("shardmerge_worker_binlog_skips_total", {"task": task.name, "source": "s1"}) or 0
+
+
+def test_skip_stops_nothing_twice(spark, etcd_client, etcd_prefix, source1_db, downstream_db, positions):
+    db, down = source1_db, downstream_db
+    db.execute("CREATE TABLE orders_1 (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) "
+               "(PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN (200))")
+    db.execute("CREATE TABLE orders_2 (id INT PRIMARY KEY, v INT)")
+    down.execute("CREATE TABLE orders (id INT PRIMARY KEY, v INT)")
+    (p0,) = positions(db)
+    task, srcs, _ = make_task(down, {"s1": db}, start={"s1": p0})
+    store = Store(etcd_client, etcd_prefix)
+    fence = store.campaign("test-master")
+    db.execute("INSERT INTO orders_1 VALUES (1, 1), (150, 2)")
+    (at_alter,) = positions(db)
+    db.execute("ALTER TABLE orders_1 ADD PARTITION (PARTITION p2 VALUES LESS THAN (300))")
+    (after_alter,) = positions(db)
+    db.execute("INSERT INTO orders_1 VALUES (250, 3)")
+
+    s1 = _syncer(spark, store, task, srcs["s1"])
+    try:
+        with pytest.raises(UnsupportedShardDDL) as ei:
+            s1.sync_until_caught_up()
+    finally:
+        s1.close()
+    ctx = ei.value.context
+    assert parse_binlog_pos(ctx["position"]) == (at_alter.file, at_alter.pos)
+    assert parse_binlog_pos(ctx["statement_end"]) == (after_alter.file, after_alter.pos)
+    assert "ADD PARTITION" in ctx["statement"] and "binlog skip" in ei.value.message
+    assert sorted(r[0] for r in down.execute("SELECT id FROM orders")) == [1, 150]
+    assert s1.store.global_pos.same_point(at_alter)
+
+    # the operator skips it, and pre-arms a skip for an ADD COLUMN that has not happened yet
+    store.put_binlog_skip(fence, BinlogSkip(task.name, "s1", at_alter.file, at_alter.pos, gtid=at_alter.gtid))
+    before = _skips_done(store, task)
+    s2 = _syncer(spark, store, task, srcs["s1"], CrashOnAddColumn)
+    try:
+        s2.start()                                  # tracks orders_2 as it is now (no column c)
+        (at_add,) = positions(db)
+        store.put_binlog_skip(fence, BinlogSkip(task.name, "s1", at_add.file, at_add.pos))
+        db.execute("ALTER TABLE orders_2 ADD COLUMN c INT DEFAULT 7")
+        (after_add,) = positions(db)
+        down.execute("ALTER TABLE orders ADD COLUMN c INT DEFAULT 7")   # the operator's own change
+        db.execute("INSERT INTO orders_2 VALUES (1000, 1, 5)")
+        db.execute("CREATE TABLE plain_t (id INT PRIMARY KEY)")         # a later statement
+        with pytest.raises(SimulatedCrash):   # checkpoint flushed past ADD COLUMN, then "killed"
+            s2.sync_until_caught_up()
+    finally:
+        s2.close()
+    assert s2.store.global_pos.same_point(after_add)
+    recs = {r.position: r for r in store.list_binlog_skips(task.name, "s1").items}
+    alter, add = recs[f"{at_alter.file}:{at_alter.pos}"], recs[f"{at_add.file}:{at_add.pos}"]
+    assert alter.state == "done" and "ADD PARTITION" in alter.statement and alter.worker == "w-test"
+    assert add.state == "pending"                                     # its done mark was lost
+    assert _skips_done(store, task) == before + 1
+    pts = _points(down, task)
+    cols = [c["name"] for c in json.loads(pts["orders_2"][1])["columns"]]
+    assert cols == ["id", "v", "c"]                # the tracker applied the skipped ADD COLUMN
+    assert pts["orders_1"][0] >= (after_alter.file, after_alter.pos)
+    assert pts["orders_2"][0] >= (after_add.file, after_add.pos)
+
+    s3 = _syncer(spark, store, task, srcs["s1"])
+    try:
+        s3.sync_until_caught_up()
+    finally:
+        s3.close()
+    assert sorted(r[0] for r in down.execute("SELECT id FROM orders")) == [1, 150, 250, 1000]
+    add = store.get_binlog_skip(task.name, "s1", at_add.file, at_add.pos)
+    # the lost one is never applied to another statement: the stream passed its position
+    assert add.state == "passed" and "passed" in add.note
+    assert _skips_done(store, task) == before + 1
+    assert store.list_infos(task.name).items == []          # neither DDL was coordinated
+    assert "PARTITION" not in down.execute("SHOW CREATE TABLE orders")[0][1]
+    assert down.execute("SHOW TABLES LIKE 'plain_t'")        # statements after the skips run
+
+    # another restart: nothing is skipped or failed again, new rows flow
+    db.execute("INSERT INTO orders_1 VALUES (2, 9)")
+    s4 = _syncer(spark, store, task, srcs["s1"])
+    try:
+        s4.sync_until_caught_up()
+    finally:
+        s4.close()
+    assert sorted(r[0] for r in down.execute("SELECT id FROM orders")) == [1, 2, 150, 250, 1000]
+    assert _skips_done(store, task) == before + 1
+    assert _points(down, task)[""][0] > (after_add.file, after_add.pos)
+
+
+def test_skip_of_a_ddl_the_downstream_refused_finishes_its_operation(spark, etcd_client, etcd_prefix, source1_db,
+                                                                     downstream_db, positions):
+    db, down = source1_db, downstream_db
+    (p0,) = positions(db)
+    task, srcs, _ = make_task(down, {"s1": db}, start={"s1": p0})
+    store = Store(etcd_client, etcd_prefix)
+    master = AutoMaster(store, lambda info: (Stage.NONE, info.ddls))
+    try:
+        for n, t in enumerate(("orders_1", "orders_2")):
+            db.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT)")
+            db.execute(f"INSERT INTO {t} VALUES ({n + 1}, 7)")
+        (at,) = positions(db)
+        db.execute("ALTER TABLE orders_1 ADD UNIQUE KEY uv (v)")   # unique in the shard, not in the merged table
+        db.execute("INSERT INTO orders_1 VALUES (3, 8)")
+        s1 = _syncer(spark, store, task, srcs["s1"])
+        try:
+            with pytest.raises(SyncError, match="Duplicate entry") as ei:
+                s1.sync_until_caught_up()
+        finally:
+            s1.close()
+        assert parse_binlog_pos(ei.value.context["position"]) == (at.file, at.pos) and "binlog skip" in str(ei.value)
+        (info,) = store.list_infos(task.name).items
+        assert not store.get_operation(info.lock, info.table).done
+
+        # armed with the GTID state of another server at that file:pos: not used, marked passed
+        domain, server, seq = at.gtid.split(",")[-1].split("-")
+        other = f"{domain}-{server}-{int(seq) + 1000}"
+        store.put_binlog_skip(master.acting.fence, BinlogSkip(task.name, "s1", at.file, at.pos, gtid=other))
+        s2 = _syncer(spark, store, task, srcs["s1"])
+        try:
+            with pytest.raises(SyncError, match="Duplicate entry"):
+                s2.sync_until_caught_up()
+        finally:
+            s2.close()
+        rec = store.get_binlog_skip(task.name, "s1", at.file, at.pos)
+        assert rec.state == "passed" and "GTID state" in rec.note
+        (info,) = store.list_infos(task.name).items              # the failed run re-sent its Info
+        assert not store.get_operation(info.lock, info.table).done
+
+        store.put_binlog_skip(master.acting.fence, BinlogSkip(task.name, "s1", at.file, at.pos, gtid=at.gtid))
+        s2 = _syncer(spark, store, task, srcs["s1"])
+        try:
+            s2.sync_until_caught_up()
+        finally:
+            s2.close()
+        assert store.get_operation(info.lock, info.table).done        # the lock is not left waiting
+        assert [i.revision for i in store.list_infos(task.name).items] == [info.revision]   # no new Info
+        assert sorted(r[0] for r in down.execute("SELECT id FROM orders")) == [1, 2, 3]
+        assert "uv" not in down.execute("SHOW CREATE TABLE orders")[0][1]
+        idx = [i["name"] for i in json.loads(_points(down, task)["orders_1"][1])["indexes"]]
+        assert "uv" in idx                                            # the tracker follows the upstream
+        assert store.get_binlog_skip(task.name, "s1", at.file, at.pos).state == "done"
+    finally:
+        master.close()

@@ -1,0 +1,85 @@
+"""Worker side of ``shardctl binlog skip``: which statement events an operator told this
+(task, source) to skip.
+
+The master writes a ``pending`` BinlogSkip record naming the *start* position of one statement
+event.  The syncer asks :meth:`BinlogSkips.find` at every statement event (one etcd read; DDLs
+are rare), and when the start matches it does not execute nor coordinate the statement: it moves
+the checkpoints past it like a handled DDL, and only then calls :meth:`BinlogSkips.used`.  A
+crash between the checkpoint flush and that mark cannot skip another statement: the record
+names one exact position, which the restarted stream (resuming after it) never meets again; the
+next statement's :meth:`find` marks such a left-over record ``passed``.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from prometheus_client import Counter
+
+from coordinator.etcdproto import BinlogSkip, Store
+from coordinator.obs import logger
+from worker.events import Position, PositionError, parse_gtid_set
+
+SKIPPED = Counter("shardmerge_worker_binlog_skips_total",
+                  "Statement events skipped on an operator's `shardctl binlog skip`", ["task", "source"])
+
+_log = logger("worker.binlog_skip")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def same_gtid_state(a: str, b: str) -> bool:
+    """Unknown on either side, or equal in every GTID domain both name (the formats of a
+    checkpoint's and a server's GTID state may list different domains)."""
+    if not a or not b:
+        return True
+    try:
+        da, db = parse_gtid_set(a), parse_gtid_set(b)
+    except PositionError:
+        return True
+    return all(da[d] == db[d] for d in set(da) & set(db))
+
+
+class BinlogSkips:
+    """Pending skips of one (task, source) in etcd (``coordinator.etcdproto.BinlogSkip``)."""
+
+    def __init__(self, store: Store, task: str, source: str, worker: str = ""):
+        self.store, self.task, self.source, self.worker = store, task, source, worker
+
+    def find(self, start: Position) -> BinlogSkip | None:
+        """The pending skip of the statement starting at ``start`` (same file:pos, and the same
+        GTID state when the record has one).  Pending skips for earlier positions, or for this
+        one with another GTID state, are marked ``passed``: the stream is beyond them
+        (statements come in binlog order and the checkpoint never goes back), so they can never
+        be used.  etcd errors
+        propagate (``EtcdUnavailable`` is transient: the batch is retried, nothing is skipped
+        on a guess)."""
+        hit = None
+        for rec in self.store.list_binlog_skips(self.task, self.source).items:
+            if rec.state != "pending":
+                continue
+            at = Position(rec.file, rec.pos)
+            if at.same_point(start) and same_gtid_state(rec.gtid, start.gtid):
+                hit = rec
+                continue
+            if at.same_point(start):
+                note = (f"a statement starts at {rec.position}, but the GTID state there is {start.gtid!r}, "
+                        f"not {rec.gtid!r} as when the skip was armed (another server's binlog?)")
+            elif at < start:
+                note = f"the stream passed {rec.position} without a statement starting there"
+            else:
+                continue
+            if self.store.finish_binlog_skip(rec, "passed", done_at=_now(), worker=self.worker, note=note):
+                _log.warning("binlog skip not used: " + note, task=self.task, source=self.source,
+                             position=rec.position)
+        return hit
+
+    def used(self, rec: BinlogSkip, statement: str, note: str = "") -> None:
+        """The statement at ``rec`` was skipped and the checkpoint is past it: mark it done."""
+        SKIPPED.labels(self.task, self.source).inc()
+        stored = self.store.finish_binlog_skip(rec, "done", statement=statement[:1000], done_at=_now(),
+                                               worker=self.worker, note=note)
+        if stored is None:
+            _log.warning("binlog skip record changed or was reverted while it was being used; the statement "
+                         "was skipped", task=self.task, source=self.source, position=rec.position)
