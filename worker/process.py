@@ -226,6 +226,7 @@ class Subtask:
         def down():
             return pymysql.connect(**down_kwargs, autocommit=True, charset="utf8mb4")
 
+        self.status.starting(f"reading the upstream tables of {self.source.source_id} and registering them")
         # §7.1: the master learns every upstream table of this subtask, DDL or not
         st_writer = SourceTablesWriter(self.worker.store, cfg.name, self.source.source_id, mapper)
         conn = up()
@@ -249,7 +250,10 @@ class Subtask:
 
     def _stream(self, log, cfg, handler, syncer_box) -> None:
         from worker.syncer import Syncer
+        if not self.worker.spark_started:
+            self.status.starting("starting the Spark session (the worker's first subtask; 15-60 s)")
         spark = self.worker.spark()
+        self.status.starting("reading checkpoints and connecting to the binlog")
         if cfg.task_mode in ("all", "full"):
             self._full_load(log, cfg, spark)
             if cfg.task_mode == "full":
@@ -431,6 +435,10 @@ class WorkerProcess:
     def wait(self) -> None:
         while not self._stop.wait(1.0):
             pass
+
+    @property
+    def spark_started(self) -> bool:
+        return self._spark is not None
 
     def spark(self):
         """One SparkSession per process, created when the first subtask needs it."""

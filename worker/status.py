@@ -76,6 +76,15 @@ class StatusReporter:
             self._st.stage, self._st.block_ddl_owner, self._st.conflict_msg = RUNNING, "", ""
         self.flush(force=True)
 
+    def starting(self, what: str) -> None:
+        """The subtask is starting up (connecting, first Spark session: 15-60 s): say so at once
+        instead of leaving query-status at ``New`` with nothing to show; ``running()`` clears it."""
+        with self._lock:
+            if "error" in self._st.detail:   # a retry: keep what failed and what it waits for visible
+                return
+            self._st.detail["waiting_for"] = f"starting: {what}"
+        self.flush(force=True)
+
     def waiting(self, what: str, *, lock_id: str = "") -> None:
         """Still Running, but blocked on something outside (an Operation from the master)."""
         with self._lock:

@@ -33,6 +33,19 @@ def test_stage_changes_and_progress_in_etcd(store):
     assert _read(store).stage == STOPPED
 
 
+def test_starting_is_visible_until_running_and_never_hides_an_error(store):
+    r = StatusReporter(store, "t", "s", "w1", min_interval=3600)
+    r.starting("starting the Spark session")
+    st = _read(store)      # written at once, not throttled: query-status no longer says New
+    assert st.stage == RUNNING and st.detail["waiting_for"] == "starting: starting the Spark session"
+    r.running()
+    assert "waiting_for" not in _read(store).detail
+    r.retrying(ConnectionError("refused"), "waiting for downstream 127.0.0.1:1: refused")
+    r.starting("reading checkpoints")       # the retry starts over: the problem stays visible
+    st = _read(store)
+    assert st.detail["waiting_for"].startswith("waiting for downstream") and st.detail["error"]["message"] == "refused"
+
+
 class _FlakyStore:
     def __init__(self):
         self.fail, self.written = True, []
