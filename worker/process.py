@@ -85,10 +85,11 @@ def _retryable(e: BaseException) -> bool:
     from worker.load import KeyCollision
 
     from .coordination import ShardDDLError
-    from .syncer import ReplicationKeyCollision, UpstreamChanged
+    from .syncer import DownstreamDDLRejected, ReplicationKeyCollision, UpstreamChanged
     if isinstance(e, TransientError):
         return True
-    return not isinstance(e, (ConfigError, ShardDDLError, KeyCollision, ReplicationKeyCollision, UpstreamChanged))
+    return not isinstance(e, (ConfigError, ShardDDLError, KeyCollision, ReplicationKeyCollision, UpstreamChanged,
+                              DownstreamDDLRejected))
 
 
 class Subtask:

@@ -31,6 +31,7 @@ from prometheus_client import Counter, Gauge
 
 from coordinator.config import SourceConfig, TaskConfig
 from coordinator.errors import ShardMergeError
+from coordinator.retry import is_transient
 from coordinator.obs import logger
 from coordinator.routing import TableMapper
 from worker import ddl as ddlmod
@@ -65,6 +66,12 @@ class SyncError(ShardMergeError):
 class ReplicationKeyCollision(SyncError):
     """A replicated row collided with another shard's row on the target's key
     (:class:`worker.apply.KeyCollision`): a retry cannot fix it, the subtask stops in Error."""
+
+
+class DownstreamDDLRejected(SyncError):
+    """The downstream refused a DDL of a non-sharded table with a non-transient error (syntax,
+    data that does not fit, an unsupported ALTER): retrying cannot fix it; the subtask stops in
+    Error until the target is fixed (``resume-task``) or the statement skipped (``binlog skip``)."""
 
 
 class UpstreamChanged(SyncError):
@@ -620,7 +627,8 @@ class Syncer:
                         if decision.ignorable and code in IGNORABLE_DDL_ERRORS:
                             self.log.info("DDL already in effect downstream", statement=sql, code=code)
                             continue
-                        raise SyncError(f"downstream DDL failed: {e.args[-1] if e.args else e}; "
+                        cls = SyncError if is_transient(e) else DownstreamDDLRejected
+                        raise cls(f"downstream DDL failed: {e.args[-1] if e.args else e}; "
                                         f"statement: {sql}; fix the target and `shardctl resume-task`, or "
                                         f"`shardctl binlog skip {self.task.name} -s {self.source.source_id}` "
                                         f"to skip it", task=self.task.name, source=self.source.source_id,

@@ -1,4 +1,5 @@
-"""The upstream checks a syncer runs before reading: MariaDB (GTID positions) with full row images."""
+"""Conditions that stop a subtask up front or for good instead of retrying or guessing: a non-MariaDB
+upstream, a checkpoint that does not match the upstream's binlog (failover), a DDL the downstream refuses."""
 from __future__ import annotations
 
 import dataclasses
@@ -91,3 +92,28 @@ def test_checkpoints_taken_at_dml_and_ddl_boundaries_match_their_upstream(spark,
         s.close()
     assert check_task(task2, srcs2).equal
     assert sorted(downstream_db.execute("SELECT id, v, w FROM items")) == [(1, 9, 3), (2, 2, 3), (3, 3, 3)]
+
+
+def test_a_ddl_the_downstream_refuses_stops_the_subtask_for_good(spark, source1_db, downstream_db):
+    """A non-sharded table's ALTER that cannot apply downstream (here: a unique key over rows
+    that only the downstream has twice) is not retried forever: typed, non-retryable, with the
+    statement, position and both exits in the message."""
+    from tests.worker.conftest import make_task
+    from worker.process import _retryable
+    from worker.syncer import DownstreamDDLRejected, Syncer, master_status
+
+    task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": master_status(source1_db.params)})
+    source1_db.execute("CREATE TABLE items (id INT PRIMARY KEY, v INT)")
+    source1_db.execute("INSERT INTO items VALUES (1, 1), (2, 2)")
+    syncer = Syncer(spark, task, srcs["s1"])
+    try:
+        syncer.sync_until_caught_up()
+        downstream_db.execute("INSERT INTO items VALUES (3, 1)")      # drift made by hand downstream
+        source1_db.execute("ALTER TABLE items ADD UNIQUE KEY uk_v (v)")
+        with pytest.raises(DownstreamDDLRejected) as ei:
+            syncer.sync_until_caught_up()
+    finally:
+        syncer.close()
+    msg = str(ei.value)
+    assert "Duplicate entry" in msg and "uk_v" in msg and "binlog skip" in msg and "resume-task" in msg, msg
+    assert not _retryable(ei.value)
