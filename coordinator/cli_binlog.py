@@ -6,7 +6,7 @@ its checkpoints past it, once.  Without ``-b`` it is the statement the subtask i
 ``-b`` names the statement *starting* at FILE:POS (pre-arm a skip for one not reached yet)."""
 from __future__ import annotations
 
-from coordinator.cli_common import CLIError, add_sources_flag, call, common, emit
+from coordinator.cli_common import CLIError, add_sources_flag, call, common, common_table, emit
 
 
 def _one_source(args, cmd: str) -> str:
@@ -29,14 +29,7 @@ def run(args, op: str) -> int:
             raise CLIError(f"-b {e}") from None
     resp = call(args, "HandleError", pb.HandleErrorRequest(task=_task_name(args.task), source=source, op=op,
                                                            binlog_pos=args.binlog_pos or ""))
-    return emit(args, common(resp), _table)
-
-
-def _table(doc: dict) -> str:
-    lines = [("OK" if doc["result"] else "FAILED") + (f": {doc['msg']}" if doc.get("msg") else "")]
-    for s in doc.get("sources", []):
-        lines.append(f"  {s['source']}: {'ok' if s['result'] else 'failed'}" + (f" - {s['msg']}" if s["msg"] else ""))
-    return "\n".join(lines)
+    return emit(args, common(resp), common_table)
 
 
 def _add_common(p) -> None:

@@ -54,6 +54,14 @@ def common(resp) -> dict:
     return doc
 
 
+def common_table(doc: dict) -> str:
+    """``--format table`` of a CommonResponse: OK/FAILED with the message, then one line per source."""
+    lines = [("OK" if doc["result"] else "FAILED") + (f": {doc['msg']}" if doc.get("msg") else "")]
+    for s in doc.get("sources", []):
+        lines.append(f"  {s['source']}: {'ok' if s['result'] else 'failed'}" + (f" - {s['msg']}" if s["msg"] else ""))
+    return "\n".join(lines)
+
+
 def render_table(headers: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)] if rows else [len(h) for h in headers]
     line = lambda r: "  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip()  # noqa: E731

@@ -7,7 +7,7 @@ import os
 
 import yaml
 
-from coordinator.cli_common import CLIError, add_sources_flag, call, common, emit, render_table
+from coordinator.cli_common import CLIError, add_sources_flag, call, common, common_table, emit, render_table
 
 
 def _read(path: str) -> str:
@@ -23,7 +23,7 @@ def start_task(args) -> int:
     text = _read(args.config)
     resp = call(args, "StartTask", pb.StartTaskRequest(task_yaml=text, file=args.config, sources=args.sources,
                                                         remove_meta=args.remove_meta))
-    return emit(args, common(resp), _common_table)
+    return emit(args, common(resp), common_table)
 
 
 def _task_name(arg: str) -> str:
@@ -42,26 +42,19 @@ def _task_name(arg: str) -> str:
 def stop_task(args) -> int:
     from protos import master_pb2 as pb
     resp = call(args, "StopTask", pb.StopTaskRequest(name=_task_name(args.task), sources=args.sources))
-    return emit(args, common(resp), _common_table)
+    return emit(args, common(resp), common_table)
 
 
 def pause_task(args) -> int:
     from protos import master_pb2 as pb
     resp = call(args, "PauseTask", pb.PauseTaskRequest(name=_task_name(args.task), sources=args.sources))
-    return emit(args, common(resp), _common_table)
+    return emit(args, common(resp), common_table)
 
 
 def resume_task(args) -> int:
     from protos import master_pb2 as pb
     resp = call(args, "ResumeTask", pb.ResumeTaskRequest(name=_task_name(args.task), sources=args.sources))
-    return emit(args, common(resp), _common_table)
-
-
-def _common_table(doc: dict) -> str:
-    lines = [("OK" if doc["result"] else "FAILED") + (f": {doc['msg']}" if doc.get("msg") else "")]
-    for s in doc.get("sources", []):
-        lines.append(f"  {s['source']}: {'ok' if s['result'] else 'failed'}" + (f" - {s['msg']}" if s["msg"] else ""))
-    return "\n".join(lines)
+    return emit(args, common(resp), common_table)
 
 
 def _subtask_doc(st) -> dict:

@@ -1,7 +1,8 @@
 """PRIVATE etcd + MariaDB sets for tests that kill servers (ports shifted, data under
 ``.services/<name>``), so killing etcd or the downstream never breaks other suites running on
 the shared set.  The chaos run uses offset 2000 (``.services/chaos``); the targeted recovery
-tests use their own set (offset 2100) so both can run at once.
+tests use their own set (offset 2100) so both can run at once.  Both are added to
+``SHARDMERGE_SERVICES_PORT_OFFSET`` when it is set.
 
 ``scripts/devservices.py`` reads the port offset and state directory from the environment at
 import, so each set loads its own copy of the module with the environment set for it.  The
@@ -98,8 +99,11 @@ class ServiceSet:
         self.ds.start_mariadb(self.downstream)
 
 
-CHAOS = ServiceSet("chaos", int(os.environ.get("SHARDMERGE_CHAOS_PORT_OFFSET", "2000")))
-RECOVERY = ServiceSet("chaos-recovery", 2100)
+# Relative to the shared set's offset, so a shifted run (a CI rehearsal beside a development
+# set) never meets another checkout's private servers on the same ports.
+_BASE = int(os.environ.get("SHARDMERGE_SERVICES_PORT_OFFSET", "0") or 0)
+CHAOS = ServiceSet("chaos", int(os.environ.get("SHARDMERGE_CHAOS_PORT_OFFSET", str(_BASE + 2000))))
+RECOVERY = ServiceSet("chaos-recovery", _BASE + 2100)
 
 # the chaos run's set, as module functions
 start, stop = CHAOS.start, CHAOS.stop
