@@ -352,11 +352,13 @@ def _apply_once(conn, changes: list, batch: int, source_id: str, attempt: int) -
         cols = _index_columns(conn, meta[2], index) if index else ()
         if cols and cols == tuple(k.lower() for k in meta[4]):
             raise KeyCollision(
-                f"{e.args[-1]} in {meta[2]}: a {ch[KIND]} from {meta[0]}.{meta[1]} has the key "
+                f"{e.args[-1]} in {meta[2]}: the {ch[KIND]} from {meta[0]}.{meta[1]} has the key "
                 f"({', '.join(meta[4])}) of a row already there (another shard's, or data not written by "
-                f"this task); nothing of this batch was applied.  Make the key unique across shards (e.g. "
-                f"add the shard as a key column), or set `safe-mode: true` in the task's syncer config to let "
-                f"the later row overwrite the earlier one", **where) from e
+                f"this task); its transaction was rolled back and the batch is not checkpointed.  Make the "
+                f"key unique across shards (e.g. add the shard as a key column) and fix the row, then "
+                f"`shardctl resume-task`; resuming without a fix replays the batch in safe mode, where the "
+                f"later row overwrites the earlier one (as `safe-mode: true` in the task's syncer config "
+                f"does throughout)", **where) from e
         log.warning("duplicate on a secondary unique key (changes of two rows out of order); "
                     "re-applying the partition in safe mode", target=meta[2], index=index,
                     error=str(e.args[-1]), **where)
