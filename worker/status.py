@@ -26,7 +26,8 @@ from coordinator.etcdproto.errors import EtcdProtoError
 from coordinator.etcdproto.records import SubtaskStatus
 from coordinator.obs import logger
 
-RUNNING = "Running"
+NEW = "New"            # starting: not replicating yet (no position taken); waiting_for says what
+RUNNING = "Running"    # replicating (or loading) from a known position
 PAUSED = "Paused"      # blocked on an operator: a lock answer (conflict, error; continues by
                        # itself once answered) or pause-task (detail paused_by=operator)
 ERROR = "Error"        # stopped on an error that needs a restart/fix (strict conflict, bad DDL)
@@ -77,11 +78,15 @@ class StatusReporter:
         self.flush(force=True)
 
     def starting(self, what: str) -> None:
-        """The subtask is starting up (connecting, first Spark session: 15-60 s): say so at once
-        instead of leaving query-status at ``New`` with nothing to show; ``running()`` clears it."""
+        """The subtask is starting up (connecting, first Spark session: 15-60 s): stage ``New``
+        with what it is doing, instead of a bare ``New``.  Not ``Running``: no start position
+        is taken yet, so a client that waits for Running and then writes must not race it.
+        ``running()`` ends it."""
         with self._lock:
             if "error" in self._st.detail:   # a retry: keep what failed and what it waits for visible
                 return
+            if self._st.stage not in (PAUSED, ERROR):
+                self._st.stage = NEW
             self._st.detail["waiting_for"] = f"starting: {what}"
         self.flush(force=True)
 
@@ -128,15 +133,16 @@ class StatusReporter:
         return self.flush(force=True)
 
     def resuming(self) -> None:
-        """A new subtask replaces a paused or failed one: ``Running`` at once (starting up),
-        so query-status does not keep showing the old stage while it connects."""
+        """A new subtask replaces a paused or failed one: ``New`` at once (starting up), so
+        query-status does not keep showing the old stage while it connects; ``Running`` only
+        once the syncer has its position."""
         with self._lock:
             d = self._st.detail
             for k in ("error", "lock_id", "paused_by"):
                 d.pop(k, None)
             d["waiting_for"] = "restarting (resume-task or a changed task record): connecting to " \
                                "upstream, downstream and Spark"
-            self._st.stage, self._st.block_ddl_owner, self._st.conflict_msg = RUNNING, "", ""
+            self._st.stage, self._st.block_ddl_owner, self._st.conflict_msg = NEW, "", ""
         self.flush(force=True)
 
     def restore(self, rec: SubtaskStatus) -> None:

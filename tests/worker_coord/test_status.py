@@ -4,7 +4,7 @@ from coordinator.errors import ConfigError
 from coordinator.etcdproto import EtcdUnavailable
 from worker.coordination import ShardDDLError, StrictConflict
 from worker.process import _retryable
-from worker.status import ERROR, PAUSED, RUNNING, STOPPED, StatusReporter
+from worker.status import ERROR, NEW, PAUSED, RUNNING, STOPPED, StatusReporter
 
 
 def _read(store, task="t", source="s"):
@@ -36,8 +36,8 @@ def test_stage_changes_and_progress_in_etcd(store):
 def test_starting_is_visible_until_running_and_never_hides_an_error(store):
     r = StatusReporter(store, "t", "s", "w1", min_interval=3600)
     r.starting("starting the Spark session")
-    st = _read(store)      # written at once, not throttled: query-status no longer says New
-    assert st.stage == RUNNING and st.detail["waiting_for"] == "starting: starting the Spark session"
+    st = _read(store)      # written at once, not throttled; New (no position yet), saying what it does
+    assert st.stage == NEW and st.detail["waiting_for"] == "starting: starting the Spark session"
     r.running()
     assert "waiting_for" not in _read(store).detail
     r.retrying(ConnectionError("refused"), "waiting for downstream 127.0.0.1:1: refused")
