@@ -82,14 +82,15 @@ def _retryable(e: BaseException) -> bool:
     """Errors that a retry cannot fix (bad config, a strict-mode conflict, a DDL the lock
     cannot take) stop the subtask in Error; everything else (connections, etcd, Spark, a
     downstream hiccup) is retried with backoff, status Error meanwhile (resume from checkpoints)."""
-    from worker.load import KeyCollision
+    from worker.load import KeyCollision, SchemaChangedDuringLoad
 
     from .coordination import ShardDDLError
     from .syncer import DownstreamDDLRejected, ReplicationKeyCollision, UpstreamChanged
     if isinstance(e, TransientError):
         return True
+    # SchemaChangedDuringLoad: the load plan keeps the old definition, so every retry fails alike
     return not isinstance(e, (ConfigError, ShardDDLError, KeyCollision, ReplicationKeyCollision, UpstreamChanged,
-                              DownstreamDDLRejected))
+                              DownstreamDDLRejected, SchemaChangedDuringLoad))
 
 
 class Subtask:

@@ -72,6 +72,12 @@ def test_retry_policy():
     assert _retryable(RuntimeError("spark hiccup"))
     assert not _retryable(ConfigError("bad", file="f"))
     assert not _retryable(StrictConflict("c", tables=["a"]))
+    from worker.load import KeyCollision, SchemaChangedDuringLoad
+    from worker.syncer import DownstreamDDLRejected, ReplicationKeyCollision, SyncError, UpstreamChanged
+    for final in (KeyCollision("k"), SchemaChangedDuringLoad("altered"), ReplicationKeyCollision("dup"),
+                  UpstreamChanged("failover"), DownstreamDDLRejected("1064")):
+        assert not _retryable(final), final
+    assert _retryable(SyncError("applying changes failed: lost connection"))
 
 
 def test_gtid_behind_counts_transactions_per_domain():
