@@ -63,6 +63,33 @@ APT_PACKAGES = {"etcd": "etcd-server", "etcdctl": "etcd-client",
                 "openssl": "openssl"}  # openssl: the security tests make their own certificates
 
 
+# The private sets of tests/chaos/services.py (chaos run, recovery tests) sit at these offsets
+# above this set's; their ports are reserved together with ours.
+PRIVATE_SET_OFFSETS = (2000, 2100)
+_RESERVED = Path("/proc/sys/net/ipv4/ip_local_reserved_ports")
+
+
+def reserve_ports() -> None:
+    """Keep the kernel from handing our service ports (and the private sets') to outgoing
+    connections: the MariaDB ports lie in Linux's ephemeral range (32768-60999), and a client
+    socket that happens to sit on one makes a server start fail with "address in use".
+    Best effort: needs root (CI runs as root); elsewhere the ports are simply not reserved."""
+    base = [ETCD_CLIENT_PORT, ETCD_PEER_PORT, ETCD_CLIENT_PORT + 2] + [m.port for m in MARIADBS]
+    want = {p + extra for p in base for extra in (0, *PRIVATE_SET_OFFSETS)}
+    try:
+        lo, hi = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        cur = _RESERVED.read_text().strip()
+        have = set()
+        for part in filter(None, cur.split(",")):
+            a, _, b = part.partition("-")
+            have.update(range(int(a), int(b or a) + 1))
+        add = sorted(p for p in want if lo <= p <= hi and p not in have)
+        if add:
+            _RESERVED.write_text(",".join(filter(None, [cur, *map(str, add)])))
+    except (OSError, ValueError):
+        pass
+
+
 class ServiceError(RuntimeError):
     """A service could not be installed, started or reached; the message says which and why."""
 
@@ -237,6 +264,7 @@ def status() -> dict:
 
 def start() -> dict:
     install_missing()
+    reserve_ports()
     STATE.mkdir(parents=True, exist_ok=True)
     start_etcd()
     for m in MARIADBS:

@@ -58,6 +58,7 @@ class ServiceSet:
     def start(self) -> dict:
         """Start (or reuse) the set; ``{"etcd": "host:port", "mysql": {name: params}}``."""
         self.ds.install_missing()
+        self.ds.reserve_ports()
         self.state.mkdir(parents=True, exist_ok=True)
         self.ds.start_etcd()
         for m in (*self.sources.values(), self.downstream):
