@@ -60,9 +60,13 @@ class ServiceSet:
         self.ds.install_missing()
         self.ds.reserve_ports()
         self.state.mkdir(parents=True, exist_ok=True)
-        self.ds.start_etcd()
-        for m in (*self.sources.values(), self.downstream):
-            self.ds.start_mariadb(m)
+        try:
+            self.ds.start_etcd()
+            for m in (*self.sources.values(), self.downstream):
+                self.ds.start_mariadb(m)
+        except BaseException:
+            self.stop()    # no half-started set left behind to hold the ports of the next run
+            raise
         return {"etcd": self.etcd,
                 "mysql": {m.name: {"host": self.ds.HOST, "port": m.port, "user": self.ds.USER,
                                    "password": self.ds.PASSWORD} for m in (*self.sources.values(), self.downstream)}}
