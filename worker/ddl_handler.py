@@ -25,7 +25,9 @@ every DDL of the binlog it stops and asks a :class:`DDLHandler`.  The contract:
    the syncer to skip (``shardctl binlog skip``): nothing is executed downstream and nothing is
    coordinated, but the handler's schema state follows the upstream (DM pain #24: a skipped
    DDL left DM's tracker behind); the syncer then advances the points as for a handled DDL.
-5. On (re)start the syncer calls ``restore(table_infos)`` with every table's checkpointed
+5. ``attach(rewind)`` (optional) is called once by the syncer with its ``request_rewind``, for
+   handlers that hold tables (step 3's ``hold``) and must restart the syncer later.
+6. On (re)start the syncer calls ``restore(table_infos)`` with every table's checkpointed
    schema (``{(up_schema, up_table): json_text_or_None}``) so all in-memory state is rebuilt
    from the checkpoints alone; DDLs at or before a table's point are never handed over again.
 
@@ -45,7 +47,7 @@ from typing import Callable, Protocol
 
 from coordinator.errors import ShardMergeError
 from coordinator.routing import TableMapper
-from worker import ddl as ddlmod
+from coordinator.schema import kinds as ddlmod
 from worker.events import DDLEvent
 
 
@@ -159,27 +161,9 @@ class DirectDDLHandler:
             self.schemas.pop(key, None)
 
     def handle_ddl(self, event: DDLEvent, ctx: DDLContext) -> DDLDecision:
-        k = event.kind
-        if k in (ddlmod.OTHER, ddlmod.NOT_DDL):
-            return DDLDecision(skip=True, note="not a replicated statement")
-        if k == ddlmod.CREATE_DATABASE:
-            return DDLDecision([f"CREATE DATABASE IF NOT EXISTS {ddlmod.quote(event.target_schema)}"])
-        if k in (ddlmod.DROP_DATABASE, ddlmod.ALTER_DATABASE):
-            return DDLDecision(skip=True, note="database-level statement not propagated")
-        if event.target_table is None:
-            return DDLDecision(skip=True, note="filtered table")
-        sharded = ctx.is_sharded(event.schema, event.table)
-        self._track(event)
-        if sharded and k in (ddlmod.DROP_TABLE, ddlmod.TRUNCATE_TABLE):
-            return DDLDecision(skip=True, note="DROP/TRUNCATE of one shard is not propagated to the merged table")
-        if k == ddlmod.RENAME_TABLE and sharded:
-            raise UnsupportedDDL("RENAME TABLE of a sharded table is not supported; rename the merged "
-                                 "table downstream and update the route rules instead, or (online-DDL "
-                                 "cut-over) " + SKIP_HINT.format(task=ctx.task, source=ctx.source_id),
-                                 source=ctx.source_id, table=event.upstream, position=str(event.end))
-        if k == ddlmod.DROP_TABLE:
-            return DDLDecision([f"DROP TABLE IF EXISTS {ddlmod.quote(event.target_schema, event.target_table)}"])
-        return DDLDecision(rewrite_for_target(event, ctx))
+        if event.target_table is not None and event.kind not in (ddlmod.OTHER, ddlmod.NOT_DDL):
+            self._track(event)
+        return direct_decision(event, ctx)
 
     def ddl_executed(self, event: DDLEvent, decision: DDLDecision, ctx: DDLContext) -> None:
         return None
@@ -208,6 +192,31 @@ class DirectDDLHandler:
             self.schemas[key] = TableSchema.from_create_sql(sql)
 
         follow_skipped(event, ctx, apply, reload, lambda: self.schemas.pop(key, None))
+
+
+def direct_decision(event: DDLEvent, ctx: DDLContext) -> DDLDecision:
+    """What a DDL runs downstream when no lock coordinates it: the statement on its routed
+    target, made idempotent; database-level and one-shard DROP/TRUNCATE statements run nothing."""
+    k = event.kind
+    if k in (ddlmod.OTHER, ddlmod.NOT_DDL):
+        return DDLDecision(skip=True, note="not a replicated statement")
+    if k == ddlmod.CREATE_DATABASE:
+        return DDLDecision([f"CREATE DATABASE IF NOT EXISTS {ddlmod.quote(event.target_schema)}"])
+    if k in (ddlmod.DROP_DATABASE, ddlmod.ALTER_DATABASE):
+        return DDLDecision(skip=True, note="database-level statement not propagated")
+    if event.target_table is None:
+        return DDLDecision(skip=True, note="filtered table")
+    sharded = ctx.is_sharded(event.schema, event.table)
+    if sharded and k in (ddlmod.DROP_TABLE, ddlmod.TRUNCATE_TABLE):
+        return DDLDecision(skip=True, note="DROP/TRUNCATE of one shard is not propagated to the merged table")
+    if k == ddlmod.RENAME_TABLE and sharded:
+        raise UnsupportedDDL("RENAME TABLE of a sharded table is not supported; rename the merged "
+                             "table downstream and update the route rules instead, or (online-DDL "
+                             "cut-over) " + SKIP_HINT.format(task=ctx.task, source=ctx.source_id),
+                             source=ctx.source_id, table=event.upstream, position=str(event.end))
+    if k == ddlmod.DROP_TABLE:
+        return DDLDecision([f"DROP TABLE IF EXISTS {ddlmod.quote(event.target_schema, event.target_table)}"])
+    return DDLDecision(rewrite_for_target(event, ctx))
 
 
 def follow_skipped(event: DDLEvent, ctx: DDLContext, apply, reload, forget) -> str:

@@ -109,7 +109,7 @@ class DDLEvent:
     source: str
     schema: str                       # the upstream schema the statement names (or the session's db)
     table: str | None
-    kind: str                         # see worker.ddl.KINDS
+    kind: str                         # a coordinator.schema.kinds.StatementKind value
     query: str                        # verbatim upstream statement
     target_schema: str | None
     target_table: str | None

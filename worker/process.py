@@ -84,7 +84,7 @@ def _retryable(e: BaseException) -> bool:
     downstream hiccup) is retried with backoff, status Error meanwhile (resume from checkpoints)."""
     from worker.load import KeyCollision, SchemaChangedDuringLoad
 
-    from .coordination import ShardDDLError
+    from .shardddl import ShardDDLError
     from .syncer import DownstreamDDLRejected, ReplicationKeyCollision, UpstreamChanged
     if isinstance(e, TransientError):
         return True
@@ -209,9 +209,8 @@ class Subtask:
 
         from coordinator.routing import TableMapper
 
-        from .coordination import (DownstreamDDL, OptimisticDDLHandler, ShardDDLCoordinator,
-                                   SourceTablesWriter, list_upstream_tables)
         from .schema_tracker import SchemaTracker
+        from .shardddl import OptimisticDDLHandler, SourceTablesWriter, list_upstream_tables
 
         cfg = parse_task(self.task_rec.yaml, f"<task {self.task_rec.task} in etcd>")
         inst = cfg.instance(self.source.source_id)
@@ -220,13 +219,9 @@ class Subtask:
                               f"{self.source.source_id!r}", task=cfg.name, source=self.source.source_id)
         mapper = TableMapper(inst, cfg.meta_schema)
         up_kwargs = self.source.db.pymysql_kwargs()
-        down_kwargs = cfg.target.pymysql_kwargs()
 
         def up():
             return pymysql.connect(**up_kwargs, autocommit=True, charset="utf8mb4")
-
-        def down():
-            return pymysql.connect(**down_kwargs, autocommit=True, charset="utf8mb4")
 
         self.status.starting(f"reading the upstream tables of {self.source.source_id} and registering them")
         # §7.1: the master learns every upstream table of this subtask, DDL or not
@@ -237,20 +232,18 @@ class Subtask:
         finally:
             conn.close()
         handler = None
-        syncer_box = {}
         if cfg.shard_mode == "optimistic":
-            tracker = SchemaTracker(self.source.source_id, connect=up)
-            coord = ShardDDLCoordinator(self.worker.store, cfg.name, self.source.source_id, mapper, tracker,
-                                        DownstreamDDL(down), self.status, strict=cfg.strict_optimistic,
-                                        stop=self.stop_event, source_tables=st_writer)
-            handler = OptimisticDDLHandler(coord, on_redirect=lambda: syncer_box["s"].request_rewind())
+            handler = OptimisticDDLHandler(self.worker.store, cfg.name, self.source.source_id, mapper,
+                                           SchemaTracker(self.source.source_id, connect=up), self.status,
+                                           strict=cfg.strict_optimistic, stop=self.stop_event,
+                                           source_tables=st_writer)
         try:
-            self._stream(log, cfg, handler, syncer_box)
+            self._stream(log, cfg, handler)
         finally:
             if handler is not None:
                 handler.close()
 
-    def _stream(self, log, cfg, handler, syncer_box) -> None:
+    def _stream(self, log, cfg, handler) -> None:
         from worker.syncer import Syncer
         if not self.worker.spark_started:
             self.status.starting("starting the Spark session (the worker's first subtask; 15-60 s)")
@@ -267,7 +260,6 @@ class Subtask:
         syncer = Syncer(spark, cfg, self.source, handler,
                         reader=cfg.instance(self.source.source_id).syncer.binlog_reader,
                         skips=BinlogSkips(self.worker.store, cfg.name, self.source.source_id, self.worker.name))
-        syncer_box["s"] = syncer
         self.syncer = syncer
         try:
             syncer.start()

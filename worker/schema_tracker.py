@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from coordinator.errors import ShardMergeError
 from coordinator.schema.errors import SchemaError
+from coordinator.schema.kinds import StatementKind
 from coordinator.schema.model import TableSchema
 
 
@@ -198,8 +199,8 @@ class SchemaTracker:
         the tracker itself is unchanged.  ``SchemaTrackError`` names the failing statement."""
         statements = tuple(statements)
         before = None
-        first_kind = _kind(statements[0]) if statements else ""
-        if first_kind != "create":
+        first_kind = _kind(statements[0]) if statements else None
+        if first_kind is not StatementKind.CREATE_TABLE:
             before = self.ensure(schema, table, position=position)
         else:
             before = self.get(schema, table)
@@ -241,12 +242,12 @@ class SchemaTracker:
         return tr
 
 
-def _kind(sql: str) -> str:
+def _kind(sql: str) -> StatementKind:
     from coordinator.schema.statement import parse_statement
     try:
         return parse_statement(sql).kind
     except SchemaError:
-        return ""
+        return StatementKind.OTHER
 
 
 def _apply(cur: TableSchema | None, sql: str, table: str) -> TableSchema | None:

@@ -34,10 +34,11 @@ from coordinator.errors import ShardMergeError
 from coordinator.retry import is_transient
 from coordinator.obs import logger
 from coordinator.routing import TableMapper
-from worker import ddl as ddlmod
+from coordinator.schema import kinds as ddlmod
 from worker.apply import Partitioner, apply_partition, connect_downstream, resolve_tls
 from worker.binlog_source import BinlogPrefetch, Chunk, DecoderProcess, Statement
 from worker.checkpoint import CheckpointStore
+from worker.ddl_exec import run_ddls, server_error
 from worker.ddl_handler import DDLContext, DDLDecision, DDLHandler, DirectDDLHandler
 from worker.events import DDLEvent, Position
 
@@ -47,17 +48,6 @@ ROWS = Counter("shardmerge_worker_rows_applied_total", "Row changes applied down
 DDLS = Counter("shardmerge_worker_ddls_total", "DDL statements handled", ["task", "source", "action"])
 BATCHES = Counter("shardmerge_worker_batches_total", "Micro-batches run", ["task", "source"])
 LAG = Gauge("shardmerge_worker_lag_bytes", "Upstream binlog bytes not yet read (same file)", ["task", "source"])
-
-IGNORABLE_DDL_ERRORS = {
-    1007,  # database exists
-    1050,  # table exists
-    1060,  # duplicate column
-    1061,  # duplicate key name
-    1068,  # multiple primary key
-    1091,  # can't drop: does not exist
-    1051,  # unknown table (DROP)
-}
-
 
 class SyncError(ShardMergeError):
     """The syncer cannot continue; names task, source and binlog position."""
@@ -240,6 +230,9 @@ class Syncer:
                             f"(task key syncer.binlog-reader)", task=task.name, source=source.source_id)
         self.mapper = TableMapper(self.inst, task.meta_schema)
         self.handler: DDLHandler = handler or DirectDDLHandler()
+        attach = getattr(self.handler, "attach", None)
+        if attach is not None:
+            attach(self.request_rewind)
         self.up_kwargs = source.db.pymysql_kwargs()
         self.down_kwargs = task.target.pymysql_kwargs()
         self.max_batch_events = max_batch_events
@@ -616,24 +609,17 @@ class Syncer:
             if ev.table is not None:
                 self.store.write_ddl_intent(key_s, key_t, {"pos": ev.end.to_json(), "before": before,
                                                            "statements": decision.execute})
-            with conn.cursor() as cur:
-                if ev.timestamp:
-                    cur.execute("SET TIMESTAMP = %s", (ev.timestamp,))
-                for sql in decision.execute:
-                    try:
-                        cur.execute(sql)
-                    except pymysql.MySQLError as e:
-                        code = e.args[0] if e.args else 0
-                        if decision.ignorable and code in IGNORABLE_DDL_ERRORS:
-                            self.log.info("DDL already in effect downstream", statement=sql, code=code)
-                            continue
-                        cls = SyncError if is_transient(e) else DownstreamDDLRejected
-                        raise cls(f"downstream DDL failed: {e.args[-1] if e.args else e}; "
-                                        f"statement: {sql}; fix the target and `shardctl resume-task`, or "
-                                        f"`shardctl binlog skip {self.task.name} -s {self.source.source_id}` "
-                                        f"to skip it", task=self.task.name, source=self.source.source_id,
-                                        table=ev.upstream, position=str(ev.end)) from e
-                cur.execute("SET TIMESTAMP = DEFAULT")
+            try:
+                run_ddls(conn, decision.execute, timestamp=ev.timestamp, ignorable=decision.ignorable,
+                         task=self.task.name, source=self.source.source_id, table=ev.upstream)
+            except pymysql.MySQLError as e:
+                cls = SyncError if is_transient(e) else DownstreamDDLRejected
+                failed = getattr(e, "statement", "; ".join(decision.execute))
+                raise cls(f"downstream DDL failed: {server_error(e)}; statement: {failed}; "
+                          f"fix the target and `shardctl resume-task`, or "
+                          f"`shardctl binlog skip {self.task.name} -s {self.source.source_id}` to skip it",
+                          task=self.task.name, source=self.source.source_id, table=ev.upstream,
+                          position=str(ev.end)) from e
         return True
 
 

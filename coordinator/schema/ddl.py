@@ -8,6 +8,7 @@ from .errors import InvalidDDL, SchemaError, UnsupportedDDL
 from .model import Column, Index, TableSchema
 from .parse import (auto_index_name, complete_charset, finish_indexes, parse_column_def,
                     parse_create_table, parse_index_def, sort_indexes)
+from .kinds import StatementKind as K
 from .statement import Clause, parse_statement
 
 _MBMAXLEN = {"latin1": 1, "ascii": 1, "binary": 1, "utf8mb3": 3, "utf8mb4": 4, "ucs2": 2,
@@ -19,27 +20,27 @@ def apply_ddl(schema: TableSchema | None, sql: str) -> TableSchema | None:
     """Apply one statement.  ``schema`` None means the table does not exist
     (only CREATE TABLE applies); DROP TABLE returns None."""
     st = parse_statement(sql)
-    if st.kind == "create":
+    if st.kind is K.CREATE_TABLE:
         if schema is not None:
             if st.data["if_not_exists"]:
                 return schema
             raise InvalidDDL(f"table `{st.table[1]}` already exists", statement=sql)
         return parse_create_table(st.sql)
     if schema is None:
-        if st.kind == "drop" and st.data["if_exists"]:
+        if st.kind is K.DROP_TABLE and st.data["if_exists"]:
             return None
         raise InvalidDDL(f"table `{st.table[1]}` does not exist", statement=sql)
-    if st.kind == "drop":
+    if st.kind is K.DROP_TABLE:
         return None
-    if st.kind == "truncate":
+    if st.kind is K.TRUNCATE_TABLE:
         return replace(schema, options=tuple(o for o in schema.options if o[0] != "AUTO_INCREMENT"))
-    if st.kind == "rename":
+    if st.kind is K.RENAME_TABLE:
         return schema.with_name(st.data["new"][1])
-    if st.kind == "create_index":
+    if st.kind is K.CREATE_INDEX:
         schema = _apply_clause(schema, Clause("add_index", st.data["def"],
                                               {"def": st.data["def"], "if_not_exists": False}), sql)
         return replace(schema, indexes=tuple(sort_indexes(schema.columns, schema.indexes)))
-    if st.kind == "drop_index":
+    if st.kind is K.DROP_INDEX:
         return _apply_clause(schema, Clause("drop_index", "", {"name": st.data["name"],
                                                                "if_exists": False}), sql)
     for clause in st.clauses:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from sqlglot.tokens import TokenType
 
 from .errors import UnsupportedDDL
+from .kinds import DDLParseError, StatementKind, parse_ddl
 from .parse import raw, tokenize, word
 
 # the tokenizer keeps "PRIMARY KEY" / "FOREIGN KEY" / "ORDER BY" as single tokens
@@ -30,7 +31,7 @@ class Clause:
 
 @dataclass
 class Statement:
-    kind: str                      # alter/create/drop/truncate/rename/create_index/drop_index
+    kind: StatementKind            # a table statement's kind (the shared classifier's)
     sql: str
     table: tuple[str | None, str] | None = None
     table_span: tuple[int, int] | None = None   # character span of the table reference
@@ -210,7 +211,11 @@ def parse_statement(sql: str) -> Statement:
     n = len(tokens)
     w = lambda k: word(tokens[k]) if k < n else ""  # noqa: E731
     w0 = w(0)
-    if w0 == "ALTER":
+    try:
+        kind = parse_ddl(sql, "").kind
+    except DDLParseError:
+        kind = StatementKind.OTHER
+    if kind is StatementKind.ALTER_TABLE:
         k = 1
         while w(k) in ("ONLINE", "IGNORE"):
             k += 1
@@ -224,8 +229,8 @@ def parse_statement(sql: str) -> Statement:
                 if a == b:
                     raise UnsupportedDDL("empty ALTER TABLE clause", statement=sql)
                 clauses.extend(parse_clause(sql, tokens, a, b))
-        return Statement("alter", sql, table, span, clauses)
-    if w0 == "CREATE":
+        return Statement(StatementKind.ALTER_TABLE, sql, table, span, clauses)
+    if w0 == "CREATE":     # incl. temporary tables and CREATE OR REPLACE, refused below
         k = 1
         if w(k) == "OR" and w(k + 1) == "REPLACE":
             raise UnsupportedDDL("CREATE OR REPLACE is not modelled", statement=sql)
@@ -236,7 +241,7 @@ def parse_statement(sql: str) -> Statement:
             table, span, k = _table_at(sql, tokens, k)
             if w(k) in ("LIKE", "AS", "SELECT") or (k < n and tokens[k].token_type != TokenType.L_PAREN):
                 raise UnsupportedDDL("CREATE TABLE ... LIKE / AS SELECT is not modelled", statement=sql)
-            return Statement("create", sql, table, span, data={"if_not_exists": ine})
+            return Statement(StatementKind.CREATE_TABLE, sql, table, span, data={"if_not_exists": ine})
         kind = "key"
         if w(k) in ("UNIQUE", "FULLTEXT", "SPATIAL"):
             kind, k = w(k).lower(), k + 1
@@ -249,7 +254,7 @@ def parse_statement(sql: str) -> Statement:
             prefix = {"key": "INDEX", "unique": "UNIQUE INDEX", "fulltext": "FULLTEXT INDEX",
                       "spatial": "SPATIAL INDEX"}[kind]
             body = f"{prefix} `{name}` " + raw(sql, tokens, k, n)
-            return Statement("create_index", sql, table, span, data={"def": body})
+            return Statement(StatementKind.CREATE_INDEX, sql, table, span, data={"def": body})
         raise UnsupportedDDL(f"unsupported statement CREATE {w(k)}", statement=sql)
     if w0 == "DROP":
         if w(1) == "INDEX":
@@ -257,7 +262,7 @@ def parse_statement(sql: str) -> Statement:
             if w(3) != "ON":
                 raise UnsupportedDDL("unsupported DROP INDEX form", statement=sql)
             table, span, _ = _table_at(sql, tokens, 4)
-            return Statement("drop_index", sql, table, span, data={"name": name})
+            return Statement(StatementKind.DROP_INDEX, sql, table, span, data={"name": name})
         k = 1
         if w(k) == "TEMPORARY":
             raise UnsupportedDDL("temporary tables are not replicated", statement=sql)
@@ -267,12 +272,12 @@ def parse_statement(sql: str) -> Statement:
         table, span, k = _table_at(sql, tokens, k)
         if k < n and tokens[k].token_type == TokenType.COMMA:
             raise UnsupportedDDL("DROP TABLE of several tables: split it first", statement=sql)
-        return Statement("drop", sql, table, span, data={"if_exists": ie})
-    if w0 == "TRUNCATE":
+        return Statement(StatementKind.DROP_TABLE, sql, table, span, data={"if_exists": ie})
+    if kind is StatementKind.TRUNCATE_TABLE:
         k, _ = _skip(tokens, 1, n, "TABLE")
         table, span, _ = _table_at(sql, tokens, k)
-        return Statement("truncate", sql, table, span)
-    if w0 == "RENAME" and n == 2 and tokens[1].token_type == TokenType.STRING:
+        return Statement(StatementKind.TRUNCATE_TABLE, sql, table, span)
+    if kind is StatementKind.RENAME_TABLE and n == 2 and tokens[1].token_type == TokenType.STRING:
         # sqlglot's tokenizer treats RENAME as a command and swallows the rest
         base = tokens[0].end + 1
         rest = tokenize(sql[base:])
@@ -286,5 +291,5 @@ def parse_statement(sql: str) -> Statement:
         new, _, k = _table_at(sql[base:], rest, k + 1)
         if k != m:
             raise UnsupportedDDL("RENAME TABLE of several tables is not modelled", statement=sql)
-        return Statement("rename", sql, table, span, data={"new": new})
+        return Statement(StatementKind.RENAME_TABLE, sql, table, span, data={"new": new})
     raise UnsupportedDDL(f"unsupported statement {w0 or sql[:20]}", statement=sql)

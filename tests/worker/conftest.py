@@ -18,7 +18,7 @@ def db_yaml(params: dict) -> dict:
 
 
 def make_task(down, sources: dict, *, shard_table="orders_*", target_table="orders", safe_mode=False,
-              worker_count=2, batch=100, start: dict | None = None) -> tuple:
+              worker_count=2, batch=100, start: dict | None = None, name: str | None = None) -> tuple:
     """sources: {source_id: Database}.  Shard tables ``orders_*`` of every source db route to
     ``<down>.orders``; any other table of those dbs maps to ``<down>.<same name>``."""
     routes, instances = {}, []
@@ -32,7 +32,7 @@ def make_task(down, sources: dict, *, shard_table="orders_*", target_table="orde
             p = start[sid]
             inst["meta"] = {"binlog-name": p.file, "binlog-pos": p.pos, "binlog-gtid": p.gtid}
         instances.append(inst)
-    task = {"name": f"tw{uuid.uuid4().hex[:8]}", "task-mode": "incremental", "shard-mode": "optimistic",
+    task = {"name": name or f"tw{uuid.uuid4().hex[:8]}", "task-mode": "incremental", "shard-mode": "optimistic",
             "meta-schema": down.name, "target-database": db_yaml(down.params), "routes": routes,
             "block-allow-list": {f"bal{i}": {"do-dbs": [db.name]} for i, db in enumerate(sources.values())},
             "mysql-instances": instances}

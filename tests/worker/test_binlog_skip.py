@@ -18,7 +18,7 @@ from coordinator.routing import TableMapper
 from tests.worker.conftest import make_task
 from worker.binlog_skip import BinlogSkips
 from tests.worker_coord.conftest import AutoMaster
-from worker.coordination import DownstreamDDL, OptimisticDDLHandler, ShardDDLCoordinator, UnsupportedShardDDL
+from worker.shardddl import OptimisticDDLHandler, UnsupportedShardDDL
 from worker.schema_tracker import SchemaTracker
 from worker.syncer import SimulatedCrash, SyncError, Syncer
 
@@ -34,18 +34,14 @@ class CrashOnAddColumn(BinlogSkips):
 
 
 def _syncer(spark, store, task, src, skips_cls=BinlogSkips):
-    up_kw, down_kw = src.db.pymysql_kwargs(), task.target.pymysql_kwargs()
+    up_kw = src.db.pymysql_kwargs()
     mapper = TableMapper(task.instance(src.source_id), task.meta_schema)
-    coord = ShardDDLCoordinator(store, task.name, src.source_id, mapper,
-                                SchemaTracker(src.source_id, connect=lambda: pymysql.connect(**up_kw)),
-                                DownstreamDDL(lambda: pymysql.connect(**down_kw, autocommit=True)),
-                                stop=threading.Event())
+    handler = OptimisticDDLHandler(store, task.name, src.source_id, mapper,
+                                   SchemaTracker(src.source_id, connect=lambda: pymysql.connect(**up_kw)),
+                                   stop=threading.Event())
     up_db = task.instance(src.source_id).routes[0].schema_pattern
-    coord.source_tables.write_all([(up_db, "orders_1"), (up_db, "orders_2")])   # pre-loaded at start
-    box = {}
-    handler = OptimisticDDLHandler(coord, on_redirect=lambda: box["s"].request_rewind())
-    box["s"] = Syncer(spark, task, src, handler, skips=skips_cls(store, task.name, src.source_id, "w-test"))
-    return box["s"]
+    handler.source_tables.write_all([(up_db, "orders_1"), (up_db, "orders_2")])   # pre-loaded at start
+    return Syncer(spark, task, src, handler, skips=skips_cls(store, task.name, src.source_id, "w-test"))
 
 
 def _points(down, task) -> dict:

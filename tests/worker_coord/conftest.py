@@ -1,6 +1,7 @@
-"""Fixtures for the worker's shard-DDL coordination tests: the real etcd (a private key prefix),
-real upstream/downstream MariaDB databases, and the test acting as the master by writing
-Operations with the etcdproto helpers."""
+"""Fixtures for the worker's shard-DDL coordination tests: the production path (the real
+``Syncer`` with Spark, the binlog and downstream checkpoints, and the optimistic DDL handler) on
+the real etcd (a private key prefix) and real upstream/downstream MariaDB databases, with the
+test acting as the master by writing Operations with the etcdproto helpers."""
 from __future__ import annotations
 
 import threading
@@ -9,12 +10,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from coordinator.config import Instance, RouteRule, SyncerConfig
 from coordinator.etcdproto import Info, Operation, Stage, Store, lock_id
 from coordinator.routing import TableMapper
-from worker.coordination import DownstreamDDL, ShardDDLCoordinator
+from tests.worker.conftest import make_task
 from worker.schema_tracker import SchemaTracker
+from worker.shardddl import OptimisticDDLHandler, list_upstream_tables
 from worker.status import StatusReporter
+from worker.syncer import Syncer, master_status
 
 TASK = "t1"
 SOURCE = "s1"
@@ -78,19 +80,38 @@ def pool():
 
 
 class Env:
-    """One subtask's coordination parts wired to the real services."""
+    """One subtask's production path wired to the real services: upstream ``orders_01`` and
+    ``orders_02`` route to the downstream ``orders``; the syncer starts after they exist."""
 
-    def __init__(self, store, up, down, *, strict=False, recheck=30.0):
+    def __init__(self, spark, store, up, down, *, strict=False, recheck=30.0, start=None):
+        """``start``: binlog position to replicate from (default: the upstream's current one)."""
         self.store, self.up, self.down = store, up, down
-        rule = RouteRule("r1", up.name, "orders_*", down.name, "orders")
-        self.inst = Instance(SOURCE, (rule,), None, None, SyncerConfig())
-        self.mapper = TableMapper(self.inst, "dm_meta")
+        self.task, srcs, _ = make_task(down, {SOURCE: up}, start={SOURCE: start or master_status(up.params)},
+                                       name=TASK)
+        self.mapper = TableMapper(self.task.instance(SOURCE), self.task.meta_schema)
         self.tracker = SchemaTracker(SOURCE, connect=lambda: up.connect(None))
         self.status = StatusReporter(store, TASK, SOURCE, "w1", min_interval=0)
         self.stop = threading.Event()
-        self.coord = ShardDDLCoordinator(store, TASK, SOURCE, self.mapper, self.tracker,
-                                         DownstreamDDL(lambda: down.connect()), self.status,
-                                         strict=strict, stop=self.stop, recheck_interval=recheck)
+        self.handler = OptimisticDDLHandler(store, TASK, SOURCE, self.mapper, self.tracker, self.status,
+                                            strict=strict, stop=self.stop, recheck_interval=recheck)
+        conn = up.connect(None)
+        try:   # as the worker process does at subtask start (§7.1)
+            self.handler.source_tables.write_all(list_upstream_tables(conn, self.mapper))
+        finally:
+            conn.close()
+        self.syncer = Syncer(spark, self.task, srcs[SOURCE], self.handler)
+        self.syncer.start()
+
+    def run(self, pool, sql: str | None = None):
+        """Execute ``sql`` upstream, then replicate up to it in the pool (a future)."""
+        if sql is not None:
+            self.up.execute(sql)
+        return pool.submit(self.syncer.sync_until_caught_up)
+
+    def close(self):
+        self.stop.set()
+        self.handler.close()
+        self.syncer.close()
 
     def status_record(self):
         return self.store._get("status", self.store.keys.key("status", TASK, SOURCE))[0]
@@ -102,20 +123,20 @@ class Env:
 
 
 @pytest.fixture
-def make_env(store, source1_db, downstream_db, pool):
-    """Depends on ``pool`` so that stopping the coordinators happens before the pool joins."""
+def make_env(spark, store, source1_db, downstream_db, pool):
+    """Depends on ``pool`` so that stopping the syncers happens before the pool joins."""
     envs = []
 
     def make(**kw):
         source1_db.execute("CREATE TABLE IF NOT EXISTS orders_01 (id INT PRIMARY KEY, v INT)")
         source1_db.execute("CREATE TABLE IF NOT EXISTS orders_02 (id INT PRIMARY KEY, v INT)")
         downstream_db.execute("CREATE TABLE IF NOT EXISTS orders (id INT PRIMARY KEY, v INT)")
-        e = Env(store, source1_db, downstream_db, **kw)
+        e = Env(spark, store, source1_db, downstream_db, **kw)
         envs.append(e)
         return e
     yield make
     for e in envs:
-        e.stop.set()
+        e.close()
 
 
 class AutoMaster:

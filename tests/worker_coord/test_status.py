@@ -2,7 +2,7 @@
 stops replication and is retried with the next update."""
 from coordinator.errors import ConfigError
 from coordinator.etcdproto import EtcdUnavailable
-from worker.coordination import ShardDDLError, StrictConflict
+from worker.shardddl import ShardDDLError, StrictConflict
 from worker.process import _retryable
 from worker.status import ERROR, NEW, PAUSED, RUNNING, STOPPED, StatusReporter
 

@@ -5,7 +5,7 @@ import threading
 
 from coordinator.etcdproto import Stage
 from worker.check import check_task
-from worker.coordination import DownstreamDDL, OptimisticDDLHandler, ShardDDLCoordinator
+from worker.shardddl import OptimisticDDLHandler
 from worker.schema_tracker import SchemaTracker
 from worker.status import PAUSED, RUNNING, StatusReporter
 from worker.syncer import Syncer
@@ -16,20 +16,16 @@ from .conftest import AutoMaster, wait_for
 
 def _build(spark, store, task, src, down):
     import pymysql
-    up_kw, down_kw = src.db.pymysql_kwargs(), task.target.pymysql_kwargs()
+    up_kw = src.db.pymysql_kwargs()
     inst = task.instance(src.source_id)
     from coordinator.routing import TableMapper
     mapper = TableMapper(inst, task.meta_schema)
     status = StatusReporter(store, task.name, src.source_id, "w-test", min_interval=0)
     stop = threading.Event()
-    coord = ShardDDLCoordinator(store, task.name, src.source_id, mapper,
-                                SchemaTracker(src.source_id, connect=lambda: pymysql.connect(**up_kw)),
-                                DownstreamDDL(lambda: pymysql.connect(**down_kw, autocommit=True)),
-                                status, stop=stop)
-    box = {}
-    handler = OptimisticDDLHandler(coord, on_redirect=lambda: box["s"].request_rewind())
-    box["s"] = Syncer(spark, task, src, handler)
-    return box["s"], status, stop
+    handler = OptimisticDDLHandler(store, task.name, src.source_id, mapper,
+                                   SchemaTracker(src.source_id, connect=lambda: pymysql.connect(**up_kw)),
+                                   status, stop=stop)
+    return Syncer(spark, task, src, handler), status, stop
 
 
 def _status(store, task, source):

@@ -1,27 +1,54 @@
-"""Classify a binlog DDL statement and rewrite the table it names for the routed target.
+"""The one DDL classifier: what kind of statement a binlog query is and which tables it names.
 
+Used by the worker (routing, the shard-DDL path, ``binlog skip``) and by ``coordinator.schema``
+(``statement.parse_statement`` takes its kind from here), so a statement has one kind everywhere.
 Rewriting replaces only the table-name tokens and keeps every other byte of the statement:
 regenerating SQL through a parser loses MariaDB-only syntax, and the downstream must see the
-user's statement.  The upstream schema a bare table name belongs to is the event's session
-database (``QueryEvent.schema``).
+user's statement.  A bare table name belongs to the event's session database
+(``QueryEvent.schema``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from sqlglot.dialects.mysql import MySQL
 from sqlglot.tokens import TokenType
 
 from coordinator.errors import ShardMergeError
 
+
+class StatementKind(str, Enum):
+    """Kinds of statement the binlog carries; a ``str`` so records and logs keep plain text."""
+    CREATE_TABLE = "create_table"
+    ALTER_TABLE = "alter_table"
+    DROP_TABLE = "drop_table"
+    TRUNCATE_TABLE = "truncate_table"
+    RENAME_TABLE = "rename_table"
+    CREATE_INDEX = "create_index"
+    DROP_INDEX = "drop_index"
+    CREATE_DATABASE = "create_database"
+    ALTER_DATABASE = "alter_database"
+    DROP_DATABASE = "drop_database"
+    OTHER = "other"          # a DDL we do not replicate (CREATE VIEW, temporary tables, ...)
+    NOT_DDL = "not_ddl"      # BEGIN/COMMIT/SET/DML
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def on_table(self) -> bool:
+        return self in TABLE_KINDS
+
+
+K = StatementKind
 CREATE_TABLE, ALTER_TABLE, DROP_TABLE, TRUNCATE_TABLE, RENAME_TABLE = (
-    "create_table", "alter_table", "drop_table", "truncate_table", "rename_table")
-CREATE_INDEX, DROP_INDEX = "create_index", "drop_index"
-CREATE_DATABASE, ALTER_DATABASE, DROP_DATABASE = "create_database", "alter_database", "drop_database"
-OTHER, NOT_DDL = "other", "not_ddl"
-KINDS = (CREATE_TABLE, ALTER_TABLE, DROP_TABLE, TRUNCATE_TABLE, RENAME_TABLE, CREATE_INDEX,
-         DROP_INDEX, CREATE_DATABASE, ALTER_DATABASE, DROP_DATABASE, OTHER)
-TABLE_KINDS = (CREATE_TABLE, ALTER_TABLE, DROP_TABLE, TRUNCATE_TABLE, RENAME_TABLE, CREATE_INDEX, DROP_INDEX)
+    K.CREATE_TABLE, K.ALTER_TABLE, K.DROP_TABLE, K.TRUNCATE_TABLE, K.RENAME_TABLE)
+CREATE_INDEX, DROP_INDEX = K.CREATE_INDEX, K.DROP_INDEX
+CREATE_DATABASE, ALTER_DATABASE, DROP_DATABASE = K.CREATE_DATABASE, K.ALTER_DATABASE, K.DROP_DATABASE
+OTHER, NOT_DDL = K.OTHER, K.NOT_DDL
+TABLE_KINDS = frozenset({CREATE_TABLE, ALTER_TABLE, DROP_TABLE, TRUNCATE_TABLE, RENAME_TABLE, CREATE_INDEX,
+                         DROP_INDEX})
 
 
 class DDLParseError(ShardMergeError):
@@ -37,7 +64,7 @@ class TableName:
 
 @dataclass(frozen=True)
 class ParsedDDL:
-    kind: str
+    kind: StatementKind
     query: str
     tables: tuple[TableName, ...] = ()
     database: str = ""       # for database-level statements

@@ -1,0 +1,92 @@
+"""What the worker does with a shard DDL and with the master's answer to it: pure functions
+returning typed outcomes, no I/O (the etcd side is ``lock_client``, the loop is ``handler``).
+
+Two decisions are made per DDL:
+
+* :func:`route_kind` - before any lock: which path a statement of this kind takes
+  (coordinate through a lock, create/drop the table's membership, ignore a TRUNCATE,
+  refuse a RENAME);
+* :func:`on_operation` - for each Operation answering our Info: execute its statements, hold the
+  table (skip-and-wait: other tables keep replicating), pause until the lock changes, or fail
+  (strict mode).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from coordinator.etcdproto import Operation, Stage
+from coordinator.schema.kinds import StatementKind
+
+
+@dataclass(frozen=True)
+class TableDDL:
+    """One upstream DDL statement on one table, as read from the binlog."""
+    sql: str
+    schema: str                 # upstream schema the statement names (or the session default)
+    table: str
+    kind: StatementKind
+    position: str = ""          # binlog position of the event (text, for status and errors)
+    timestamp: int | None = None
+
+
+class Route(Enum):
+    COORDINATE = "coordinate"   # ALTER / CREATE INDEX / DROP INDEX: Info -> lock -> Operation
+    CREATE = "create"           # a new shard table: created downstream if missing, joins the lock
+    DROP = "drop"               # a shard table leaves: nothing runs downstream
+    IGNORE = "ignore"           # TRUNCATE of one shard: the merged table keeps the others' rows
+    REFUSE = "refuse"           # RENAME TABLE: not supported in optimistic mode
+
+
+_ROUTES = {StatementKind.CREATE_TABLE: Route.CREATE, StatementKind.DROP_TABLE: Route.DROP,
+           StatementKind.TRUNCATE_TABLE: Route.IGNORE, StatementKind.RENAME_TABLE: Route.REFUSE}
+
+
+def route_kind(kind: StatementKind) -> Route:
+    return _ROUTES.get(kind, Route.COORDINATE)
+
+
+# ----------------------------------------------------------------------------- answers
+@dataclass(frozen=True)
+class Execute:
+    """Run ``statements`` downstream (none: the lock decided this shard's change needs nothing)."""
+    statements: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Skip-and-wait: run nothing, hold this table until the lock redirects it."""
+    message: str
+
+
+@dataclass(frozen=True)
+class Pause:
+    """The lock reports a conflict: wait for a newer Operation (the lock changed or an operator
+    unlocked); the subtask shows Paused with ``message``."""
+    message: str
+
+
+@dataclass(frozen=True)
+class Fail:
+    """Strict mode: a conflict fails the subtask at once."""
+    message: str
+
+
+Answer = Execute | Hold | Pause | Fail
+
+
+def on_operation(op: Operation, *, strict: bool) -> Answer:
+    """What an Operation answering our Info means for the waiting DDL."""
+    if op.stage in (Stage.NONE, Stage.UNLOCKED, Stage.RESOLVED):
+        return Execute(tuple(op.ddls or ()))
+    conflict = op.stage in (Stage.DETECTED, Stage.SKIP_AND_WAIT)
+    if strict and conflict:
+        return Fail(op.message or op.stage.value)
+    if op.stage is Stage.SKIP_AND_WAIT:
+        return Hold(op.message or "skip-and-wait")
+    return Pause(op.message or op.stage.value)
+
+
+def redirected(op: Operation) -> bool:
+    """A held table's Operation was rewritten so that the table can replay from its DDL."""
+    return op.stage in (Stage.RESOLVED, Stage.UNLOCKED, Stage.NONE)

@@ -1,0 +1,385 @@
+"""The syncer's DDL handler in optimistic shard mode: the one path a shard DDL takes on a worker.
+
+``Syncer`` (all earlier rows applied and flushed) -> :meth:`OptimisticDDLHandler.handle_ddl`:
+split the statement (dm#613), preview it on the tracked schema, publish an Info, wait for the
+Operation answering it (``lock_client``), turn the answer into a decision (``decision``) ->
+the syncer executes it (``worker.ddl_exec``) -> :meth:`ddl_executed` marks the Operation done
+and commits the tracked schema -> the syncer advances the table checkpoint.  A skip-and-wait
+answer holds the table; a waiter thread asks the syncer to rewind when the lock redirects it.
+
+Tables that are not shards of a merged target take the direct path
+(``worker.ddl_handler.direct_decision``); the schema tracker follows them too.  ``restore``
+rebuilds everything from the checkpoints alone (tiflow#9588: nothing survives a resume that the
+checkpoints do not say).
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+from coordinator.etcdproto import Info, LockKey, Operation, Stage, Store, TableRef, lock_id
+from coordinator.obs import logger
+from coordinator.routing import TableMapper, Target
+from coordinator.schema.ddl import apply_ddl
+from coordinator.schema.errors import SchemaError
+from coordinator.schema.kinds import StatementKind
+from coordinator.schema.split import rename_ddl_table, split_ddl
+from coordinator.schema.statement import parse_statement
+from worker.ddl_handler import DDLContext, DDLDecision, direct_decision, follow_skipped
+from worker.events import DDLEvent
+from worker.schema_tracker import Preview, SchemaTracker, SchemaTrackError, schema_to_json
+from worker.status import StatusReporter
+
+from .decision import Execute, Fail, Hold, Pause, Route, TableDDL, on_operation, redirected, route_kind
+from .errors import CoordinationStopped, ShardDDLError, StrictConflict, UnsupportedShardDDL
+from .lock_client import LockClient, strs
+from .source_tables import SourceTablesWriter
+
+_log = logger("worker.shardddl")
+
+
+def route_statement(sql: str, target: Target) -> str:
+    """The statement with its table reference replaced by the downstream target."""
+    return rename_ddl_table(sql, (target.schema, target.table))
+
+
+def create_if_not_exists(sql: str) -> str:
+    """``CREATE TABLE x`` -> ``CREATE TABLE IF NOT EXISTS x`` (a shard's CREATE of a merged
+    target that another shard created first must not fail)."""
+    st = parse_statement(sql)
+    if st.kind is not StatementKind.CREATE_TABLE or st.data.get("if_not_exists"):
+        return st.sql
+    a, _ = st.table_span
+    return st.sql[:a] + "IF NOT EXISTS " + st.sql[a:]
+
+
+@dataclass
+class _Pending:
+    """A shard DDL between its decision and the syncer's ``ddl_executed``."""
+    ddl: TableDDL
+    target: Target
+    statements: list[str]
+    preview: Preview | None = None
+    operation: Operation | None = None
+    info: Info | None = None
+
+
+class OptimisticDDLHandler:
+    """``worker.ddl_handler.DDLHandler`` for a task in optimistic shard mode (one task+source)."""
+
+    def __init__(self, store: Store, task: str, source: str, mapper: TableMapper, tracker: SchemaTracker,
+                 status: StatusReporter | None = None, *, strict: bool = False,
+                 stop: threading.Event | None = None, source_tables: SourceTablesWriter | None = None,
+                 recheck_interval: float = 30.0):
+        self.store, self.task, self.source = store, task, source
+        self.mapper, self.tracker, self.status, self.strict = mapper, tracker, status, strict
+        self.stop = stop or threading.Event()
+        self.source_tables = source_tables or SourceTablesWriter(store, task, source, mapper)
+        self.client = LockClient(store, self.stop, recheck_interval=recheck_interval,
+                                 on_etcd_down=self._etcd_down)
+        self._rewind: Callable[[], None] | None = None
+        self._pending: dict[tuple[str, str], _Pending] = {}
+        self._waiters: dict[tuple[str, str], threading.Thread] = {}
+        self._cancel = threading.Event()
+
+    # ------------------------------------------------------------------ DDLHandler protocol
+    def attach(self, rewind: Callable[[], None]) -> None:
+        """The syncer gives its ``request_rewind``: called when a held table is redirected."""
+        self._rewind = rewind
+
+    def close(self) -> None:
+        """Stop the redirect waiters (the syncer using this handler is gone)."""
+        self._cancel.set()
+
+    def restore(self, table_infos: dict) -> None:
+        self._cancel.set()             # held-table waiters of an earlier run stop
+        self._cancel = threading.Event()
+        self._pending.clear()
+        self._waiters.clear()
+        for (s, t) in self.tracker.tables():
+            self.tracker.forget(s, t)
+        for (s, t), text in table_infos.items():
+            try:
+                self.tracker.load_checkpoint(s, t, text)
+            except SchemaTrackError as e:   # unreadable: re-read from the upstream on first use
+                _log.warning("checkpointed schema unreadable; will reload from upstream",
+                             table=f"{s}.{t}", error=str(e))
+        # tables without a checkpointed schema: read them now, as close to the start position
+        # as we can get, rather than at their first DDL (by then the upstream may have moved on)
+        missing = [k for members in self.source_tables.record.targets().values()
+                   for k in members if self.tracker.get(*k) is None]
+        if missing and self.tracker.can_load:
+            try:
+                self.tracker.load_all_upstream(sorted(missing))
+            except Exception as e:  # noqa: BLE001 — they are loaded on first use instead
+                _log.warning(f"could not pre-load upstream schemas: {e}", tables=len(missing))
+
+    def table_info(self, schema: str, table: str) -> str | None:
+        ts = self.tracker.get(schema, table)
+        return None if ts is None else schema_to_json(ts)
+
+    def handle_ddl(self, event: DDLEvent, ctx: DDLContext) -> DDLDecision:
+        kind = StatementKind(event.kind)
+        if event.table is None or not kind.on_table or event.target_table is None \
+                or not ctx.is_sharded(event.schema, event.table):
+            if event.table is not None and kind.on_table and event.target_table is not None:
+                self._track_direct(event, kind)
+            return direct_decision(event, ctx)
+        ddl = TableDDL(event.query, event.schema, event.table, kind, str(event.start), event.timestamp or None)
+        key = (event.schema, event.table)
+        p = self._decide(ddl)
+        if isinstance(p, Hold):
+            return DDLDecision(hold=True, note=p.message)
+        self._pending[key] = p
+        return DDLDecision(execute=list(p.statements), skip=not p.statements,
+                           note=f"lock {lock_id(self.task, p.target.schema, p.target.table)}")
+
+    def ddl_executed(self, event: DDLEvent, decision: DDLDecision, ctx: DDLContext) -> None:
+        """After the downstream executed the statements: mark the Operation done, then make the
+        new schema the tracked one (the syncer advances the table checkpoint next)."""
+        p = self._pending.pop((event.schema, event.table), None) if event.table else None
+        if p is None:
+            return
+        ddl, c = p.ddl, self._ctx(p.ddl, p.target)
+        if p.operation is not None:
+            self.client.mark_done(p.operation, c)
+        if ddl.kind is StatementKind.CREATE_TABLE:
+            self.tracker.commit(p.preview)
+            self.source_tables.add(ddl.schema, ddl.table)
+        elif ddl.kind is StatementKind.DROP_TABLE:
+            self.source_tables.remove(ddl.schema, ddl.table)
+            self.tracker.forget(ddl.schema, ddl.table)
+        elif p.preview is not None:
+            self.tracker.commit(p.preview)
+        if p.operation is not None:
+            if self.status is not None:
+                self.status.running()
+            _log.info("shard DDL done", stage=p.operation.stage.value, returned=len(p.statements), **strs(c))
+
+    def ddl_skipped(self, event: DDLEvent, ctx: DDLContext) -> None:
+        """``shardctl binlog skip``: no Info is sent and nothing runs downstream; the tracker
+        follows the upstream (``worker.ddl_handler.follow_skipped``) and a skipped CREATE/DROP of
+        a shard table still updates this source's SourceTables (the table exists upstream)."""
+        key = (event.schema, event.table)
+        self._pending.pop(key, None)
+        kind = StatementKind(event.kind)
+        if event.table is None or not kind.on_table:
+            return
+        tr = self.tracker
+
+        def apply():
+            if kind is StatementKind.DROP_TABLE:
+                tr.forget(*key)
+            else:
+                tr.apply(*key, split_ddl(event.query) if kind is StatementKind.ALTER_TABLE else [event.query],
+                         position=str(event.start))
+
+        def reload():
+            if tr.load_upstream(*key, position=str(event.start)) is None:
+                tr.forget(*key)      # gone upstream by now
+
+        follow_skipped(event, ctx, apply, reload, lambda: tr.forget(*key))
+        if event.target_table is not None and ctx.is_sharded(*key):
+            if kind is StatementKind.CREATE_TABLE:
+                self.source_tables.add(*key)
+            elif kind is StatementKind.DROP_TABLE:
+                self.source_tables.remove(*key)
+            elif kind is not StatementKind.TRUNCATE_TABLE:
+                self._finish_answered(event)
+
+    # ------------------------------------------------------------------ the decision
+    def _ctx(self, ddl: TableDDL, target: Target) -> dict:
+        return dict(task=self.task, source=self.source, table=f"{ddl.schema}.{ddl.table}",
+                    position=ddl.position, lock_id=lock_id(self.task, target.schema, target.table))
+
+    def _decide(self, ddl: TableDDL) -> _Pending | Hold:
+        """Everything before downstream execution; blocks while the lock answers."""
+        target = self.mapper.target(ddl.schema, ddl.table)
+        if target is None:
+            raise ShardDDLError("DDL on a filtered table reached the shard-DDL path",
+                                task=self.task, source=self.source, table=f"{ddl.schema}.{ddl.table}")
+        ctx = self._ctx(ddl, target)
+        skip = f"`shardctl binlog skip {self.task} -s {self.source}`"
+        route = route_kind(ddl.kind)
+        if route is Route.REFUSE:
+            raise UnsupportedShardDDL("`RENAME TABLE` statement not supported in optimistic mode: a shard table "
+                                      f"cannot be renamed under its merged target; {skip} skips it (e.g. an "
+                                      "online-DDL cut-over), or rename every shard and the target by hand", **ctx)
+        try:
+            statements = split_ddl(ddl.sql)
+        except SchemaError as e:
+            raise UnsupportedShardDDL(f"cannot split DDL {ddl.sql!r}: {e}; run it on the target by hand if "
+                                      f"needed, then {skip} skips it here", **ctx) from e
+        if route is Route.IGNORE:
+            _log.warning("TRUNCATE of a shard table is not replicated to the merged target", **strs(ctx))
+            return _Pending(ddl, target, [])
+        if route is Route.CREATE:
+            p = self._preview_create(ddl, statements)
+            return _Pending(ddl, target, [create_if_not_exists(route_statement(s, target)) for s in statements],
+                            preview=p)
+        if route is Route.DROP:
+            # The merged target keeps the other shards' rows: nothing runs downstream; the table
+            # leaves the lock (the master sees the SourceTables change).
+            p = Preview(ddl.schema, ddl.table, tuple(statements), self.tracker.get(ddl.schema, ddl.table), (None,))
+            return _Pending(ddl, target, [], preview=p)
+        return self._coordinate(ddl, target, statements, ctx)
+
+    def _coordinate(self, ddl: TableDDL, target: Target, statements: list[str], ctx: dict) -> _Pending | Hold:
+        p = self._preview(ddl, statements, ctx)
+        if p.before is None:
+            raise ShardDDLError(f"`{ddl.schema}`.`{ddl.table}` is not tracked and not found upstream; "
+                                "cannot describe its DDL to the lock", **ctx)
+        info = Info(task=self.task, source=self.source, up_schema=ddl.schema, up_table=ddl.table,
+                    down_schema=target.schema, down_table=target.table,
+                    ddls=[route_statement(s, target) for s in statements],
+                    before=p.before.to_json(), afters=[a.to_json() for a in p.afters])
+        op = self.client.unlocked_answer(info, ctx)
+        if op is not None:
+            return _Pending(ddl, target, list(op.ddls or []), preview=p, operation=op, info=info)
+        rev, after = self.client.put_info(info, ctx), 0
+        owner = str(info.table)
+        self._waiting(f"Operation for lock {ctx['lock_id']} (info revision {rev})", ctx)
+        while True:
+            op, rev = self.client.next_operation(info, rev, after, ctx)
+            answer = on_operation(op, strict=self.strict)
+            if isinstance(answer, Execute):
+                return _Pending(ddl, target, list(answer.statements), preview=p, operation=op, info=info)
+            if isinstance(answer, Hold):
+                self._waiting(f"redirect for lock {ctx['lock_id']}: {owner} is held on {info.ddls} until the "
+                              "other shards make the same change (other tables keep replicating)", ctx)
+                self._start_waiter((ddl.schema, ddl.table), info, op, ctx)
+                return Hold(f"skip-and-wait on lock {op.lock_id}")
+            if isinstance(answer, Fail):
+                tables = self.client.pending_tables(info.lock, owner)
+                err = StrictConflict(f"strict optimistic shard mode: conflicting DDL {info.ddls} on {owner}: "
+                                     f"{answer.message}; conflicting tables: {', '.join(tables)}",
+                                     tables=tables, stage=op.stage.value, **ctx)
+                if self.status is not None:
+                    self.status.error(err, lock_id=ctx["lock_id"], position=ddl.position, owner=owner)
+                raise err
+            assert isinstance(answer, Pause)
+            self._paused(ddl, info, op, rev, answer.message, ctx)
+            after = op.revision
+
+    def _paused(self, ddl: TableDDL, info: Info, op: Operation, rev: int, message: str, ctx: dict) -> None:
+        """The lock holds this DDL for the operator (or until the other shards agree)."""
+        owner = str(info.table)
+        msg = (f"shard DDL {info.ddls} on {owner} is blocked: {op.stage.value}: {message}; "
+               f"run `shardctl shard-ddl-lock unlock {ctx['lock_id']} -s {self.source} -d {ddl.schema} "
+               f"-t {ddl.table} --action skip|exec` or make the other shards' schemas agree")
+        _log.warning("shard DDL paused", stage=op.stage.value, info_revision=rev, **strs(ctx))
+        if self.status is not None:
+            self.status.paused(ShardDDLError(msg, stage=op.stage.value, info_revision=rev, **ctx),
+                               lock_id=ctx["lock_id"], position=ddl.position, owner=owner,
+                               waiting_for=f"a new Operation for lock {ctx['lock_id']} "
+                                           f"(info revision {rev}, after revision {op.revision})")
+
+    def _preview(self, ddl: TableDDL, statements: list[str], ctx: dict) -> Preview:
+        try:
+            return self.tracker.preview(ddl.schema, ddl.table, statements, position=ddl.position)
+        except SchemaTrackError as e:
+            raise ShardDDLError(f"{e.message}; `shardctl binlog skip {self.task} -s {self.source}` skips the "
+                                f"statement (the tracked schema then follows the upstream)",
+                                **{**ctx, **e.context}) from e
+
+    def _preview_create(self, ddl: TableDDL, statements: list[str]) -> Preview:
+        """The table as this CREATE TABLE defines it.  A schema the tracker already holds for it
+        may have been pre-loaded from the upstream's *current* definition at subtask start
+        (table without checkpoint): the statement in the binlog is the truth at this position,
+        so it wins.  That holds for ``IF NOT EXISTS`` too: MariaDB writes such a statement to
+        the binlog only when it created the table."""
+        if len(statements) == 1:
+            try:
+                after = apply_ddl(None, statements[0])
+                if after is not None:
+                    return Preview(ddl.schema, ddl.table, tuple(statements), None, (after.with_name(ddl.table),))
+            except SchemaError:
+                pass     # CREATE TABLE ... LIKE / SELECT: not modelled from the text
+        try:
+            return self.tracker.preview(ddl.schema, ddl.table, statements, position=ddl.position)
+        except SchemaTrackError:
+            # not modelled from the text; the upstream's definition is the best source left
+            after = self.tracker.load_upstream(ddl.schema, ddl.table, position=ddl.position)
+            return Preview(ddl.schema, ddl.table, tuple(statements), None, (after,))
+
+    # ------------------------------------------------------------------ held tables
+    def _start_waiter(self, key, info: Info, op: Operation, ctx: dict) -> None:
+        """Wait in the background for the held table's redirect, then ask the syncer to rewind
+        (the held table replays from its DDL; the replay finds the new answer)."""
+        cancel = self._cancel
+
+        def run():
+            cur = op
+            try:
+                while True:
+                    cur = self.client.wait_rewrite(info, cur, ctx, cancel)
+                    if cur is None or cancel.is_set():
+                        return
+                    if redirected(cur):
+                        _log.info("held table redirected; replaying from its DDL", stage=cur.stage.value,
+                                  **strs(ctx))
+                        break
+            except CoordinationStopped:
+                return
+            except Exception as e:  # noqa: BLE001 — a dying waiter must be visible
+                _log.error(f"redirect waiter failed: {e}", table=f"{key[0]}.{key[1]}", error=str(e))
+                return
+            if self._rewind is not None:
+                self._rewind()
+
+        th = threading.Thread(target=run, name=f"redirect-{key[0]}.{key[1]}", daemon=True)
+        self._waiters[key] = th
+        th.start()
+
+    # ------------------------------------------------------------------ helpers
+    def _waiting(self, what: str, ctx: dict) -> None:
+        if self.status is not None:
+            self.status.waiting(what, lock_id=ctx["lock_id"])
+
+    def _etcd_down(self, message: str, ctx: dict) -> None:
+        if self.status is not None:
+            self.status.waiting(message, lock_id=ctx.get("lock_id"))
+
+    def _track_direct(self, event: DDLEvent, kind: StatementKind) -> None:
+        """Non-coordinated table DDL: follow it in the tracker (best effort — a table whose DDL
+        cannot be modelled is re-read from the upstream on next use)."""
+        try:
+            if kind is StatementKind.DROP_TABLE:
+                self.tracker.forget(event.schema, event.table)
+            else:
+                stmts = split_ddl(event.query) if kind is StatementKind.ALTER_TABLE else [event.query]
+                self.tracker.apply(event.schema, event.table, stmts, position=str(event.start))
+        except (SchemaError, SchemaTrackError) as e:
+            _log.warning("DDL not modelled by the schema tracker; table will be re-read from upstream",
+                         table=f"{event.schema}.{event.table}", error=str(e))
+            self.tracker.forget(event.schema, event.table)
+
+    def _finish_answered(self, event: DDLEvent) -> None:
+        """A skipped DDL that was already described to the lock and answered "execute" (its
+        downstream execution failed, e.g. a unique key the merged rows violate) leaves the lock
+        waiting for this table's done mark: give it (the statements did NOT run downstream; a
+        warning says which).  Only when the table's current Info is exactly this DDL."""
+        try:
+            statements = split_ddl(event.query)
+        except SchemaError:
+            return                               # never described to the lock
+        target = self.mapper.target(event.schema, event.table)
+        lock = LockKey(self.task, target.schema, target.table)
+        ctx = self._ctx(TableDDL(event.query, event.schema, event.table, StatementKind.ALTER_TABLE,
+                                 str(event.start)), target)
+        table = TableRef(self.source, event.schema, event.table)
+        info = self.store.get_info(lock, table)
+        if info is None or info.ddls != [route_statement(s, target) for s in statements]:
+            return
+        op = self.store.get_operation(lock, table)
+        if op is None or op.done or op.info_revision != info.revision:
+            return
+        if op.stage not in (Stage.NONE, Stage.UNLOCKED):
+            _log.warning("skipped DDL is still pending in its lock; unlock it with `shardctl shard-ddl-lock "
+                         "unlock ... --action skip` or remove the table from the lock", stage=op.stage.value,
+                         **strs(ctx))
+            return
+        self.client.mark_done(op, ctx)
+        _log.warning("skipped DDL's Operation marked done for its lock; its statements did NOT run downstream",
+                     ddls="; ".join(op.ddls), **strs(ctx))
