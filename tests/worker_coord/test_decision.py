@@ -1,0 +1,44 @@
+"""The pure half of the worker's shard-DDL path: what each Operation stage means, and which
+path each statement kind takes (no I/O: the etcd and syncer halves are tested on real services
+in test_coordination.py)."""
+import pytest
+
+from coordinator.etcdproto import Operation, Stage
+from coordinator.schema.kinds import StatementKind
+from worker.shardddl.decision import Execute, Fail, Hold, Pause, Route, on_operation, redirected, route_kind
+
+
+def _op(stage, ddls=("ALTER TABLE `d`.`t` ADD COLUMN c INT",), message=""):
+    return Operation(lock_id="t-`d`.`t`", task="t", source="s1", up_schema="u", up_table="t_1",
+                     down_schema="d", down_table="t", info_revision=7, ddls=list(ddls), stage=stage,
+                     message=message)
+
+
+@pytest.mark.parametrize("stage", [Stage.NONE, Stage.UNLOCKED, Stage.RESOLVED])
+@pytest.mark.parametrize("strict", [False, True])
+def test_answers_that_execute_return_the_operation_statements(stage, strict):
+    assert on_operation(_op(stage), strict=strict) == Execute(("ALTER TABLE `d`.`t` ADD COLUMN c INT",))
+    assert on_operation(_op(stage, ddls=()), strict=strict) == Execute(())
+
+
+def test_conflicts_hold_or_pause_and_strict_mode_fails():
+    assert on_operation(_op(Stage.SKIP_AND_WAIT, message="m"), strict=False) == Hold("m")
+    assert on_operation(_op(Stage.DETECTED, message="m"), strict=False) == Pause("m")
+    assert on_operation(_op(Stage.ERROR, message="bad"), strict=False) == Pause("bad")
+    assert on_operation(_op(Stage.DETECTED, message="m"), strict=True) == Fail("m")
+    assert on_operation(_op(Stage.SKIP_AND_WAIT), strict=True) == Fail("skip-and-wait")
+    assert on_operation(_op(Stage.ERROR, message="bad"), strict=True) == Pause("bad")
+
+
+def test_only_a_rewrite_that_lets_the_table_replay_is_a_redirect():
+    assert [s for s in Stage if redirected(_op(s))] == [Stage.NONE, Stage.RESOLVED, Stage.UNLOCKED]
+
+
+def test_every_table_kind_has_a_route():
+    assert route_kind(StatementKind.ALTER_TABLE) is Route.COORDINATE
+    assert route_kind(StatementKind.CREATE_INDEX) is Route.COORDINATE
+    assert route_kind(StatementKind.DROP_INDEX) is Route.COORDINATE
+    assert route_kind(StatementKind.CREATE_TABLE) is Route.CREATE
+    assert route_kind(StatementKind.DROP_TABLE) is Route.DROP
+    assert route_kind(StatementKind.TRUNCATE_TABLE) is Route.IGNORE
+    assert route_kind(StatementKind.RENAME_TABLE) is Route.REFUSE
