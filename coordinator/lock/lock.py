@@ -42,6 +42,9 @@ class Member:
     answer: Answer | None = None
     error: str = ""              # a bad record / unreadable Info for this table
     note: str = ""               # operator decisions worth showing (unlock/force)
+    # this table's pending conflicting change, already run downstream by the table whose DDL
+    # resolved the conflict: its replay after the redirect must not run it a second time
+    applied_by_other: TableSchema | None = None
 
     @property
     def final(self) -> TableSchema:
@@ -177,20 +180,25 @@ class Lock:
                 return True
         return False
 
-    def resolve(self, caller: TableRef | None) -> None:
+    def resolve(self, caller: TableRef | None, executed: bool = False) -> None:
         """All pending conflicting DDLs agree and every table reached the new shape: accept them.
-        Tables other than ``caller`` get a redirect (queued in ``self.redirects``)."""
+        Tables other than ``caller`` get a redirect (queued in ``self.redirects``).  ``executed``:
+        the caller's own conflicting DDL is returned for execution, so the downstream makes the
+        agreed change once; the redirected tables' replays then run nothing (a rename must not
+        run twice: the second ``CHANGE a c`` fails with "Unknown column 'a'")."""
         for c in list(self.conflicts):
             m = self.members[c]
             if c != caller:
                 self.redirects.append(c)
+                if executed:
+                    m.applied_by_other = m.conflict
             new = m.conflict
             self.set_conflict(m, None)
             self.set_schema(m, new)
 
-    def try_resolve(self, caller: TableRef | None = None) -> bool:
+    def try_resolve(self, caller: TableRef | None = None, executed: bool = False) -> bool:
         if self.conflicts and self._no_conflict(self.finals.distinct()):
-            self.resolve(caller)
+            self.resolve(caller, executed)
             return True
         return False
 
@@ -198,6 +206,7 @@ class Lock:
     def step(self, m: Member, prev: TableSchema, post: TableSchema) -> StepResult:
         """One statement of the caller: prev -> post (design doc §4.3)."""
         self.set_conflict(m, None)   # one pending conflicting DDL per table: the new Info replaces it
+        applied, m.applied_by_other = m.applied_by_other, None
         idempotent = False
         if not eq(prev, m.schema):
             # the worker's view wins (restart, replay after redirect, re-created table)
@@ -217,15 +226,21 @@ class Lock:
                 return StepResult(changed, Stage.NONE)
             self.set_schema(m, prev)   # join fails: handle as a conflicting DDL
         # conflicting DDL
-        if idempotent or self._same_change_elsewhere(m, prev, post):
+        if idempotent and applied is not None and eq(post, applied):
+            # the replay of a change the resolving table already ran downstream
             self.set_schema(m, post)
             if self.conflicts:
                 self.try_resolve(m.table)
+            return StepResult(False, Stage.NONE)
+        if idempotent or self._same_change_elsewhere(m, prev, post):
+            self.set_schema(m, post)
+            if self.conflicts:
+                self.try_resolve(m.table, executed=True)
             return StepResult(True, Stage.NONE)
         self.set_conflict(m, post)
         if not self._no_conflict(self._conflict_schemas()):
             return StepResult(False, Stage.DETECTED, self._detected_message(m, prev, post))
-        if self.try_resolve(m.table):
+        if self.try_resolve(m.table, executed=True):
             return StepResult(True, Stage.NONE)
         return StepResult(False, Stage.SKIP_AND_WAIT, self._skip_message(m))
 

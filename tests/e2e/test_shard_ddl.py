@@ -155,3 +155,21 @@ def test_conflicting_modify_column_paused_then_unlock_skip(scenario):
     assert sc.down_column_type("v") == "int(11)"
     sc.c.wait(lambda: _lock(sc) is None, 60, "the lock resolved and removed")
     sc.stop()
+
+
+def test_rename_column_on_every_shard_runs_once_downstream(scenario):
+    """Issue 12 §2.1: every shard of both sources renames a column (with a new position): the
+    lock holds the first renames (skip-and-wait), the last one runs the rename downstream and
+    the held tables' replays run nothing, so no second ``CHANGE a c`` meets "Unknown column 'a'"."""
+    sc = scenario(columns="id INT PRIMARY KEY, v INT, a INT DEFAULT 1")
+    sc.start()
+    sc.wait_equal(columns=["id", "v", "a"])
+    sc.start_writers()
+    sc.alter_all("CHANGE COLUMN a c INT DEFAULT 1 AFTER id",
+                 between=lambda sid, t, i: sc.insert(sid, t, [ID_BASE[sid] + 900_000 + i]))
+    assert sc.stop_writers() > 0
+    sc.wait_running()
+    sc.wait_equal(columns=["id", "c", "v"])
+    assert all(st["stage"] == "Running" for st in sc.subtasks().values()), sc.subtasks()
+    sc.c.wait(lambda: _lock(sc) is None, 60, "the lock resolved and removed")
+    sc.stop()
