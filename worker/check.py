@@ -104,8 +104,9 @@ def _bucket_expr(key: list[str], n: int) -> str:
 
 def _chunk_sums(conn, fq: str, cols, key, n) -> dict[int, tuple[int, int]]:
     with conn.cursor() as cur:
-        cur.execute(f"SELECT {_bucket_expr(key, n)} AS b, COUNT(*), SUM(CRC32({_row_expr(cols)})) "
-                    f"FROM {fq} GROUP BY b")
+        # GROUP BY position: an alias would lose to a table column of the same name
+        cur.execute(f"SELECT {_bucket_expr(key, n)}, COUNT(*), SUM(CRC32({_row_expr(cols)})) "
+                    f"FROM {fq} GROUP BY 1")
         return {int(b): (int(c), int(s or 0)) for b, c, s in cur.fetchall()}
 
 

@@ -39,6 +39,7 @@ from worker.apply import Partitioner, apply_partition, connect_downstream, resol
 from worker.binlog_source import BinlogPrefetch, Chunk, DecoderProcess, Statement
 from worker.checkpoint import CheckpointStore
 from worker.ddl_exec import run_ddls, server_error
+from worker.shardddl.errors import SkipRequested
 from worker.ddl_handler import DDLContext, DDLDecision, DDLHandler, DirectDDLHandler
 from worker.events import DDLEvent, Position
 
@@ -232,7 +233,7 @@ class Syncer:
         self.handler: DDLHandler = handler or DirectDDLHandler()
         attach = getattr(self.handler, "attach", None)
         if attach is not None:
-            attach(self.request_rewind)
+            attach(self.request_rewind, lambda pos: self.skips.find(pos) if self.skips is not None else None)
         self.up_kwargs = source.db.pymysql_kwargs()
         self.down_kwargs = task.target.pymysql_kwargs()
         self.max_batch_events = max_batch_events
@@ -476,6 +477,9 @@ class Syncer:
                 return
             if not self._handle_statement(m):
                 return
+        except SkipRequested as sr:       # the operator skipped the DDL a lock had paused
+            self._skip_statement(m, sr.skip)
+            return
         except ShardMergeError as e:
             e.context.update(position=str(m.start), statement_end=str(m.end))
             e.context.setdefault("statement", " ".join(m.query.split())[:200])

@@ -276,7 +276,11 @@ class LockKeeper:
     def _answer(self, lock: Lock, m: Member, info: Info, ans: Answer, out: Outcome) -> Outcome:
         """Store the decision, build the caller's Operation and the follow-ups."""
         if info.ignore_conflict:
-            m.note = "schema forced by an ignore-conflict Info (binlog-schema update --sync)"
+            # the table's schema is forced (an operator's `binlog skip` of a held DDL): its
+            # pending answer is withdrawn, it waits for nothing and the lock re-evaluates
+            m.note = "schema forced by an ignore-conflict Info (binlog skip of a held DDL)"
+            lock.set_answer(m, None)
+            lock.set_done(m, True)
         else:
             lock.set_answer(m, ans)
             lock.set_done(m, False)

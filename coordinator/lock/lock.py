@@ -294,7 +294,8 @@ class Lock:
 
     def _readd_message(self, m: Member, name: str, key: str, same_info: bool) -> str:
         if same_info:
-            return (f"column `{name}` is dropped and re-added in the same DDL batch; the DROP is not "
+            return (f"add column {name} that wasn't fully dropped in downstream: "
+                    f"column `{name}` is dropped and re-added in the same DDL batch; the DROP is not "
                     "fully applied downstream yet. Skip the re-add (`shard-ddl-lock unlock LOCK_ID "
                     "--action skip`) or run DROP and ADD as separate statements")
         holders = sorted(str(t) for t, x in self.members.items() if t != m.table and x.final.column(key))
@@ -305,9 +306,11 @@ class Lock:
             parts.append(f"still present on {', '.join(holders[:10])}" + (" ..." if len(holders) > 10 else ""))
         if unconfirmed:
             parts.append(f"drop not yet confirmed by {', '.join(unconfirmed[:10])}")
-        return (f"re-adding column `{name}` that is not fully dropped downstream ("
+        return (f"add column {name} that wasn't fully dropped in downstream: "
+                f"re-adding column `{name}` that is not fully dropped downstream ("
                 + ("; ".join(parts) or "downstream still holds its data")
-                + "); wait until every table drops it, or skip this DDL")
+                + "); wait until every table drops it, or skip this DDL "
+                "(`shardctl binlog skip TASK -s SOURCE`, or `shard-ddl-lock unlock LOCK_ID --action skip`)")
 
     # ------------------------------------------------------------------ dropped columns
     def record_dropped(self, t: TableRef, cols: list[str]) -> list[str]:

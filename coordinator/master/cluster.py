@@ -413,11 +413,16 @@ def _utc_now() -> str:
 
 
 def _stopped_statement(st: SubtaskStatus | None) -> dict | None:
-    """The error of a subtask stopped in Error *at a statement event* (the syncer adds
-    ``statement_end`` to such errors; ``position`` is then the statement's start), else None."""
-    if st is None or st.stage != "Error":
+    """The error of a subtask stopped *at a statement event*, else None: stopped in Error there
+    (the syncer adds ``statement_end`` to such errors; ``position`` is then the statement's
+    start), or Paused there by a shard-DDL lock (a held or conflicting DDL: DM's runbooks exit
+    that state with ``binlog skip``).  A ``pause-task`` pause is not a statement to skip."""
+    if st is None or st.stage not in ("Error", "Paused"):
         return None
-    err = (st.detail or {}).get("error")
+    detail = st.detail or {}
+    if st.stage == "Paused" and (detail.get("paused_by") == "operator" or not detail.get("lock_id")):
+        return None
+    err = detail.get("error")
     if isinstance(err, dict) and err.get("statement_end") and err.get("position"):
         return err
     return None
@@ -458,7 +463,8 @@ def _handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: st
                 last = last.get("message", "") if isinstance(last, dict) else str(last or "")
                 why = f"stopped in Error, but not at a statement event (error: {last})"
             else:
-                why = f"not stopped in Error at a DDL (stage {st.stage if st is not None else 'not reported yet'})"
+                why = (f"not stopped in Error at a DDL nor paused at a shard DDL "
+                       f"(stage {st.stage if st is not None else 'not reported yet'})")
             raise RequestError(f"subtask of task {task!r} on source {source!r} is {why}; to skip a statement "
                                f"that is not reached yet, give its start position with -b FILE:POS",
                                task=task, source=source)
@@ -482,7 +488,10 @@ def _handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: st
     what = f"the statement at {rec.position}" + (f" ({rec.statement})" if rec.statement else "")
     cluster.log.warning("binlog skip armed", task=task, source=source, position=rec.position,
                         statement=rec.statement, stopped_there=at_error)
-    if at_error:
+    if at_error and st is not None and st.stage == "Paused":
+        msg = (f"{what} will be skipped: the subtask withdraws it from lock {(st.detail or {}).get('lock_id')} "
+               f"and continues after it")
+    elif at_error:
         msg = f"{what} will be skipped; the subtask restarts and continues after it"
     else:
         msg = (f"{what} will be skipped when source {source} reaches it (the subtask is not stopped there; "

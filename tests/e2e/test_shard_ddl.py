@@ -173,3 +173,34 @@ def test_rename_column_on_every_shard_runs_once_downstream(scenario):
     assert all(st["stage"] == "Running" for st in sc.subtasks().values()), sc.subtasks()
     sc.c.wait(lambda: _lock(sc) is None, 60, "the lock resolved and removed")
     sc.stop()
+
+
+def test_readd_of_a_column_not_fully_dropped_paused_then_binlog_skip(scenario):
+    """Issue 19, DM's runbook for a shard-DDL conflict: source 1 drops `b`, adds `c`, then re-adds
+    `b` while source 2 never dropped it.  The re-add is held with DM's phrase; `binlog skip` on the
+    Paused subtask withdraws it from the lock and the subtask continues by itself."""
+    sc = scenario(columns="id INT PRIMARY KEY, v INT, b INT")
+    sc.start()
+    sc.wait_equal(columns=["id", "v", "b"])
+    s1 = sc.dbs["s1"]
+    s1.execute("ALTER TABLE orders_01 DROP COLUMN b")
+    sc.insert("s1", "orders_01", [101])
+    s1.execute("ALTER TABLE orders_01 ADD COLUMN c INT")
+    sc.insert("s1", "orders_01", [102], cols="id, v, c")
+    s1.execute("ALTER TABLE orders_01 ADD COLUMN b INT AFTER v")
+    paused = sc.c.wait(lambda: (st := sc.subtasks().get("s1")) and st["stage"] == "Paused" and st, 90,
+                       "s1 Paused on the re-add")
+    assert "add column b that wasn't fully dropped in downstream" in paused["error"], paused
+    assert "binlog skip" in paused["error"], paused
+    sc.insert("s2", "orders_02", [ID_BASE["s2"] + 103], cols="id, v, b")   # s2 keeps replicating
+    sc.c.ctl_ok("binlog", "skip", sc.name, "-s", "s1")
+    sc.c.wait(lambda: sc.subtasks()["s1"]["stage"] == "Running", 60, "s1 Running after binlog skip")
+    sc.insert("s1", "orders_01", [104], cols="id, v, b, c")
+    for sid in sc.dbs:                       # the other shards catch up with `c`
+        for t in SHARDS:
+            if (sid, t) != ("s1", "orders_01"):
+                sc.dbs[sid].execute(f"ALTER TABLE {t} ADD COLUMN c INT")
+    sc.wait_running()
+    sc.wait_equal(columns=["id", "v", "b", "c"])
+    sc.c.wait(lambda: _lock(sc) is None, 60, "the lock resolved and removed")
+    sc.stop()

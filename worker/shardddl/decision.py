@@ -28,6 +28,7 @@ class TableDDL:
     kind: StatementKind
     position: str = ""          # binlog position of the event (text, for status and errors)
     timestamp: int | None = None
+    end: str = ""               # binlog position after the event (names the statement to `binlog skip`)
 
 
 class Route(Enum):

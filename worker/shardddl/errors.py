@@ -24,3 +24,13 @@ class UnsupportedShardDDL(ShardDDLError):
 class CoordinationStopped(ShardDDLError, TransientError):
     """The subtask is stopping while a DDL waited for its Operation; nothing was executed or
     checkpointed, the DDL is re-processed on the next start."""
+
+
+class SkipRequested(Exception):
+    """Not an error: an operator's ``binlog skip`` names the DDL a subtask is paused on.  The
+    handler has withdrawn the table's Info; the syncer skips the statement (``skip``: the
+    operator's record) exactly as a skip met before the DDL."""
+
+    def __init__(self, skip):
+        super().__init__(f"binlog skip at {getattr(skip, 'position', skip)}")
+        self.skip = skip

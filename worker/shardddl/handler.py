@@ -14,6 +14,7 @@ checkpoints do not say).
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass
 from typing import Callable
@@ -32,7 +33,7 @@ from worker.schema_tracker import Preview, SchemaTracker, SchemaTrackError, sche
 from worker.status import StatusReporter
 
 from .decision import Execute, Fail, Hold, Pause, Route, TableDDL, on_operation, redirected, route_kind
-from .errors import CoordinationStopped, ShardDDLError, StrictConflict, UnsupportedShardDDL
+from .errors import CoordinationStopped, ShardDDLError, SkipRequested, StrictConflict, UnsupportedShardDDL
 from .lock_client import LockClient, strs
 from .source_tables import SourceTablesWriter
 
@@ -79,14 +80,17 @@ class OptimisticDDLHandler:
         self.client = LockClient(store, self.stop, recheck_interval=recheck_interval,
                                  on_etcd_down=self._etcd_down)
         self._rewind: Callable[[], None] | None = None
+        self._find_skip: Callable[[object], object] | None = None
         self._pending: dict[tuple[str, str], _Pending] = {}
         self._waiters: dict[tuple[str, str], threading.Thread] = {}
         self._cancel = threading.Event()
 
     # ------------------------------------------------------------------ DDLHandler protocol
-    def attach(self, rewind: Callable[[], None]) -> None:
-        """The syncer gives its ``request_rewind``: called when a held table is redirected."""
-        self._rewind = rewind
+    def attach(self, rewind: Callable[[], None], find_skip: Callable[[object], object] | None = None) -> None:
+        """The syncer gives its ``request_rewind`` (called when a held table is redirected) and
+        its lookup of the operator's ``binlog skip`` records by statement start position (asked
+        while a DDL is paused on its lock, so the skip takes effect without a restart)."""
+        self._rewind, self._find_skip = rewind, find_skip
 
     def close(self) -> None:
         """Stop the redirect waiters (the syncer using this handler is gone)."""
@@ -126,9 +130,10 @@ class OptimisticDDLHandler:
             if event.table is not None and kind.on_table and event.target_table is not None:
                 self._track_direct(event, kind)
             return direct_decision(event, ctx)
-        ddl = TableDDL(event.query, event.schema, event.table, kind, str(event.start), event.timestamp or None)
+        ddl = TableDDL(event.query, event.schema, event.table, kind, str(event.start), event.timestamp or None,
+                       str(event.end))
         key = (event.schema, event.table)
-        p = self._decide(ddl)
+        p = self._decide(ddl, event.start)
         if isinstance(p, Hold):
             return DDLDecision(hold=True, note=p.message)
         self._pending[key] = p
@@ -193,7 +198,7 @@ class OptimisticDDLHandler:
         return dict(task=self.task, source=self.source, table=f"{ddl.schema}.{ddl.table}",
                     position=ddl.position, lock_id=lock_id(self.task, target.schema, target.table))
 
-    def _decide(self, ddl: TableDDL) -> _Pending | Hold:
+    def _decide(self, ddl: TableDDL, start=None) -> _Pending | Hold:
         """Everything before downstream execution; blocks while the lock answers."""
         target = self.mapper.target(ddl.schema, ddl.table)
         if target is None:
@@ -223,9 +228,10 @@ class OptimisticDDLHandler:
             # leaves the lock (the master sees the SourceTables change).
             p = Preview(ddl.schema, ddl.table, tuple(statements), self.tracker.get(ddl.schema, ddl.table), (None,))
             return _Pending(ddl, target, [], preview=p)
-        return self._coordinate(ddl, target, statements, ctx)
+        return self._coordinate(ddl, target, statements, ctx, start)
 
-    def _coordinate(self, ddl: TableDDL, target: Target, statements: list[str], ctx: dict) -> _Pending | Hold:
+    def _coordinate(self, ddl: TableDDL, target: Target, statements: list[str], ctx: dict,
+                    start=None) -> _Pending | Hold:
         p = self._preview(ddl, statements, ctx)
         if p.before is None:
             raise ShardDDLError(f"`{ddl.schema}`.`{ddl.table}` is not tracked and not found upstream; "
@@ -240,8 +246,19 @@ class OptimisticDDLHandler:
         rev, after = self.client.put_info(info, ctx), 0
         owner = str(info.table)
         self._waiting(f"Operation for lock {ctx['lock_id']} (info revision {rev})", ctx)
+        skip: list = []
+
+        def skip_requested() -> bool:
+            found = self._find_skip(start) if self._find_skip is not None and start is not None else None
+            skip[:] = [found] if found is not None else []
+            return bool(skip)
+
+        paused = False
         while True:
-            op, rev = self.client.next_operation(info, rev, after, ctx)
+            op, rev = self.client.next_operation(info, rev, after, ctx, interrupt=skip_requested if paused else None)
+            if op is None:
+                self._withdraw(info, ctx)
+                raise SkipRequested(skip[0])
             answer = on_operation(op, strict=self.strict)
             if isinstance(answer, Execute):
                 return _Pending(ddl, target, list(answer.statements), preview=p, operation=op, info=info)
@@ -260,7 +277,17 @@ class OptimisticDDLHandler:
                 raise err
             assert isinstance(answer, Pause)
             self._paused(ddl, info, op, rev, answer.message, ctx)
-            after = op.revision
+            after, paused = op.revision, True
+
+    def _withdraw(self, info: Info, ctx: dict) -> None:
+        """``binlog skip`` of the DDL this table is paused on: the lock learns the table's schema
+        after it (the upstream made the change; the downstream does not) and stops waiting for
+        the table, like DM's optimistic handle-error."""
+        self.client.put_info(dataclasses.replace(info, ignore_conflict=True), ctx)
+        if self.status is not None:
+            self.status.running()
+        _log.warning("paused shard DDL withdrawn from its lock on the operator's binlog skip",
+                     ddls="; ".join(info.ddls), **strs(ctx))
 
     def _paused(self, ddl: TableDDL, info: Info, op: Operation, rev: int, message: str, ctx: dict) -> None:
         """The lock holds this DDL for the operator (or until the other shards agree)."""
@@ -270,7 +297,8 @@ class OptimisticDDLHandler:
                f"-t {ddl.table} --action skip|exec` or make the other shards' schemas agree")
         _log.warning("shard DDL paused", stage=op.stage.value, info_revision=rev, **strs(ctx))
         if self.status is not None:
-            self.status.paused(ShardDDLError(msg, stage=op.stage.value, info_revision=rev, **ctx),
+            self.status.paused(ShardDDLError(msg, stage=op.stage.value, info_revision=rev, statement_end=ddl.end,
+                                             statement=" ".join(ddl.sql.split())[:200], **ctx),
                                lock_id=ctx["lock_id"], position=ddl.position, owner=owner,
                                waiting_for=f"a new Operation for lock {ctx['lock_id']} "
                                            f"(info revision {rev}, after revision {op.revision})")

@@ -11,6 +11,7 @@ answering it, mark it done.  Thin on purpose: no decisions (``decision``), no sc
 from __future__ import annotations
 
 import threading
+import time
 from typing import Callable
 
 from coordinator.etcdproto import (EtcdUnavailable, Info, LockKey, Operation, OperationWaitTimeout, Stage,
@@ -66,26 +67,35 @@ class LockClient:
         return op
 
     # ------------------------------------------------------------------ Operation
-    def next_operation(self, info: Info, rev: int, after: int, ctx: dict) -> tuple[Operation, int]:
+    def next_operation(self, info: Info, rev: int, after: int, ctx: dict,
+                       interrupt: Callable[[], bool] | None = None) -> tuple[Operation | None, int]:
         """Block until an Operation answering ``info`` (put at ``rev``) newer than revision
         ``after`` exists.  Returns it with the Info revision it answers (a re-sent Info has a
-        new one)."""
+        new one); ``(None, rev)`` as soon as ``interrupt()`` is true (asked about once a second)."""
+        step = self.recheck_interval if interrupt is None else min(1.0, self.recheck_interval)
+        last_check = time.monotonic()
         while True:
             if self.stop.is_set():
                 raise CoordinationStopped("subtask stopping while waiting for the shard DDL Operation",
                                           info_revision=rev, **ctx)
+            etcd_down = False
             try:
                 return self.store.wait_operation(info.lock, info.table, rev, after_revision=after,
-                                                 timeout=self.recheck_interval, stop=self.stop), rev
+                                                 timeout=step, stop=self.stop), rev
             except OperationWaitTimeout:
                 if self.stop.is_set():
                     raise CoordinationStopped("subtask stopping while waiting for the shard DDL Operation",
                                               info_revision=rev, **ctx) from None
             except EtcdUnavailable as e:
                 self._wait_etcd(e, ctx)
-            new = self._recheck_info(info, rev, ctx)
-            if new != rev:
-                rev, after = new, 0
+                etcd_down = True
+            if interrupt is not None and interrupt():
+                return None, rev
+            if etcd_down or time.monotonic() - last_check >= self.recheck_interval:
+                last_check = time.monotonic()
+                new = self._recheck_info(info, rev, ctx)
+                if new != rev:
+                    rev, after = new, 0
 
     def wait_rewrite(self, info: Info, op: Operation, ctx: dict, cancel: threading.Event) -> Operation | None:
         """For a held table: the next Operation for the same Info after ``op``; None when
