@@ -478,6 +478,8 @@ def _handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: st
         if _pos_or_none(err["statement_end"]) == (file, pos) and _pos_or_none(err["position"]):
             file, pos = _pos_or_none(err["position"])
     at_error = err is not None and _pos_or_none(err["position"]) == (file, pos)
+    if not at_error:
+        _require_statement_start(cluster, task, source, file, pos, cmd)
     gtid = binlog_pos_gtid(err["position"]) if at_error else binlog_pos_gtid(binlog_pos)
     rec = BinlogSkip(task, source, file, pos, statement=(err.get("statement", "") if at_error else ""),
                      gtid=gtid, requested_at=_utc_now())
@@ -501,6 +503,50 @@ def _handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: st
     elif prev is not None:
         msg += f"; a {prev.state} skip at that position was replaced"
     return Outcome(True, msg, [(source, True, f"skip armed at {rec.position}")])
+
+
+def _require_statement_start(cluster: Cluster, task: str, source: str, file: str, pos: int, cmd: str) -> None:
+    """``-b FILE:POS`` must be where a DDL statement starts in the source's binlog (its
+    transaction's GTID event, then the statement): a skip armed anywhere else would never match
+    and silently skip nothing.  The upstream is asked with ``SHOW BINLOG EVENTS``; an unreachable
+    upstream is refused too (nothing is armed on a guess)."""
+    import pymysql
+    rec = cluster.store.get_source(source)
+    if rec is None:
+        raise RequestError(f"{cmd}: source {source!r} is not registered; `shardctl operate-source show` "
+                           "lists the sources", task=task, source=source)
+    db = parse_source(rec.yaml, f"<source {source} in etcd>").db
+    where = f"{file}:{pos}"
+    try:
+        conn = pymysql.connect(**db.pymysql_kwargs(), connect_timeout=5)
+    except pymysql.MySQLError as e:
+        raise RequestError(f"{cmd}: cannot read the binlog of source {source!r} at {db.host}:{db.port} to check "
+                           f"-b {where} ({e.args[-1] if e.args else e}); nothing armed", task=task,
+                           source=source) from None
+    try:
+        with conn.cursor() as cur:
+            try:
+                cur.execute("SHOW BINLOG EVENTS IN %s FROM %s LIMIT 2", (file, int(pos)))
+                events = cur.fetchall()
+            except pymysql.MySQLError as e:
+                raise RequestError(f"{cmd}: -b {where} is not an event position in source {source!r}'s binlog "
+                                   f"({e.args[-1] if e.args else e}); give the start position of the statement "
+                                   "as query-status or `SHOW BINLOG EVENTS` shows it; nothing armed",
+                                   task=task, source=source) from None
+    finally:
+        conn.close()
+    kinds = [(str(e[2]), str(e[5] or "")) for e in events]   # Event_type, Info
+    query = next((info for kind, info in kinds if kind == "Query"), "").lstrip()
+    if query.lower().startswith("use ") and "; " in query:
+        query = query.split("; ", 1)[1]       # SHOW BINLOG EVENTS prefixes the session database
+    words = query.split(None, 1)
+    first = words[0].upper() if words else ""
+    if not kinds or kinds[0][0] not in ("Gtid", "Query") or first in ("", "BEGIN", "COMMIT", "XA") \
+            or first not in ("ALTER", "CREATE", "DROP", "RENAME", "TRUNCATE"):
+        seen = "; ".join(f"{k} {i[:60]}" for k, i in kinds) or "no event"
+        raise RequestError(f"{cmd}: -b {where} is not the start of a DDL statement in source {source!r}'s binlog "
+                           f"(found: {seen}); give the statement's start position (its GTID event) as "
+                           "query-status or `SHOW BINLOG EVENTS` shows it; nothing armed", task=task, source=source)
 
 
 def _pos_or_none(text) -> tuple[str, int] | None:

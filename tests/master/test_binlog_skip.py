@@ -47,7 +47,7 @@ def _error_status(store, position="mysql-bin.000003:1234 gtid=101-101-9", end="m
     store.put_status(SubtaskStatus("t1", "s1", "Error", worker="w1", detail={"error": err}))
 
 
-def test_cli_binlog_skip_and_its_errors(leader, store, capsys, tmp_path):
+def test_cli_binlog_skip_and_its_errors(leader, store, capsys, tmp_path, source1_db):
     files = [write(tmp_path, f"{s}.yaml", source_yaml(s)) for s in ("s1", "s2")]
     assert run_cli(capsys, leader, "operate-source", "create", *files)[0] == 0
     assert run_cli(capsys, leader, "start-task", write(tmp_path, "t1.yaml", task_yaml("t1")))[0] == 0
@@ -94,12 +94,28 @@ def test_cli_binlog_skip_and_its_errors(leader, store, capsys, tmp_path):
     assert rc == 0 and "already armed" in doc["msg"]
     assert [r.position for r in store.list_binlog_skips("t1", "s1").items] == ["mysql-bin.000003:1234"]
 
+    # -b must name where a DDL starts in the source's real binlog (s2's config points at source1)
+    from worker.syncer import master_status
+    source1_db.execute("CREATE TABLE pre (id INT PRIMARY KEY)")
+    source1_db.execute("INSERT INTO pre VALUES (1)")
+    at_ddl = master_status(source1_db.params)
+    source1_db.execute("ALTER TABLE pre ADD COLUMN c INT")
+    at_dml = master_status(source1_db.params)
+    source1_db.execute("INSERT INTO pre VALUES (2, 2)")
+    for bad, why in ((f"{at_dml.file}:{at_dml.pos}", "not the start of a DDL statement"),
+                     (f"{at_ddl.file}:{at_ddl.pos + 3}", "not an event position"),
+                     ("mysql-bin.999999:4", "not an event position")):
+        rc, doc, _ = run_cli(capsys, leader, "binlog", "skip", "t1", "-s", "s2", "-b", bad)
+        assert rc == 1 and why in doc["msg"] and bad in doc["msg"] and "nothing armed" in doc["msg"], (bad, doc)
+    assert store.list_binlog_skips("t1", "s2").items == []
+
     # pre-armed for a statement not reached yet; table output; revert
-    rc, out, _ = run_cli(capsys, leader, "binlog", "skip", "t1", "-s", "s2", "-b", "mysql-bin.000009:777", fmt="table")
-    assert rc == 0 and out.startswith("OK: the statement at mysql-bin.000009:777 will be skipped when source s2")
-    assert "s2: ok - skip armed at mysql-bin.000009:777" in out
+    where = f"{at_ddl.file}:{at_ddl.pos}"
+    rc, out, _ = run_cli(capsys, leader, "binlog", "skip", "t1", "-s", "s2", "-b", where, fmt="table")
+    assert rc == 0 and out.startswith(f"OK: the statement at {where} will be skipped when source s2"), out
+    assert f"s2: ok - skip armed at {where}" in out
     rc, doc, _ = run_cli(capsys, leader, "binlog", "revert", "t1", "-s", "s2")
-    assert rc == 0 and "mysql-bin.000009:777" in doc["msg"] and store.list_binlog_skips("t1", "s2").items == []
+    assert rc == 0 and where in doc["msg"] and store.list_binlog_skips("t1", "s2").items == []
     rc, doc, _ = run_cli(capsys, leader, "binlog", "revert", "t1", "-s", "s2")
     assert rc == 1 and "nothing to revert" in doc["msg"]
 
