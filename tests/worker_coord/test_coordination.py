@@ -20,11 +20,12 @@ def _op(store, info):
 
 def test_info_published_operation_executed_done_marked(make_env, master, pool, store):
     env = make_env()
-    fut = env.run(pool, "ALTER TABLE orders_01 ADD COLUMN a INT, ADD COLUMN b VARCHAR(8) DEFAULT 'x'")
+    fut = env.run(pool, "alter table orders_01 add column a int, add b varchar(8)  default 'x'")
     info = master.wait_info()
     # split before the lock sees it (dm#613), routed to the downstream name
-    assert info.ddls == [f"ALTER TABLE `{env.down.name}`.`orders` ADD COLUMN a INT",
-                         f"ALTER TABLE `{env.down.name}`.`orders` ADD COLUMN b VARCHAR(8) DEFAULT 'x'"]
+    # ... in canonical text, as DM shows it (issue 12 §8 / 19 §3)
+    assert info.ddls == [f"ALTER TABLE `{env.down.name}`.`orders` ADD COLUMN `a` INT",
+                         f"ALTER TABLE `{env.down.name}`.`orders` ADD COLUMN `b` VARCHAR(8) DEFAULT 'x'"]
     assert (info.source, info.up_schema, info.up_table) == (SOURCE, env.up.name, "orders_01")
     assert (info.down_schema, info.down_table) == (env.down.name, "orders")
     before = TableSchema.from_json(info.before)

@@ -11,10 +11,10 @@ one Info is told step by step in docs/ARCHITECTURE.md.
 """
 from .decision import TableDDL
 from .errors import CoordinationStopped, ShardDDLError, StrictConflict, UnsupportedShardDDL
-from .handler import OptimisticDDLHandler, create_if_not_exists, route_statement
+from .handler import OptimisticDDLHandler, create_if_not_exists, route_statement, routed_ddls
 from .lock_client import LockClient
 from .source_tables import SourceTablesWriter, list_upstream_tables
 
 __all__ = ["CoordinationStopped", "LockClient", "OptimisticDDLHandler", "ShardDDLError", "SourceTablesWriter",
            "StrictConflict", "TableDDL", "UnsupportedShardDDL", "create_if_not_exists", "list_upstream_tables",
-           "route_statement"]
+           "route_statement", "routed_ddls"]

@@ -22,6 +22,7 @@ from typing import Callable
 from coordinator.etcdproto import Info, LockKey, Operation, Stage, Store, TableRef, lock_id
 from coordinator.obs import logger
 from coordinator.routing import TableMapper, Target
+from coordinator.schema.canonical import canonical_ddl
 from coordinator.schema.ddl import apply_ddl
 from coordinator.schema.errors import SchemaError
 from coordinator.schema.kinds import StatementKind
@@ -43,6 +44,12 @@ _log = logger("worker.shardddl")
 def route_statement(sql: str, target: Target) -> str:
     """The statement with its table reference replaced by the downstream target."""
     return rename_ddl_table(sql, (target.schema, target.table))
+
+
+def routed_ddls(statements: list[str], target: Target) -> list[str]:
+    """The single-change statements as the lock, the operator and the downstream see them:
+    routed to the target, in canonical text (``ALTER TABLE `db`.`tb` ADD COLUMN `c` INT``)."""
+    return [canonical_ddl(route_statement(s, target)) for s in statements]
 
 
 def create_if_not_exists(sql: str) -> str:
@@ -238,7 +245,7 @@ class OptimisticDDLHandler:
                                 "cannot describe its DDL to the lock", **ctx)
         info = Info(task=self.task, source=self.source, up_schema=ddl.schema, up_table=ddl.table,
                     down_schema=target.schema, down_table=target.table,
-                    ddls=[route_statement(s, target) for s in statements],
+                    ddls=routed_ddls(statements, target),
                     before=p.before.to_json(), afters=[a.to_json() for a in p.afters])
         op = self.client.unlocked_answer(info, ctx)
         if op is not None:
@@ -398,7 +405,7 @@ class OptimisticDDLHandler:
                                  str(event.start)), target)
         table = TableRef(self.source, event.schema, event.table)
         info = self.store.get_info(lock, table)
-        if info is None or info.ddls != [route_statement(s, target) for s in statements]:
+        if info is None or info.ddls != routed_ddls(statements, target):
             return
         op = self.store.get_operation(lock, table)
         if op is None or op.done or op.info_revision != info.revision:

@@ -1,0 +1,140 @@
+"""One single-change DDL statement in its canonical text, the form DM users read in
+``shard-ddl-lock``, ``query-status`` and errors::
+
+    ALTER TABLE `db`.`tb` ADD COLUMN `c` INT DEFAULT 1
+    ALTER TABLE `db`.`tb` CHANGE COLUMN `b` `c` INT
+    ALTER TABLE `db`.`tb` MODIFY COLUMN `id` INT DEFAULT 2
+
+The text is also what runs downstream, so it is rebuilt from the statement's own tokens and
+never reinterpreted: names the clause structure identifies (the table, the column, ``CHANGE``'s
+old name, ``AFTER`` x, a dropped column or index) are quoted, keywords are upper-cased, runs of
+white space become one space (inside strings nothing changes).  Everything else - types,
+defaults, expressions, index definitions - keeps its tokens as written.
+"""
+from __future__ import annotations
+
+from sqlglot.tokens import TokenType
+
+from .errors import SchemaError
+from .kinds import StatementKind
+from .parse import ident_name, tokenize, tok_raw
+from .render import quote_ident, table_ref
+from .statement import Clause, parse_statement
+
+# token types whose text is a name, a literal or punctuation: kept as written
+_KEEP = {TokenType.VAR, TokenType.IDENTIFIER, TokenType.STRING, TokenType.NUMBER, TokenType.BIT_STRING,
+         TokenType.HEX_STRING, TokenType.NATIONAL_STRING, TokenType.BYTE_STRING, TokenType.L_PAREN,
+         TokenType.R_PAREN, TokenType.COMMA, TokenType.DOT, TokenType.PARAMETER}
+
+
+def _tidy(text: str, *, quote_first: bool = False) -> str:
+    """``text`` token by token: keywords upper-cased, white space between tokens collapsed (no
+    space added where there was none), the first token quoted as a name when asked."""
+    toks = tokenize(text)
+    out: list[str] = []
+    for n, t in enumerate(toks):
+        if n and t.start > toks[n - 1].end + 1:
+            out.append(" ")
+        piece = tok_raw(text, t)
+        if n == 0 and quote_first:
+            piece = quote_ident(ident_name(t))
+        elif t.token_type not in _KEEP and piece.isascii() and not piece.startswith(("'", '"', "`")):
+            piece = piece.upper()
+        out.append(piece)
+    return "".join(out)
+
+
+_INDEX_HEAD = {"INDEX", "KEY", "UNIQUE", "FULLTEXT", "SPATIAL", "PRIMARY KEY", "PRIMARY"}
+
+
+def _index(defn: str) -> str:
+    """``UNIQUE KEY u (a, b(10))`` -> ``UNIQUE KEY `u`(`a`, `b`(10))`` for the plain forms;
+    any other index definition (USING, COMMENT, expressions) is only tidied."""
+    toks = tokenize(defn)
+    words = [t.text.upper() if t.token_type not in (TokenType.IDENTIFIER, TokenType.STRING) else "" for t in toks]
+    k, head = 0, []
+    while k < len(toks) and words[k] in _INDEX_HEAD:
+        head.append(words[k])
+        k += 1
+    name = ""
+    if k < len(toks) and toks[k].token_type in (TokenType.VAR, TokenType.IDENTIFIER):
+        name, k = quote_ident(ident_name(toks[k])), k + 1
+    if not head or k >= len(toks) or toks[k].token_type != TokenType.L_PAREN or toks[-1].token_type != TokenType.R_PAREN:
+        return _tidy(defn)
+    cols, cur, i = [], [], k + 1
+    while i < len(toks) - 1:
+        t = toks[i]
+        if t.token_type == TokenType.COMMA:
+            cols.append(cur)
+            cur = []
+        else:
+            cur.append(t)
+        i += 1
+    cols.append(cur)
+    parts = []
+    for c in cols:
+        if not c or c[0].token_type not in (TokenType.VAR, TokenType.IDENTIFIER):
+            return _tidy(defn)
+        text = quote_ident(ident_name(c[0]))
+        rest = c[1:]
+        if len(rest) >= 3 and rest[0].token_type == TokenType.L_PAREN and rest[1].token_type == TokenType.NUMBER \
+                and rest[2].token_type == TokenType.R_PAREN:
+            text, rest = text + f"({rest[1].text})", rest[3:]
+        if rest and len(rest) == 1 and rest[0].text.upper() in ("ASC", "DESC"):
+            text, rest = text + " " + rest[0].text.upper(), []
+        if rest:
+            return _tidy(defn)
+        parts.append(text)
+    return " ".join(head) + (f" {name}" if name else "") + "(" + ", ".join(parts) + ")"
+
+
+def _position(pos) -> str:
+    if not pos:
+        return ""
+    kind, col = pos
+    return " FIRST" if kind == "first" else f" AFTER {quote_ident(col)}"
+
+
+def _clause(c: Clause) -> str | None:
+    d = c.data
+    if c.kind == "add_column":
+        ine = "IF NOT EXISTS " if d.get("if_not_exists") else ""
+        return f"ADD COLUMN {ine}{_tidy(d['def'], quote_first=True)}{_position(d.get('position'))}"
+    if c.kind in ("change_column", "modify_column"):
+        ie = "IF EXISTS " if d.get("if_exists") else ""
+        head = f"CHANGE COLUMN {ie}{quote_ident(d['old'])} " if c.kind == "change_column" else f"MODIFY COLUMN {ie}"
+        return f"{head}{_tidy(d['def'], quote_first=True)}{_position(d.get('position'))}"
+    if c.kind == "add_index":
+        return "ADD " + _index(d["def"])
+    if c.kind == "drop_column":
+        return f"DROP COLUMN {'IF EXISTS ' if d.get('if_exists') else ''}{quote_ident(d['name'])}"
+    if c.kind == "drop_index":
+        if d["name"].upper() == "PRIMARY":
+            return "DROP PRIMARY KEY"
+        return f"DROP INDEX {'IF EXISTS ' if d.get('if_exists') else ''}{quote_ident(d['name'])}"
+    if c.kind == "rename_column":
+        return f"RENAME COLUMN {quote_ident(d['old'])} TO {quote_ident(d['new'])}"
+    if c.kind == "alter_default":
+        if d["default"] is None:
+            return f"ALTER COLUMN {quote_ident(d['name'])} DROP DEFAULT"
+        return f"ALTER COLUMN {quote_ident(d['name'])} SET DEFAULT {_tidy(d['default'])}"
+    return None
+
+
+def canonical_ddl(sql: str) -> str:
+    """The canonical text of one statement (already split to one change, see ``split_ddl``).
+    A statement this module does not know how to rewrite keeps its own text, tidied."""
+    try:
+        st = parse_statement(sql)
+    except SchemaError:
+        return sql
+    ref = table_ref(tuple(p for p in st.table if p)) if st.table else ""
+    if st.kind is StatementKind.ALTER_TABLE and len(st.clauses) == 1:
+        body = _clause(st.clauses[0])
+        if body is None:
+            body = _tidy(st.clauses[0].text)
+        return f"ALTER TABLE {ref} {body}"
+    if st.kind is not StatementKind.ALTER_TABLE and st.table_span is not None:
+        a, b = st.table_span
+        return _tidy(st.sql[:a]) + " " + ref + (" " + _tidy(st.sql[b:]) if st.sql[b:].strip() else "")
+    return _tidy(st.sql)
