@@ -247,6 +247,8 @@ class LockKeeper:
             r = lock.step(m, prev, post)
             if r.stage is not Stage.NONE:
                 stage, msg = r.stage, r.message
+                if stage is Stage.DETECTED:   # DM's phrase, which runbooks and alerts grep for
+                    msg = f"there will be conflicts if DDLs {sql} are applied to the downstream: {msg}"
                 break
             err, drops = lock.check_add_drop(m, prev, post, dropped_here, sql)
             if err:

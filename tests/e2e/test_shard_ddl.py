@@ -141,6 +141,8 @@ def test_conflicting_modify_column_paused_then_unlock_skip(scenario):
                        90, "s2 Paused on the conflict")
     assert paused["unresolvedDDLLockID"] == lock_id, paused
     assert "unlock" in paused["error"] and "orders_01" in paused["error"], paused
+    assert "there will be conflicts if DDLs ALTER TABLE" in paused["error"], paused      # DM's phrase
+    assert "MODIFY COLUMN `v` VARBINARY(20)" in paused["error"], paused                  # canonical text
     assert _lock(sc)["state"] == "conflict"
     # the operator keeps the target's INT: skip both changes
     sc.c.ctl_ok("unlock-ddl-lock", lock_id, "-s", "s2", "-d", up2, "-t", "orders_01", "--action", "skip")
@@ -203,4 +205,24 @@ def test_readd_of_a_column_not_fully_dropped_paused_then_binlog_skip(scenario):
     sc.wait_running()
     sc.wait_equal(columns=["id", "v", "b", "c"])
     sc.c.wait(lambda: _lock(sc) is None, 60, "the lock resolved and removed")
+    sc.stop()
+
+
+def test_rename_table_of_a_shard_stops_every_source_with_dms_phrase_then_binlog_skip(scenario):
+    """Issue 19: `RENAME TABLE` of a shard table is refused in optimistic mode on every source
+    that meets it, with DM's phrase; `binlog skip` on each lets the sources continue."""
+    sc = scenario()
+    sc.start()
+    for sid in sc.dbs:
+        sc.dbs[sid].execute("RENAME TABLE orders_04 TO orders_44")
+    for sid in sc.dbs:    # (a skip restarts the task's failed subtasks: the other meets it again)
+        st = sc.c.wait(lambda: (x := sc.subtasks().get(sid)) and x["stage"] == "Error" and x, 90, f"{sid} in Error")
+        assert "`RENAME TABLE` statement not supported in optimistic mode" in st["error"], st
+        assert f"binlog skip {sc.name} -s {sid}" in st["error"], st
+        sc.c.ctl_ok("binlog", "skip", sc.name, "-s", sid)
+        sc.c.wait(lambda: sc.subtasks()[sid]["stage"] == "Running", 90, f"{sid} Running after binlog skip")
+    sc.wait_running()
+    for sid in sc.dbs:
+        sc.insert(sid, "orders_44", [ID_BASE[sid] + 940_000])
+    sc.wait_equal(columns=["id", "v"])
     sc.stop()
