@@ -142,8 +142,11 @@ class Partitioner:
     ``keys`` maps "schema.table" of a downstream table to its key columns (``fetch_keys``);
     build a new partitioner when it changes."""
 
-    def __init__(self, keys: dict[str, list[str]], n: int):
+    def __init__(self, keys: dict[str, list[str]], n: int, generated: dict[str, set[str]] | None = None):
+        """``generated``: "schema.table" -> generated column names of downstream tables
+        (``fetch_generated``): never written, so left out of every statement."""
         self.keys = {k.lower(): [c.lower() for c in v] for k, v in keys.items()}
+        self.generated = {k.lower(): {c.lower() for c in v} for k, v in (generated or {}).items()}
         self.n = max(1, n)
         self._meta: dict = {}
 
@@ -151,7 +154,11 @@ class Partitioner:
         m = self._meta.get(ref)
         if m is None:
             tname = f"{ref.tgt_schema}.{ref.tgt_table}"
-            cols = ref.cols
+            gen = self.generated.get(tname.lower())
+            keep = None
+            if gen and any(c.lower() in gen for c in ref.cols):
+                keep = tuple(i for i, c in enumerate(ref.cols) if c.lower() not in gen)
+            cols = tuple(ref.cols[i] for i in keep) if keep is not None else ref.cols
             lower = [c.lower() for c in cols]
             kcols = self.keys.get(tname.lower())
             pk = [c.lower() for c in ref.pk]
@@ -165,7 +172,7 @@ class Partitioner:
                     tuple(cols[i] for i in kidx))
             th = hash(tname.lower())
             keyless = len(kidx) == len(cols)
-            m = self._meta[ref] = (meta, tuple(kidx), th, keyless)
+            m = self._meta[ref] = (meta, tuple(kidx), th, keyless, keep)
         return m
 
     def split(self, txns, *, held: set = frozenset(), points: dict | None = None,
@@ -185,7 +192,12 @@ class Partitioner:
                 p = points.get(tkey)
                 if p is not None and pos <= p:
                     continue   # already applied before the last checkpoint
-                meta, kidx, th, keyless = self._resolve(ref)
+                meta, kidx, th, keyless, keep = self._resolve(ref)
+                if keep is not None:     # generated columns downstream: never written
+                    if kind == UPDATE:
+                        rows = [(tuple(b[i] for i in keep), tuple(a[i] for i in keep)) for b, a in rows]
+                    else:
+                        rows = [tuple(r[i] for i in keep) for r in rows]
                 if keyless:   # whole-table scans: every change of the table in one partition
                     part = parts[th % n]
                     if kind != UPDATE:

@@ -202,6 +202,19 @@ def fetch_keys(conn) -> dict[str, list[str]]:
     return out
 
 
+def fetch_generated(conn) -> dict[str, set[str]]:
+    """"schema.table" -> its generated (VIRTUAL/STORED) columns, for every downstream table that
+    has some: MariaDB refuses a value for them, so DML never names them."""
+    with conn.cursor() as cur:
+        cur.execute("""SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS
+                       WHERE IS_GENERATED = 'ALWAYS' AND TABLE_SCHEMA NOT IN
+                         ('mysql', 'information_schema', 'performance_schema', 'sys')""")
+        out: dict[str, set[str]] = {}
+        for schema, table, col in cur.fetchall():
+            out.setdefault(f"{schema}.{table}", set()).add(col)
+    return out
+
+
 def show_create(conn, schema: str, table: str) -> str | None:
     try:
         with conn.cursor() as cur:
@@ -251,6 +264,7 @@ class Syncer:
         self.read_pos: Position | None = None
         self.held: dict[tuple[str, str], DDLEvent] = {}
         self.keys: dict[str, list[str]] = {}
+        self.generated: dict[str, set[str]] = {}
         self.rows_applied = 0
         self.last_error: str | None = None
         self._rewind = threading.Event()
@@ -291,7 +305,7 @@ class Syncer:
             self.store.save_global(self.read_pos)
             self.store.flush()
         with connect_downstream(self.down_kwargs, autocommit=True) as c:
-            self.keys = fetch_keys(c)
+            self.keys, self.generated = fetch_keys(c), fetch_generated(c)
         if self.reader == "process":
             self.decoder.ensure()    # started ahead of the first batch, reused by all of them
         else:
@@ -419,8 +433,9 @@ class Syncer:
         self.read_pos = max(self.read_pos, pos)
 
     def _partitioner(self) -> Partitioner:
-        if self._parts is None or self._parts_keys is not self.keys:
-            self._parts, self._parts_keys = Partitioner(self.keys, self.parallelism), self.keys
+        if self._parts is None or self._parts_keys != (id(self.keys), id(self.generated)):
+            self._parts = Partitioner(self.keys, self.parallelism, self.generated)
+            self._parts_keys = (id(self.keys), id(self.generated))
         return self._parts
 
     def _apply_chunk(self, chunk: Chunk, tm: dict) -> int:
@@ -591,11 +606,14 @@ class Syncer:
                                   keep_info=False)
         if ev.target_table is None:
             return
-        # a DDL may create the target or change its key: later chunks are split by the new key
+        # a DDL may create the target, change its key or its generated columns: later chunks
+        # are split by the new key and leave out the new generated columns
         with connect_downstream(self.down_kwargs, autocommit=True) as c:
-            new_keys = fetch_keys(c)
+            new_keys, new_gen = fetch_keys(c), fetch_generated(c)
         if new_keys != self.keys:
             self.keys = new_keys
+        if new_gen != self.generated:
+            self.generated = new_gen
 
     def _execute_ddl(self, ev: DDLEvent, decision: DDLDecision) -> bool:
         """Execute with the at-most-once intent of rule 8; False when it had already run."""

@@ -226,3 +226,23 @@ def test_rename_table_of_a_shard_stops_every_source_with_dms_phrase_then_binlog_
         sc.insert(sid, "orders_44", [ID_BASE[sid] + 940_000])
     sc.wait_equal(columns=["id", "v"])
     sc.stop()
+
+
+def test_generated_column_added_then_dropped_shard_by_shard_with_writes(scenario):
+    """Issue 12 §2.2, real processes: a STORED generated column is added on every shard with
+    writes between (rows of shards with and without it), then dropped shard by shard; DML never
+    writes it and the downstream computes it."""
+    sc = scenario()
+    sc.start()
+    sc.start_writers()
+    sc.alter_all("ADD COLUMN g INT AS (id + 2) STORED",
+                 between=lambda sid, t, i: sc.insert(sid, t, [ID_BASE[sid] + 900_000 + i]))
+    assert sc.stop_writers() > 0
+    sc.wait_equal(columns=["id", "v", "g"])
+    assert "`g` int(11) GENERATED ALWAYS AS (`id` + 2) STORED" in sc.show_create()
+    sc.start_writers()
+    sc.alter_all("DROP COLUMN g", between=lambda sid, t, i: sc.insert(sid, t, [ID_BASE[sid] + 950_000 + i]))
+    assert sc.stop_writers() > 0
+    sc.wait_running()
+    sc.wait_equal(columns=["id", "v"])
+    sc.stop()
