@@ -433,9 +433,12 @@ class Syncer:
         self.read_pos = max(self.read_pos, pos)
 
     def _partitioner(self) -> Partitioner:
-        if self._parts is None or self._parts_keys != (id(self.keys), id(self.generated)):
+        # the maps themselves, compared by identity: an id() of a freed map can come back
+        # for a later one and keep a stale partitioner
+        built = self._parts_keys
+        if self._parts is None or built[0] is not self.keys or built[1] is not self.generated:
             self._parts = Partitioner(self.keys, self.parallelism, self.generated)
-            self._parts_keys = (id(self.keys), id(self.generated))
+            self._parts_keys = (self.keys, self.generated)
         return self._parts
 
     def _apply_chunk(self, chunk: Chunk, tm: dict) -> int:
