@@ -246,3 +246,53 @@ def test_generated_column_added_then_dropped_shard_by_shard_with_writes(scenario
     sc.wait_running()
     sc.wait_equal(columns=["id", "v"])
     sc.stop()
+
+
+def test_add_column_keeps_first_and_after_downstream(scenario):
+    """Issue 12 §2.7: the first DDL that runs downstream keeps its position clause.  Every shard
+    adds `c` AFTER id, then `f` FIRST; for `e` the first shard says AFTER c and the others AFTER
+    v: the downstream keeps the first one's (the later adds change nothing there)."""
+    sc = scenario()
+    sc.start()
+    sc.start_writers()
+    sc.alter_all("ADD COLUMN c INT DEFAULT 4 AFTER id",
+                 between=lambda sid, t, i: sc.insert(sid, t, [ID_BASE[sid] + 900_000 + i], cols="id, v, c"))
+    assert sc.stop_writers() > 0
+    sc.wait_equal(columns=["id", "c", "v"])
+    sc.start_writers()
+    sc.alter_all("ADD COLUMN f INT DEFAULT 1 FIRST",
+                 between=lambda sid, t, i: sc.insert(sid, t, [ID_BASE[sid] + 920_000 + i], cols="id, v, c, f"))
+    assert sc.stop_writers() > 0
+    sc.wait_equal(columns=["f", "id", "c", "v"])
+    first = ("s2", "orders_03")
+    sc.alter_all("ADD COLUMN e INT AFTER c", order=[first])
+    sc.insert("s2", "orders_03", [ID_BASE["s2"] + 940_000], cols="id, v, e")
+    sc.wait_equal(columns=["f", "id", "c", "e", "v"])
+    sc.start_writers()
+    sc.alter_all("ADD COLUMN e INT AFTER v", order=[(s, t) for s in sc.dbs for t in SHARDS if (s, t) != first],
+                 between=lambda sid, t, i: sc.insert(sid, t, [ID_BASE[sid] + 950_000 + i], cols="id, v, e"))
+    assert sc.stop_writers() > 0
+    sc.wait_running()
+    sc.wait_equal(columns=["f", "id", "c", "e", "v"])
+    sc.c.wait(lambda: _lock(sc) is None, 60, "the lock resolved and removed")
+    sc.stop()
+
+
+def test_virtual_column_from_the_start_and_generated_column_added_after(scenario):
+    """Issue 12 §2.2/§2.7: shard tables created (in the binlog) with a VIRTUAL column, a VIRTUAL
+    column added AFTER id shard by shard with writes between; rows from shards with and without
+    it; the downstream computes both and keeps the position."""
+    sc = scenario(columns="id INT PRIMARY KEY, v INT, dv INT AS (v * 2) VIRTUAL")
+    sc.start()
+    sc.start_writers()
+    sc.alter_all("ADD COLUMN g INT AS (id + 2) VIRTUAL AFTER id",
+                 between=lambda sid, t, i: sc.insert(sid, t, [ID_BASE[sid] + 900_000 + i]))
+    assert sc.stop_writers() > 0
+    sc.wait_running()
+    sc.wait_equal(columns=["id", "g", "v", "dv"])
+    create = sc.show_create()
+    assert "`g` int(11) GENERATED ALWAYS AS (`id` + 2) VIRTUAL" in create, create
+    assert "`dv` int(11) GENERATED ALWAYS AS (`v` * 2) VIRTUAL" in create, create
+    (n, right), = sc.down.execute("SELECT COUNT(*), SUM(g = id + 2 AND dv = v * 2) FROM orders")
+    assert n > 0 and right == n, (n, right)
+    sc.stop()
