@@ -12,7 +12,8 @@ pad-insensitive collation treats them as one key; putting more keys together is 
 :func:`apply_partition` (Spark task) applies one partition in ONE downstream transaction.
 Statements always name the columns of the row image: a shard that lacks a column (dropped on
 that shard only, or not yet added) writes rows without it and the downstream keeps its value or
-default.  Consecutive changes of the same kind, table, column list and mode become one
+default.  The downstream's generated columns are taken out of the image in the driver: MariaDB
+refuses a value for them, so no statement or row match names them.  Consecutive changes of the same kind, table, column list and mode become one
 multi-row statement (at most ``batch`` rows):
 
 * insert  -> ``INSERT`` (``REPLACE`` in safe mode)
