@@ -91,9 +91,26 @@ def strip_float_unsigned(sql: str) -> tuple[str, set[str]]:
     return sql, names
 
 
+def _persistent_as_stored(sql: str) -> str:
+    """MariaDB's ``AS (expr) PERSISTENT`` is its older spelling of ``STORED`` (kept verbatim in
+    the binlog), which sqlglot does not know."""
+    if "persistent" not in sql.lower():
+        return sql
+    try:
+        tokens = _DIALECT.tokenize(sql)
+    except TokenError:
+        return sql
+    for k in range(len(tokens) - 1, 0, -1):
+        t = tokens[k]
+        if t.token_type == TokenType.VAR and t.text.upper() == "PERSISTENT" \
+                and tokens[k - 1].token_type == TokenType.R_PAREN:
+            sql = sql[:t.start] + "STORED" + sql[t.end + 1:]
+    return sql
+
+
 def _parse_one(sql: str, *, statement: str | None = None, clause: str | None = None):
     try:
-        return sqlglot.parse_one(sql, read="mysql")
+        return sqlglot.parse_one(_persistent_as_stored(sql), read="mysql")
     except (ParseError, TokenError) as e:
         msg = str(e).splitlines()[0]
         raise UnsupportedDDL(f"sqlglot cannot parse {clause or sql!r}: {msg}",
