@@ -38,16 +38,40 @@ def type_name(t: ColumnType, charset: bool = False) -> str:
 # ------------------------------------------------------------------ types
 
 def _join_charset(a: ColumnType, b: ColumnType) -> tuple[str | None, str | None]:
+    """Charset/collation never conflict (DM tolerates a shard whose column charset or collation
+    differs from another's; the task keeps running).  An unknown side (``None``) takes the known
+    one; otherwise the least common superset charset (else the greater name, so the join stays
+    commutative and associative), and of two collations that sort differently the smaller name."""
     if (a.charset, a.collation) == (b.charset, b.collation):
         return a.charset, a.collation
+    if a.charset is None or b.charset is None:
+        known = b if a.charset is None else a
+        other = a if known is b else b
+        return known.charset, known.collation or other.collation
     try:
         cs = ts.charset_join(a.charset, b.charset)
-    except ValueError as e:
-        raise _Clash(str(e)) from None
-    sa, sb = ts.collation_suffix(a.collation), ts.collation_suffix(b.collation)
-    if sa != sb:
-        raise _Clash(f"collations {a.collation} and {b.collation} sort differently")
-    return cs, ts.collation_for(cs, sa)
+    except ValueError:
+        cs = max(a.charset, b.charset)
+    cands = {_collation_in(cs, c) for c in (a.collation, b.collation)} - {None}
+    return cs, (min(cands) if cands else ts.DEFAULT_COLLATION.get(cs))
+
+
+# collation suffixes every Unicode charset has; another charset's suffix ('swedish_ci' of
+# latin1, 'chinese_ci' of gbk) does not exist for the widened charset: its default is used
+_UNICODE_SUFFIXES = {"general_ci", "bin", "unicode_ci", "unicode_520_ci", "general_nopad_ci", "nopad_bin",
+                     "unicode_nopad_ci", "unicode_520_nopad_ci"}
+
+
+def _collation_in(cs: str, coll: str | None) -> str | None:
+    """``coll``'s sorting under charset ``cs`` when that collation exists, else ``cs``'s default."""
+    if coll is None or cs is None:
+        return ts.DEFAULT_COLLATION.get(cs) if cs else None
+    if coll.startswith(cs + "_") or coll == cs:
+        return coll
+    suffix = ts.collation_suffix(coll)
+    if cs in ("utf8mb4", "utf8mb3") and suffix in _UNICODE_SUFFIXES:
+        return ts.collation_for(cs, suffix)
+    return ts.DEFAULT_COLLATION.get(cs)
 
 
 def _int_join(a: ColumnType, b: ColumnType) -> ColumnType:
@@ -117,18 +141,27 @@ def join_type(a: ColumnType, b: ColumnType) -> ColumnType:
 
 # ------------------------------------------------------------------ columns
 
-def _join_default(da, db, t: ColumnType):
-    """Defaults form a tree: none < the type's zero value < any other value
-    (two different non-zero values have no upper bound)."""
+def _join_default(a: Column, b: Column, da, db, t: ColumnType):
+    """Defaults are DM's ``Maybe(Singleton)``: no explicit default (none, or a nullable column's
+    implicit ``DEFAULT NULL``) < ``DEFAULT v``, and two different explicit defaults (``DEFAULT 0``
+    vs ``DEFAULT -1``) have no join - a conflict held for the operator.  One deviation keeps the
+    join associative: the type's zero on a NOT NULL column sits between "none" and ``NULL``,
+    because it is the default ``lift_missing`` gives a NOT NULL column that some shard lacks
+    (docs/schema-lattice.md).  ``da``/``db`` are canonical for ``t`` (``'5'`` == ``5``)."""
     if da == db:
         return da
-    if da is None or db is None:
-        return db if da is None else da
-    za, zb = ts.is_zero_default(da, t), ts.is_zero_default(db, t)
-    if za and zb:
-        return min(da, db)
-    if za or zb:
-        return db if za else da
+
+    def rank(c: Column, d) -> int:
+        if d is None:
+            return 0
+        if not c.nullable and ts.is_zero_default(d, t):
+            return 1
+        return 2 if d == "NULL" else 3
+    ra, rb = rank(a, da), rank(b, db)
+    if max(ra, rb) == 1:
+        return ts.zero_default(t)       # the joined type's own zero ('...00' vs '...00.000')
+    if ra != rb:
+        return da if ra > rb else db
     raise _Clash(f"has DEFAULT {da} on {{a}} but DEFAULT {db} on {{b}} (different defaults)")
 
 
@@ -154,7 +187,7 @@ def join_column(a: Column, b: Column) -> Column:
         raise _Clash(f"is {type_name(a.type, cs)} on {{a}} but {type_name(b.type, cs)} on {{b}} "
                      f"({e})") from None
     da, db = ts.canon_default(a.default, t), ts.canon_default(b.default, t)
-    default = _join_default(da, db, t)
+    default = _join_default(a, b, da, db, t)
     return replace(a, type=t, nullable=a.nullable or b.nullable, default=default,
                    comment=a.comment if a.comment is not None else b.comment)
 

@@ -56,8 +56,14 @@ CASES = [
     ("INT NOT NULL", "INT", -1, "INT"),
     ("INT NOT NULL", "INT NOT NULL DEFAULT 5", -1, "INT NOT NULL DEFAULT 5"),
     ("INT NOT NULL DEFAULT 5", "INT NOT NULL DEFAULT 6", INC, X),
+    # DM's rule (issue 12 §2.3): no explicit default < DEFAULT v; two explicit defaults conflict
+    ("INT", "INT DEFAULT 5", -1, "INT DEFAULT 5"),
+    ("INT DEFAULT 0", "INT DEFAULT -1", INC, X),
+    ("INT DEFAULT 0", "INT DEFAULT 6", INC, X),
+    ("VARCHAR(5) DEFAULT ''", "VARCHAR(5) DEFAULT 'x'", INC, X),
+    # the documented deviation: a NOT NULL column's zero is also what lift_missing synthesises
     ("INT NOT NULL DEFAULT 0", "INT NOT NULL DEFAULT 6", -1, "INT NOT NULL DEFAULT 6"),
-    ("INT NOT NULL DEFAULT 5", "INT DEFAULT NULL", INC, X),
+    ("INT NOT NULL DEFAULT 5", "INT DEFAULT NULL", INC, "INT DEFAULT 5"),
     ("INT NOT NULL DEFAULT 0", "INT DEFAULT NULL", -1, "INT DEFAULT NULL"),
     ("INT DEFAULT 5", "BIGINT DEFAULT '5'", -1, "BIGINT DEFAULT 5"),
     ("DECIMAL(5,1) DEFAULT 1.5", "DECIMAL(6,2) DEFAULT 1.50", -1, "DECIMAL(6,2) DEFAULT 1.50"),
@@ -67,9 +73,14 @@ CASES = [
     ("VARCHAR(5) CHARACTER SET latin1 COLLATE latin1_general_ci",
      "VARCHAR(5) CHARACTER SET utf8 COLLATE utf8_general_ci", INC,
      "VARCHAR(5) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci"),
-    ("VARCHAR(5) COLLATE utf8mb4_bin", "VARCHAR(5) COLLATE utf8mb4_general_ci", INC, X),
-    ("VARCHAR(5) CHARACTER SET latin1", "VARCHAR(5) CHARACTER SET utf8mb4", INC, X),  # swedish vs general
-    ("VARCHAR(5) CHARACTER SET gbk", "VARCHAR(5) CHARACTER SET utf8mb4", INC, X),
+    ("VARCHAR(5) COLLATE utf8mb4_bin", "VARCHAR(5) COLLATE utf8mb4_general_ci", 1,
+     "VARCHAR(5) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"),
+    # charset/collation never conflict (DM tolerates them, issue 12 §2.4): superset charset,
+    # the smaller collation name when they sort differently
+    ("VARCHAR(5) CHARACTER SET latin1", "VARCHAR(5) CHARACTER SET utf8mb4", -1,
+     "VARCHAR(5) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci"),
+    ("VARCHAR(5) CHARACTER SET gbk", "VARCHAR(5) CHARACTER SET utf8mb4", -1,
+     "VARCHAR(5) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci"),
     ("INT COMMENT 'x'", "INT COMMENT 'y'", 0, "INT COMMENT 'x'"),
     ("INT NOT NULL AUTO_INCREMENT", "INT NOT NULL", INC, X),
     ("TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP",
@@ -175,3 +186,17 @@ def test_classify():
     assert classify_ddl(s, "ALTER TABLE t MODIFY c BIGINT")[1] == "widening"
     assert classify_ddl(s, "ALTER TABLE t MODIFY c INT COMMENT 'x'")[1] == "neutral"
     assert classify_ddl(s, "ALTER TABLE t CHANGE c c2 INT")[1] == "conflicting"
+
+
+def test_an_unknown_charset_never_conflicts_and_never_shows_as_none():
+    """Issue 19: `None` means "not known" - it takes the known side, it is no conflict, and no
+    message ever says "charset utf8mb4 and None"."""
+    from dataclasses import replace
+
+    a = table("VARCHAR(5) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+    col = a.column("c")
+    unknown = replace(a, columns=tuple(replace(c, type=replace(c.type, charset=None, collation=None))
+                                       if c.name == "c" else c for c in a.columns))
+    j = join(a, unknown)
+    assert (j.column("c").type.charset, j.column("c").type.collation) == (col.type.charset, col.type.collation)
+    assert join(unknown, a).same_as(j)
