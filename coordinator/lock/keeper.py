@@ -105,6 +105,18 @@ class Rebuilt:
 _DROP_RE = re.compile(r"\bDROP\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?`?([^`\s,;]+)`?", re.I)
 
 
+def new_unique_auto_increment(prev: TableSchema, post: TableSchema) -> str | None:
+    """The name of a column ``post`` adds with AUTO_INCREMENT under a unique key (PRIMARY or
+    UNIQUE), else None: shards would each count it from 1 into one merged table (DM holds it)."""
+    for c in post.columns:
+        if not c.auto_increment or prev.column(c.name) is not None:
+            continue
+        for ix in post.indexes:
+            if ix.kind in ("primary", "unique") and ix.columns and ix.columns[0][0].lower() == c.key:
+                return c.name
+    return None
+
+
 class LockKeeper:
     """All locks, keyed by ``LockKey``.  ``schema_source(lock, table)`` returns the starting
     schema of a table joining a lock (the master reads the worker's checkpoint); ``None`` falls
@@ -244,6 +256,16 @@ class LockKeeper:
         dropped_here: set[str] = set()
         stage, msg = Stage.NONE, ""
         for sql, post in zip(info.ddls, afters):
+            ai = new_unique_auto_increment(prev, post)
+            if ai is not None:
+                stage, msg = Stage.DETECTED, (
+                    f"there will be conflicts if DDLs {sql} are applied to the downstream: column `{ai}` is a "
+                    "new unique AUTO_INCREMENT column; every shard numbers it from 1, so the merged rows "
+                    "would collide on it. Add it without UNIQUE/AUTO_INCREMENT upstream, or decide with "
+                    f"`shardctl shard-ddl-lock unlock {lock.id} -s {m.table.source} -d {m.table.schema} "
+                    f"-t {m.table.table} --action skip|exec`, or `shardctl binlog skip {lock.key.task} "
+                    f"-s {m.table.source}`")
+                break
             r = lock.step(m, prev, post)
             if r.stage is not Stage.NONE:
                 stage, msg = r.stage, r.message

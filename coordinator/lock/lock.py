@@ -11,7 +11,7 @@ synced and every issued Operation is done.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from coordinator.etcdproto import DroppedStage, Info, LockKey, Operation, Stage, TableRef
 from coordinator.schema import SchemaConflict, TableSchema
@@ -281,7 +281,8 @@ class Lock:
             for x in sorted(post_cols - prev_cols):
                 pc = post.column(x)
                 oc = old.column(x)
-                if oc is not None and oc.type.lattice_key() != pc.type.lattice_key():
+                # charset/collation may differ (DM tolerates it); lengths and types may not
+                if oc is not None and _no_charset(oc.type) != _no_charset(pc.type):
                     return (f"ADD COLUMN `{pc.name}` as {pc.type.sql()} but other tables of the lock have it "
                             f"as {oc.type.sql()}; downstream keeps the first definition (add columns with "
                             "different field lengths/types is refused: make the definitions equal)"), []
@@ -389,3 +390,8 @@ class Lock:
         if not reasons:
             reasons.append("its schema differs from the joined schema")
         return "; ".join(reasons)
+
+
+def _no_charset(t) -> tuple:
+    """A column type's identity without its charset and collation."""
+    return replace(t, charset=None, collation=None).lattice_key()

@@ -476,3 +476,18 @@ def test_force_remove_and_remove_task_forget_locks():
     assert v.ID == LOCK.id and h.k.locks() == []
     h.send("A", "ALTER TABLE t ADD COLUMN c2 INT")
     assert h.k.remove_task(LOCK.task) == [LOCK] and h.k.locks() == []
+
+
+def test_unique_auto_increment_added_on_shards_is_held_as_a_conflict():
+    """Issue 12 §2.5: merged shards would collide on a new unique AUTO_INCREMENT column; DM holds
+    it with "there will be conflicts if DDLs ... are applied to the downstream"."""
+    h = Harness("CREATE TABLE t (id INT NOT NULL, v INT, KEY k (id))")
+    add = "ALTER TABLE t ADD COLUMN new_col INT UNIQUE AUTO_INCREMENT"
+    for n in ("A", "B"):
+        out = h.send(n, add)
+        assert stage(out) is Stage.DETECTED and ret(out) == []
+        assert "there will be conflicts if DDLs ALTER TABLE t ADD COLUMN new_col INT UNIQUE AUTO_INCREMENT " \
+               "are applied to the downstream" in out.operation.message
+        assert "shard-ddl-lock unlock" in out.operation.message and "binlog skip" in out.operation.message
+    # a plain column is fine, and so is an AUTO_INCREMENT the table already had
+    assert stage(h.send("A", "ALTER TABLE t ADD COLUMN w INT")) is Stage.NONE
