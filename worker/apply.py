@@ -55,6 +55,7 @@ from pymysql.constants import SERVER_STATUS
 
 from coordinator.errors import ShardMergeError
 from coordinator.obs import logger
+from worker.ddl_exec import server_error
 from worker.events import DELETE, INSERT, UPDATE, Position
 
 
@@ -323,7 +324,7 @@ def _apply(conn, changes: list, batch: int, force_safe: bool, source_id: str) ->
                 raise   # the caller reruns the whole transaction
             meta = group[0][META]
             raise ApplyError(f"downstream rejected {group[0][KIND]} of {len(group)} row(s) into "
-                             f"{meta[2]}: {e.args[-1] if e.args else e}",
+                             f"{meta[2]}: {server_error(e)}",
                              source=source_id, table=f"{meta[0]}.{meta[1]}",
                              position=str(group[0][POS])) from e
         group.clear()
@@ -358,14 +359,14 @@ def _apply_once(conn, changes: list, batch: int, source_id: str, attempt: int) -
     meta = ch[META]
     where = dict(source=source_id, table=f"{meta[0]}.{meta[1]}", position=str(ch[POS]))
     if e.args[0] != 1062 or ch[SAFE]:
-        raise ApplyError(f"downstream integrity error on {meta[2]}: {e.args[-1]}", **where) from e
+        raise ApplyError(f"downstream integrity error on {meta[2]}: {server_error(e)}", **where) from e
     if attempt == 0:
         m = _DUP_KEY.search(str(e.args[-1]))
         index = m.group(1).rsplit(".", 1)[-1] if m else ""
         cols = _index_columns(conn, meta[2], index) if index else ()
         if cols and cols == tuple(k.lower() for k in meta[4]):
             raise KeyCollision(
-                f"{e.args[-1]} in {meta[2]}: the {ch[KIND]} from {meta[0]}.{meta[1]} has the key "
+                f"{server_error(e)} in {meta[2]}: the {ch[KIND]} from {meta[0]}.{meta[1]} has the key "
                 f"({', '.join(meta[4])}) of a row already there (another shard's, or data not written by "
                 f"this task); its transaction was rolled back and the batch is not checkpointed.  Make the "
                 f"key unique across shards (e.g. add the shard as a key column) and fix the row, then "
@@ -379,7 +380,7 @@ def _apply_once(conn, changes: list, batch: int, source_id: str, attempt: int) -
         _apply(conn, changes, batch, True, source_id)   # replayed (or reordered) rows: make them idempotent
     except _GroupFailed as again:
         ch = again.change
-        raise ApplyError(f"downstream integrity error on {ch[META][2]} (in safe mode): {again.error.args[-1]}",
+        raise ApplyError(f"downstream integrity error on {ch[META][2]} (in safe mode): {server_error(again.error)}",
                          source=source_id, table=f"{ch[META][0]}.{ch[META][1]}",
                          position=str(ch[POS])) from again.error
     conn.commit()
@@ -404,7 +405,7 @@ def apply_changes(changes: list, *, db_kwargs: dict, batch: int, source_id: str,
                 if tries == LOCK_RETRIES:
                     meta = changes[0][META]
                     raise ApplyError(f"downstream lock conflict persisted after {tries + 1} attempts "
-                                     f"on {meta[2]}: {e.args[-1]}", source=source_id,
+                                     f"on {meta[2]}: {server_error(e)}", source=source_id,
                                      table=f"{meta[0]}.{meta[1]}", position=str(changes[0][POS])) from e
                 time.sleep(min(2.0, 0.05 * 2 ** tries) * (0.5 + random.random()))
     except BaseException:

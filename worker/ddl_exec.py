@@ -28,11 +28,19 @@ IGNORABLE_DDL_ERRORS: dict[int, str] = {
 }
 
 
+# MariaDB's fixed SQLSTATE of the errors replication meets most (pymysql drops the SQLSTATE
+# the server sends; ``run_ddls`` asks the server for it, row changes use this table)
+SQLSTATE = {1048: "23000", 1050: "42S01", 1051: "42S02", 1054: "42S22", 1060: "42S21", 1061: "42000",
+            1062: "23000", 1064: "42000", 1091: "42000", 1136: "21S01", 1146: "42S02", 1216: "23000",
+            1217: "23000", 1264: "22003", 1265: "01000", 1292: "22007", 1364: "HY000", 1366: "22007",
+            1406: "22001", 1451: "23000", 1452: "23000", 1906: "HY000"}
+
+
 def server_error(e: Exception) -> str:
     """The server's error as DM users know it: ``Error 1062 (23000): Duplicate entry ...``."""
     code = e.args[0] if e.args else None
     text = e.args[-1] if e.args else str(e)
-    state = getattr(e, "sqlstate", None)
+    state = getattr(e, "sqlstate", None) or (SQLSTATE.get(code) if isinstance(code, int) else None)
     if isinstance(code, int):
         return f"Error {code}" + (f" ({state})" if state else "") + f": {text}"
     return str(text)

@@ -116,4 +116,5 @@ def test_a_ddl_the_downstream_refuses_stops_the_subtask_for_good(spark, source1_
         syncer.close()
     msg = str(ei.value)
     assert "Duplicate entry" in msg and "uk_v" in msg and "binlog skip" in msg and "resume-task" in msg, msg
+    assert "Error 1062 (23000): Duplicate entry" in msg, msg        # the server's code and SQLSTATE, like DM
     assert not _retryable(ei.value)
