@@ -1,9 +1,10 @@
-"""``shardctl binlog skip|revert TASK -s SOURCE [-b FILE:POS]`` (legacy dmctl form:
+"""``shardctl binlog skip|revert TASK [-s SOURCE] [-b FILE:POS]`` (legacy dmctl form:
 ``handle-error TASK skip|revert -s SOURCE [-b FILE:POS]``): the operator's exit for a statement
 that stopped a subtask in Error (a partition ALTER, a DDL the schema engine cannot apply, an
 online-DDL cut-over RENAME...).  The statement is not executed nor coordinated; the worker moves
 its checkpoints past it, once.  Without ``-b`` it is the statement the subtask is stopped on;
-``-b`` names the statement *starting* at FILE:POS (pre-arm a skip for one not reached yet)."""
+``-b`` names the statement *starting* at FILE:POS (pre-arm a skip for one not reached yet).
+``binlog skip TASK`` without ``-s`` skips on every source stopped at a statement, as in DM."""
 from __future__ import annotations
 
 from coordinator.cli_common import CLIError, add_sources_flag, call, common, common_table, emit
@@ -21,7 +22,8 @@ def run(args, op: str) -> int:
     from coordinator.etcdproto import parse_binlog_pos
     from protos import master_pb2 as pb
     cmd = f"binlog {op}"
-    source = _one_source(args, cmd)
+    # DM's runbook form `binlog skip TASK`: every source stopped at a statement
+    source = "" if op == "skip" and not args.sources and not args.binlog_pos else _one_source(args, cmd)
     if args.binlog_pos:
         try:
             parse_binlog_pos(args.binlog_pos)

@@ -435,7 +435,28 @@ def handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: str
     it.  ``revert`` removes a skip that is still pending.  Serialized with the other task-record
     writers (``task_lock``) so no concurrent stage change is lost."""
     with cluster.task_lock:
+        if not source and op == "skip" and not binlog_pos:
+            return _skip_on_every_source(cluster, fence, task)
         return _handle_error(cluster, fence, task, source, op, binlog_pos)
+
+
+def _skip_on_every_source(cluster: Cluster, fence: Fence, task: str) -> Outcome:
+    """``binlog skip TASK`` without ``-s`` (DM's runbook form): skip the statement on every
+    source of the task stopped at one; the others answer "source 'S' has no error"."""
+    cur = cluster._task_for_stage_change(task, [], "binlog skip")
+    statuses = {s.source: s for s in cluster.store.list_status(task).items}
+    per, msgs = [], []
+    for src in cur.sources:
+        if _stopped_statement(statuses.get(src)) is None:
+            per.append((src, False, f"source '{src}' has no error"))
+            continue
+        out = _handle_error(cluster, fence, task, src, "skip", "")
+        per.extend(out.per_source)
+        msgs.append(f"{src}: {out.msg}")
+    if not msgs:
+        raise RequestError(f"no source of task {task!r} is stopped at a statement (in Error, or Paused at a "
+                           f"shard DDL); nothing to skip", task=task)
+    return Outcome(True, "; ".join(msgs), per)
 
 
 def _handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: str, binlog_pos: str) -> Outcome:

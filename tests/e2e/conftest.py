@@ -259,15 +259,16 @@ class Scenario:
     """One task on fresh databases: 2 sources x 4 shard tables ``orders_0N`` -> ``<down>.orders``."""
 
     def __init__(self, cluster: Cluster, dbs: dict, down, tmp_path: Path, *, mode: str = "incremental",
-                 columns: str = "id INT PRIMARY KEY, v INT", rows: int = 10):
+                 columns: str = "id INT PRIMARY KEY, v INT", rows: int = 10, shards: tuple = SHARDS):
         self.c, self.dbs, self.down, self.tmp = cluster, dbs, down, tmp_path
+        self.shards = shards
         self.mode = mode
         self.name = f"e2e_{uuid.uuid4().hex[:8]}"
         self.writers: list[Writer] = []
         self.runs = 0                       # writer runs so far (each gets its own key range)
         start = {sid: _master_status(db) for sid, db in dbs.items()} if mode == "incremental" else {}
         for sid, db in dbs.items():
-            for n, t in enumerate(SHARDS):
+            for n, t in enumerate(shards):
                 db.execute(f"CREATE TABLE {t} ({columns})")
                 if rows:
                     self.insert(sid, t, [ID_BASE[sid] + n * 100_000 + i for i in range(rows)])

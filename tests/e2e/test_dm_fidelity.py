@@ -5,6 +5,8 @@ DEFAULT 0 vs DEFAULT -1 joined silently), charset/collation (a conflict), unique
 (applied downstream, merged rows collide)."""
 from __future__ import annotations
 
+import pytest
+
 from .conftest import ID_BASE, SHARDS
 
 
@@ -72,4 +74,55 @@ def test_unique_auto_increment_added_on_shards_is_held(scenario):
         assert "there will be conflicts if DDLs" in st["error"] and "AUTO_INCREMENT" in st["error"], st
         assert "binlog skip" in st["error"], st
     assert "new_col" not in sc.down_columns()
+    sc.stop()
+
+
+@pytest.mark.parametrize("restart_at", range(6))
+def test_dm_drop_add_column_case(scenario, restart_at):
+    """DM's `DM_DropAddColumn_CASE` (issue 19), at each of its master-restart points 0-5: source 1
+    drops `c` and `b`, adds `c`, then re-adds `b` while source 2 never dropped `b`; the re-add
+    is held with DM's phrases, `binlog skip TASK` (no -s, DM's runbook form) skips it where it is
+    stopped and reports the other source has no error; the data ends equal."""
+    sc = scenario(columns="id INT PRIMARY KEY, b INT, c INT", rows=0, shards=("orders_01",))
+    s1, s2 = sc.dbs["s1"], sc.dbs["s2"]
+
+    def point(n: int) -> None:
+        if restart_at == n:
+            sc.c.master.kill()
+            sc.c.restart_master()
+
+    sc.start()
+    s1.execute("INSERT INTO orders_01 VALUES (1, 1, 1)")
+    s2.execute("INSERT INTO orders_01 VALUES (2, 2, 2)")
+    sc.wait_equal(columns=["id", "b", "c"])
+    s1.execute("ALTER TABLE orders_01 DROP COLUMN c")
+    s1.execute("INSERT INTO orders_01 VALUES (3, 3)")
+    point(1)
+    s2.execute("ALTER TABLE orders_01 DROP COLUMN c")
+    s2.execute("INSERT INTO orders_01 VALUES (4, 4)")
+    point(2)
+    sc.c.wait(lambda: sc.down_columns() == ["id", "b"], 90, "c fully dropped downstream")
+    sc.c.wait(lambda: not sc.c.ctl_ok("shard-ddl-lock", sc.name).get("locks"), 60, "no DDL lock exists")
+    s1.execute("ALTER TABLE orders_01 DROP COLUMN b")
+    s1.execute("INSERT INTO orders_01 VALUES (5)")
+    point(3)
+    s1.execute("ALTER TABLE orders_01 ADD COLUMN c INT")
+    s1.execute("INSERT INTO orders_01 VALUES (6, 6)")
+    point(4)
+    sc.wait_running()
+    s1.execute("ALTER TABLE orders_01 ADD COLUMN b INT AFTER id")
+    point(5)
+    st = sc.c.wait(lambda: (x := sc.subtasks().get("s1")) and x["stage"] == "Paused" and x, 90, "s1 Paused")
+    assert "because schema conflict detected" in st["error"], st
+    assert st["error"].count("add column b that wasn't fully dropped in downstream") == 1, st
+    assert sc.subtasks()["s2"]["stage"] == "Running"
+    doc = sc.c.ctl_ok("binlog", "skip", sc.name)
+    assert {"result": False, "msg": "source 's2' has no error", "source": "s2"} in doc["sources"], doc
+    sc.c.wait(lambda: sc.subtasks()["s1"]["stage"] == "Running", 90, "s1 Running after binlog skip")
+    for a in (1, 3, 4, 6):
+        s1.execute(f"UPDATE orders_01 SET b = {a} WHERE id = {a}")
+    s2.execute("ALTER TABLE orders_01 ADD COLUMN c INT")
+    s2.execute("INSERT INTO orders_01 VALUES (7, 7, 7)")
+    sc.wait_running()
+    sc.wait_equal(columns=["id", "b", "c"])
     sc.stop()

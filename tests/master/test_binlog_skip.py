@@ -52,7 +52,9 @@ def test_cli_binlog_skip_and_its_errors(leader, store, capsys, tmp_path, source1
     assert run_cli(capsys, leader, "operate-source", "create", *files)[0] == 0
     assert run_cli(capsys, leader, "start-task", write(tmp_path, "t1.yaml", task_yaml("t1")))[0] == 0
 
-    rc, _, err = run_cli(capsys, leader, "binlog", "skip", "t1")
+    rc, doc, _ = run_cli(capsys, leader, "binlog", "skip", "t1")          # DM's form: every stopped source
+    assert rc == 1 and "no source of task 't1' is stopped at a statement" in doc["msg"], doc
+    rc, _, err = run_cli(capsys, leader, "binlog", "revert", "t1")
     assert rc == 1 and "exactly one source" in err
     rc, _, err = run_cli(capsys, leader, "binlog", "skip", "t1", "-s", "s1", "-s", "s2")
     assert rc == 1 and "exactly one source" in err
@@ -88,6 +90,12 @@ def test_cli_binlog_skip_and_its_errors(leader, store, capsys, tmp_path, source1
         "mysql-bin.000003", 1234, "pending", "ALTER TABLE orders_01 DROP PARTITION p0", "101-101-9")
     task = store.get_task("t1")
     assert task.revision > rev0 and task.stage_of("s1") == "running"
+
+    # DM's runbook form without -s: the stopped source is skipped, the other has no error
+    rc, doc, _ = run_cli(capsys, leader, "binlog", "skip", "t1")
+    assert rc == 0, doc
+    assert {"result": False, "msg": "source 's2' has no error", "source": "s2"} in doc["sources"], doc
+    assert "already armed" in doc["msg"]
 
     # the legacy form, naming the statement by its end position: the same skip
     rc, doc, _ = run_cli(capsys, leader, "handle-error", "t1", "skip", "-s", "s1", "-b", "mysql-bin.000003:1400")

@@ -299,9 +299,11 @@ class OptimisticDDLHandler:
     def _paused(self, ddl: TableDDL, info: Info, op: Operation, rev: int, message: str, ctx: dict) -> None:
         """The lock holds this DDL for the operator (or until the other shards agree)."""
         owner = str(info.table)
-        msg = (f"shard DDL {info.ddls} on {owner} is blocked: {op.stage.value}: {message}; "
+        msg = (f"shard DDL {info.ddls} on {owner} is blocked because schema conflict detected "
+               f"({op.stage.value}): {message}; "
                f"run `shardctl shard-ddl-lock unlock {ctx['lock_id']} -s {self.source} -d {ddl.schema} "
-               f"-t {ddl.table} --action skip|exec` or make the other shards' schemas agree")
+               f"-t {ddl.table} --action skip|exec`, or `shardctl binlog skip {self.task} -s {self.source}` to skip "
+               "it on this source, or make the other shards' schemas agree")
         _log.warning("shard DDL paused", stage=op.stage.value, info_revision=rev, **strs(ctx))
         if self.status is not None:
             self.status.paused(ShardDDLError(msg, stage=op.stage.value, info_revision=rev, statement_end=ddl.end,
