@@ -126,3 +126,38 @@ def test_dm_drop_add_column_case(scenario, restart_at):
     sc.wait_running()
     sc.wait_equal(columns=["id", "b", "c"])
     sc.stop()
+
+
+def test_dm_exec_error_skip_case(scenario):
+    """DM's `DM_EXEC_ERROR_SKIP_CASE` (optimistic): the downstream refuses both sources' ADD UNIQUE
+    (rows written straight downstream collide); the error shows the server's text as DM does;
+    `binlog skip TASK` skips it on both sources and replication goes on."""
+    sc = scenario(columns="id INT PRIMARY KEY, a INT, b INT", rows=0, shards=("orders_01",))
+    sc.start()
+    sc.dbs["s1"].execute("INSERT INTO orders_01 VALUES (1, 1, 1)")
+    sc.dbs["s2"].execute("INSERT INTO orders_01 VALUES (2, 2, 2)")
+    sc.down.execute("INSERT INTO orders VALUES (3, 1, 1), (4, 2, 2)")
+    sc.c.wait(lambda: sc.down.execute("SELECT COUNT(*) FROM orders")[0][0] == 4, 60, "4 rows downstream")
+    for sid in sc.dbs:
+        sc.dbs[sid].execute("ALTER TABLE orders_01 ADD UNIQUE INDEX ua(a)")
+    # the first source to run it meets the refusal; the other's identical ADD waits on the lock
+    # until that one is done, then meets the same refusal: each is skipped where it stopped
+    sc.c.wait(lambda: any(x["stage"] == "Error" for x in sc.subtasks().values()), 90, "the downstream's refusal")
+    skips = 0
+    while True:
+        state = sc.c.wait(lambda: (st := sc.subtasks()) and (
+            [x["error"] for x in st.values() if x["stage"] == "Error"] or
+            (all(x["stage"] == "Running" for x in st.values())
+             and not sc.c.ctl_ok("shard-ddl-lock", sc.name).get("locks") and "done")), 90, "an Error or all done")
+        if state == "done":
+            break
+        assert all("Error 1062 (23000): Duplicate entry" in e and "ADD UNIQUE INDEX `ua`(`a`)" in e for e in state), state
+        assert sc.c.ctl_ok("binlog", "skip", sc.name)["result"] is True
+        skips += 1
+        assert skips <= 2, "more skips than sources"
+    assert skips >= 1
+    sc.wait_running()
+    sc.down.execute("INSERT INTO orders VALUES (5, 3, 3), (6, 4, 4)")
+    sc.dbs["s1"].execute("INSERT INTO orders_01 VALUES (7, 7, 7)")
+    sc.c.wait(lambda: sc.down.execute("SELECT COUNT(*) FROM orders")[0][0] == 7, 60, "7 rows downstream")
+    sc.stop()
