@@ -128,7 +128,7 @@ def main() -> int:
             time.sleep(0.5)
         r = ctl("start-task", str(work / "task.yaml"))
         assert r.returncode == 0, r.stdout + r.stderr
-        print(f"[bench] task started; waiting for the load and the switch to binlog", flush=True)
+        print("[bench] task started; waiting for the load and the switch to binlog", flush=True)
         down = db(my["downstream"])
 
         def has_col(col):

@@ -118,7 +118,7 @@ class Procs:
                 raise Failure(f"{name} exited with code {p.returncode}; see {WORK / (name + '.log')}")
 
     def stop(self) -> None:
-        for name, p in reversed(list(self.procs.items())):
+        for p in reversed(list(self.procs.values())):
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
         for name, p in self.procs.items():

@@ -195,7 +195,7 @@ def fetch_keys(conn) -> dict[str, list[str]]:
             idx.setdefault(f"{schema}.{table}", {}).setdefault(index, []).append((col, nullable))
     out = {}
     for t, indexes in idx.items():
-        for name, cols in indexes.items():   # PRIMARY first (ORDER BY)
+        for cols in indexes.values():   # PRIMARY first (ORDER BY)
             if all(n == "NO" for _, n in cols):
                 out[t] = [c for c, _ in cols]
                 break

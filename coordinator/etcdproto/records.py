@@ -71,7 +71,7 @@ class Record:
         try:
             d = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as e:
-            raise GarbageRecord(f"{cls.KIND} record is not JSON ({e}); delete or rewrite the key", **where)
+            raise GarbageRecord(f"{cls.KIND} record is not JSON ({e}); delete or rewrite the key", **where) from e
         if not isinstance(d, dict):
             raise GarbageRecord(f"{cls.KIND} record is a JSON {type(d).__name__}, expected an object", **where)
         v = d.get("v")
@@ -97,12 +97,12 @@ class Record:
             try:
                 kw[f.name] = _coerce(val, tp)
             except (TypeError, ValueError) as e:
-                raise GarbageRecord(f"{cls.KIND} record field {f.name!r}: {e}", **where)
+                raise GarbageRecord(f"{cls.KIND} record field {f.name!r}: {e}", **where) from e
         try:
             rec = cls(**kw)
             rec.validate()
         except (TypeError, ValueError) as e:
-            raise GarbageRecord(f"{cls.KIND} record is inconsistent: {e}", **where)
+            raise GarbageRecord(f"{cls.KIND} record is inconsistent: {e}", **where) from e
         return rec
 
     def validate(self) -> None:

@@ -32,7 +32,7 @@ from .errors import (BadKey, EtcdUnavailable, Fenced, GarbageRecord, OperationWa
 from .keys import DEFAULT_PREFIX, Keys, LockKey, TableRef
 from .records import BinlogSkip
 from .records import (RECORD_TYPES, DroppedColumn, DroppedStage, Info, LeaderRecord, Operation,
-                      Record, SourceBinding, SourceConfig, SourceTables, Stage, SubtaskStatus,
+                      Record, SourceBinding, SourceConfig, SourceTables, SubtaskStatus,
                       TaskConfig, WorkerRegistration)
 
 MAX_TXN_OPS = 120  # etcd's default --max-txn-ops is 128; leave room for compares
@@ -140,7 +140,7 @@ class Store:
         try:
             _, parts = self.keys.parse(key)
         except BadKey as e:
-            raise GarbageRecord(f"foreign key under the {kind} prefix: {e.message}", etcd_key=key, kind=kind)
+            raise GarbageRecord(f"foreign key under the {kind} prefix: {e.message}", etcd_key=key, kind=kind) from e
         cls = RECORD_TYPES[kind]
         meta = {}
         if kv is not None:

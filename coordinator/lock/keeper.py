@@ -621,7 +621,7 @@ class LockKeeper:
         out_ops, resolved = [], []
         final_cols: dict[tuple[LockKey, str, TableRef], DroppedStage] = {}
         for lk, lock in k._locks.items():
-            for t, m in lock.members.items():
+            for m in lock.members.values():
                 if m.answer is not None and not m.error:
                     op = k._op_for(lock, m)
                     op.done = m.done

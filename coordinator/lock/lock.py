@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from coordinator.etcdproto import DroppedStage, Info, LockKey, Operation, Stage, TableRef
+from coordinator.etcdproto import DroppedStage, Info, LockKey, Stage, TableRef
 from coordinator.schema import SchemaConflict, TableSchema
 
 from .lattice import SchemaBag, cmp, eq, join2, try_join_all

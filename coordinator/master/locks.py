@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import time
 
-from coordinator.etcdproto import (Fence, Info, Listing, LockKey, Operation, RecordError, SourceTables, Stage,
-                                   Store, TableRef)
+from coordinator.etcdproto import (Fence, Info, Listing, LockKey, Operation, RecordError, SourceTables, Store, TableRef)
 from coordinator.lock import LockError, LockKeeper, LockView, Outcome
 from protos import master_pb2 as pb
 

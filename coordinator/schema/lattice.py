@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from . import typesys as ts
 from .errors import Incomparable, SchemaConflict
-from .model import Column, ColumnType, Index, TableSchema
+from .model import Column, ColumnType, TableSchema
 from .parse import sort_indexes
 from .render import render_type
 

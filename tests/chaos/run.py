@@ -40,7 +40,6 @@ import re
 import shutil
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections import Counter

@@ -209,7 +209,7 @@ class DDLStream(threading.Thread):
 
     def _alter(self, conns, sid: str, t: str, stmt: str) -> None:
         sql = f"ALTER TABLE {t} {stmt}"
-        for attempt in range(20):
+        for _attempt in range(20):
             try:
                 with conns[sid].cursor() as cur:
                     cur.execute(sql)

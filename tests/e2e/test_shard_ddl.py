@@ -216,11 +216,12 @@ def test_rename_table_of_a_shard_stops_every_source_with_dms_phrase_then_binlog_
     for sid in sc.dbs:
         sc.dbs[sid].execute("RENAME TABLE orders_04 TO orders_44")
     for sid in sc.dbs:    # (a skip restarts the task's failed subtasks: the other meets it again)
-        st = sc.c.wait(lambda: (x := sc.subtasks().get(sid)) and x["stage"] == "Error" and x, 90, f"{sid} in Error")
+        st = sc.c.wait(lambda sid=sid: (x := sc.subtasks().get(sid)) and x["stage"] == "Error" and x, 90,
+                       f"{sid} in Error")
         assert "`RENAME TABLE` statement not supported in optimistic mode" in st["error"], st
         assert f"binlog skip {sc.name} -s {sid}" in st["error"], st
         sc.c.ctl_ok("binlog", "skip", sc.name, "-s", sid)
-        sc.c.wait(lambda: sc.subtasks()[sid]["stage"] == "Running", 90, f"{sid} Running after binlog skip")
+        sc.c.wait(lambda sid=sid: sc.subtasks()[sid]["stage"] == "Running", 90, f"{sid} Running after binlog skip")
     sc.wait_running()
     for sid in sc.dbs:
         sc.insert(sid, "orders_44", [ID_BASE[sid] + 940_000])

@@ -35,7 +35,7 @@ def test_all_mode_two_sources_with_live_writes_reaches_equal(spark, source1_db, 
             results = {sid: f.result() for sid, f in futs.items()}
         source1_db.execute("INSERT INTO events VALUES ('after', 2)")
     assert w1.ops > 0 and w2.ops > 0
-    for sid, r in results.items():
+    for r in results.values():
         assert r.chunks_loaded >= 4 * 3 and r.chunks_skipped == 0 and r.tasks == r.chunks_loaded
         # chunks were read at different positions: the writes really overlapped the dump
         assert r.safe_until > r.snapshot

@@ -3,7 +3,6 @@ recovery, show-ddl-locks / unlock-ddl-lock end to end.  The test acts as the wor
 Infos / SourceTables and marking Operations done through the etcdproto Store."""
 from __future__ import annotations
 
-import time
 
 from coordinator.etcdproto import Info, LockKey, SourceTables, Stage, TableRef
 from coordinator.schema import TableSchema

@@ -8,7 +8,6 @@
 """
 from __future__ import annotations
 
-import pytest
 
 from coordinator.schema import TableSchema, diff_ddls, join
 
