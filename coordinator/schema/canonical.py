@@ -61,7 +61,9 @@ def _index(defn: str) -> str:
         name, k = quote_ident(ident_name(toks[k])), k + 1
     if not head or k >= len(toks) or toks[k].token_type != TokenType.L_PAREN or toks[-1].token_type != TokenType.R_PAREN:
         return _tidy(defn)
-    cols, cur, i = [], [], k + 1
+    cols: list[list] = []
+    cur: list = []
+    i = k + 1
     while i < len(toks) - 1:
         t = toks[i]
         if t.token_type == TokenType.COMMA:

@@ -161,7 +161,7 @@ def parse_ddl(query: str, default_schema: str) -> ParsedDDL:
         if i < len(toks) and words[i] == "TABLE":
             i += 1
             skip("IF", "EXISTS")
-            names = [name()]
+            names: list[TableName] = [name()]
             while i < len(toks) and toks[i].token_type == TokenType.COMMA:
                 i += 1
                 names.append(name())
@@ -184,8 +184,7 @@ def parse_ddl(query: str, default_schema: str) -> ParsedDDL:
         off = toks[0].end + 1
         if not query[off:].lstrip().upper().startswith("TABLE"):
             return ParsedDDL(OTHER, query)
-        names = _rename_names(query, off, default_schema)
-        return ParsedDDL(RENAME_TABLE, query, names)
+        return ParsedDDL(RENAME_TABLE, query, _rename_names(query, off, default_schema))
     return ParsedDDL(NOT_DDL, query)
 
 

@@ -12,7 +12,7 @@ class StrictConflict(ShardDDLError):
     """strict-optimistic-shard-mode: a conflicting DDL fails the subtask at once.  ``tables``
     names the shard tables of the lock with pending (unfinished) DDLs."""
 
-    def __init__(self, message: str, *, tables: list[str] = (), **ctx):
+    def __init__(self, message: str, *, tables: tuple[str, ...] | list[str] = (), **ctx):
         super().__init__(message, tables=", ".join(tables), **ctx)
         self.tables = list(tables)
 

@@ -56,7 +56,7 @@ def create_if_not_exists(sql: str) -> str:
     """``CREATE TABLE x`` -> ``CREATE TABLE IF NOT EXISTS x`` (a shard's CREATE of a merged
     target that another shard created first must not fail)."""
     st = parse_statement(sql)
-    if st.kind is not StatementKind.CREATE_TABLE or st.data.get("if_not_exists"):
+    if st.kind is not StatementKind.CREATE_TABLE or st.data.get("if_not_exists") or st.table_span is None:
         return st.sql
     a, _ = st.table_span
     return st.sql[:a] + "IF NOT EXISTS " + st.sql[a:]
@@ -135,7 +135,7 @@ class OptimisticDDLHandler:
         if event.table is None or not kind.on_table or event.target_table is None \
                 or not ctx.is_sharded(event.schema, event.table):
             if event.table is not None and kind.on_table and event.target_table is not None:
-                self._track_direct(event, kind)
+                self._track_direct(event, event.table, kind)
             return direct_decision(event, ctx)
         ddl = TableDDL(event.query, event.schema, event.table, kind, str(event.start), event.timestamp or None,
                        str(event.end))
@@ -156,7 +156,7 @@ class OptimisticDDLHandler:
         ddl, c = p.ddl, self._ctx(p.ddl, p.target)
         if p.operation is not None:
             self.client.mark_done(p.operation, c)
-        if ddl.kind is StatementKind.CREATE_TABLE:
+        if ddl.kind is StatementKind.CREATE_TABLE and p.preview is not None:
             self.tracker.commit(p.preview)
             self.source_tables.add(ddl.schema, ddl.table)
         elif ddl.kind is StatementKind.DROP_TABLE:
@@ -173,11 +173,11 @@ class OptimisticDDLHandler:
         """``shardctl binlog skip``: no Info is sent and nothing runs downstream; the tracker
         follows the upstream (``worker.ddl_handler.follow_skipped``) and a skipped CREATE/DROP of
         a shard table still updates this source's SourceTables (the table exists upstream)."""
-        key = (event.schema, event.table)
-        self._pending.pop(key, None)
         kind = StatementKind(event.kind)
         if event.table is None or not kind.on_table:
             return
+        key = (event.schema, event.table)
+        self._pending.pop(key, None)
         tr = self.tracker
 
         def apply():
@@ -198,7 +198,7 @@ class OptimisticDDLHandler:
             elif kind is StatementKind.DROP_TABLE:
                 self.source_tables.remove(*key)
             elif kind is not StatementKind.TRUNCATE_TABLE:
-                self._finish_answered(event)
+                self._finish_answered(event, event.table)
 
     # ------------------------------------------------------------------ the decision
     def _ctx(self, ddl: TableDDL, target: Target) -> dict:
@@ -240,13 +240,13 @@ class OptimisticDDLHandler:
     def _coordinate(self, ddl: TableDDL, target: Target, statements: list[str], ctx: dict,
                     start=None) -> _Pending | Hold:
         p = self._preview(ddl, statements, ctx)
-        if p.before is None:
+        if p.before is None or any(a is None for a in p.afters):
             raise ShardDDLError(f"`{ddl.schema}`.`{ddl.table}` is not tracked and not found upstream; "
                                 "cannot describe its DDL to the lock", **ctx)
         info = Info(task=self.task, source=self.source, up_schema=ddl.schema, up_table=ddl.table,
                     down_schema=target.schema, down_table=target.table,
                     ddls=routed_ddls(statements, target),
-                    before=p.before.to_json(), afters=[a.to_json() for a in p.afters])
+                    before=p.before.to_json(), afters=[a.to_json() for a in p.afters if a is not None])
         op = self.client.unlocked_answer(info, ctx)
         if op is not None:
             return _Pending(ddl, target, list(op.ddls or []), preview=p, operation=op, info=info)
@@ -376,23 +376,23 @@ class OptimisticDDLHandler:
 
     def _etcd_down(self, message: str, ctx: dict) -> None:
         if self.status is not None:
-            self.status.waiting(message, lock_id=ctx.get("lock_id"))
+            self.status.waiting(message, lock_id=ctx.get("lock_id") or "")
 
-    def _track_direct(self, event: DDLEvent, kind: StatementKind) -> None:
+    def _track_direct(self, event: DDLEvent, table: str, kind: StatementKind) -> None:
         """Non-coordinated table DDL: follow it in the tracker (best effort — a table whose DDL
         cannot be modelled is re-read from the upstream on next use)."""
         try:
             if kind is StatementKind.DROP_TABLE:
-                self.tracker.forget(event.schema, event.table)
+                self.tracker.forget(event.schema, table)
             else:
                 stmts = split_ddl(event.query) if kind is StatementKind.ALTER_TABLE else [event.query]
-                self.tracker.apply(event.schema, event.table, stmts, position=str(event.start))
+                self.tracker.apply(event.schema, table, stmts, position=str(event.start))
         except (SchemaError, SchemaTrackError) as e:
             _log.warning("DDL not modelled by the schema tracker; table will be re-read from upstream",
-                         table=f"{event.schema}.{event.table}", error=str(e))
-            self.tracker.forget(event.schema, event.table)
+                         table=f"{event.schema}.{table}", error=str(e))
+            self.tracker.forget(event.schema, table)
 
-    def _finish_answered(self, event: DDLEvent) -> None:
+    def _finish_answered(self, event: DDLEvent, up_table: str) -> None:
         """A skipped DDL that was already described to the lock and answered "execute" (its
         downstream execution failed, e.g. a unique key the merged rows violate) leaves the lock
         waiting for this table's done mark: give it (the statements did NOT run downstream; a
@@ -401,11 +401,13 @@ class OptimisticDDLHandler:
             statements = split_ddl(event.query)
         except SchemaError:
             return                               # never described to the lock
-        target = self.mapper.target(event.schema, event.table)
+        target = self.mapper.target(event.schema, up_table)
+        if target is None:
+            return
         lock = LockKey(self.task, target.schema, target.table)
-        ctx = self._ctx(TableDDL(event.query, event.schema, event.table, StatementKind.ALTER_TABLE,
+        ctx = self._ctx(TableDDL(event.query, event.schema, up_table, StatementKind.ALTER_TABLE,
                                  str(event.start)), target)
-        table = TableRef(self.source, event.schema, event.table)
+        table = TableRef(self.source, event.schema, up_table)
         info = self.store.get_info(lock, table)
         if info is None or info.ddls != routed_ddls(statements, target):
             return
