@@ -19,6 +19,7 @@ from functools import lru_cache
 
 from coordinator.config import BlockAllowList, Instance, RouteRule, TableRef
 from coordinator.errors import ShardMergeError
+from coordinator.sql import quote_table
 
 SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
 
@@ -46,7 +47,7 @@ class Target:
     table: str
 
     def quoted(self) -> str:
-        return f"`{self.schema.replace('`', '``')}`.`{self.table.replace('`', '``')}`"
+        return quote_table(self.schema, self.table)
 
 
 class Router:

@@ -55,6 +55,7 @@ from pymysql.constants import SERVER_STATUS
 
 from coordinator.errors import ShardMergeError
 from coordinator.obs import logger
+from coordinator.sql import quote_ident
 from worker.ddl_exec import server_error
 from worker.events import DELETE, INSERT, UPDATE, Position
 
@@ -82,8 +83,7 @@ class _GroupFailed(Exception):
         self.error, self.change = error, change
 
 
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+_q = quote_ident
 
 
 def local_time_zone() -> str:

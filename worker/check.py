@@ -25,6 +25,7 @@ import pymysql
 from coordinator.config import SourceConfig, TaskConfig
 from coordinator.errors import ShardMergeError
 from coordinator.routing import SYSTEM_SCHEMAS, TableMapper
+from coordinator.sql import quote_ident
 
 
 class CheckError(ShardMergeError):
@@ -75,8 +76,7 @@ class CheckReport:
         return next(t for t in self.tables if t.target == target)
 
 
-def _q(n: str) -> str:
-    return "`" + n.replace("`", "``") + "`"
+_q = quote_ident
 
 
 def _connect(kw: dict, what: str):

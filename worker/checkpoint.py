@@ -48,6 +48,7 @@ import pymysql
 
 from coordinator.errors import ShardMergeError
 from coordinator.obs import logger
+from coordinator.sql import checkpoint_table, quote_ident
 from worker.events import Position
 
 log = logger("worker.checkpoint")
@@ -72,12 +73,8 @@ class Loaded:
     tables: dict[tuple[str, str], TablePoint] = field(default_factory=dict)
 
 
-def table_name(task: str) -> str:
-    return f"{task}_syncer_checkpoint"
-
-
-def _q(n: str) -> str:
-    return "`" + n.replace("`", "``") + "`"
+table_name = checkpoint_table      # the name the master reads too (coordinator.sql)
+_q = quote_ident
 
 
 class CheckpointStore:

@@ -23,6 +23,7 @@ from coordinator.errors import ShardMergeError
 from coordinator.schema.errors import SchemaError
 from coordinator.schema.kinds import StatementKind
 from coordinator.schema.model import TableSchema
+from coordinator.sql import show_create_table
 
 
 class SchemaTrackError(ShardMergeError):
@@ -53,19 +54,6 @@ def schema_from_json(text: str | bytes | dict | None) -> TableSchema | None:
         raise SchemaTrackError(f"stored table schema is not a shardmerge schema: {e!r}") from None
 
 
-def show_create_table(conn, schema: str, table: str) -> str | None:
-    """``SHOW CREATE TABLE`` text, or None when the table does not exist (error 1146)."""
-    import pymysql
-    q = f"SHOW CREATE TABLE `{schema.replace('`', '``')}`.`{table.replace('`', '``')}`"
-    try:
-        with conn.cursor() as cur:
-            cur.execute(q)
-            row = cur.fetchone()
-    except pymysql.err.ProgrammingError as e:
-        if e.args and e.args[0] == 1146:
-            return None
-        raise
-    return row[1] if row else None
 
 
 @dataclass(frozen=True)

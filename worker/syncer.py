@@ -35,6 +35,7 @@ from coordinator.retry import is_transient
 from coordinator.obs import logger
 from coordinator.routing import TableMapper
 from coordinator.schema import kinds as ddlmod
+from coordinator.sql import show_create_table
 from worker.apply import Partitioner, apply_partition, connect_downstream, resolve_tls
 from worker.binlog_source import BinlogPrefetch, Chunk, DecoderProcess, Statement
 from worker.checkpoint import CheckpointStore
@@ -216,10 +217,10 @@ def fetch_generated(conn) -> dict[str, set[str]]:
 
 
 def show_create(conn, schema: str, table: str) -> str | None:
+    """The target's definition for rule 8's intent; None when it cannot be read (the DDL then
+    counts as not yet run, and "already applied" errors are ignored on the rerun)."""
     try:
-        with conn.cursor() as cur:
-            cur.execute(f"SHOW CREATE TABLE {ddlmod.quote(schema, table)}")
-            return cur.fetchone()[1]
+        return show_create_table(conn, schema, table)
     except pymysql.MySQLError:
         return None
 

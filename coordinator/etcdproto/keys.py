@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
+from coordinator.sql import quote_table
+
 from .errors import BadKey
 
 DEFAULT_PREFIX = "/shardmerge/"
@@ -73,7 +75,7 @@ class TableRef:
 
 
 def quote_name(schema: str, table: str) -> str:
-    return "`" + schema.replace("`", "``") + "`.`" + table.replace("`", "``") + "`"
+    return quote_table(schema, table)
 
 
 def lock_id(task: str, down_schema: str, down_table: str) -> str:

@@ -21,6 +21,7 @@ from coordinator.errors import ShardMergeError
 from coordinator.etcdproto import LockKey, Store, TableRef
 from coordinator.obs import logger
 from coordinator.schema import TableSchema
+from coordinator.sql import checkpoint_table, quote_table
 
 log = logger("master.checkpoint_schema")
 
@@ -67,7 +68,7 @@ class CheckpointSchemaSource:
         if got is None:
             return None
         conn, meta = got
-        fq = f"`{meta.replace('`', '``')}`.`{(lock.task + '_syncer_checkpoint').replace('`', '``')}`"
+        fq = quote_table(meta, checkpoint_table(lock.task))
         try:
             with conn.cursor() as cur:
                 cur.execute(f"SELECT table_info FROM {fq} WHERE id=%s AND cp_schema=%s AND cp_table=%s",
@@ -104,7 +105,7 @@ class CheckpointSchemaSource:
         now; ``schema`` is None when the table does not exist.  Raises ``DownstreamUnknown`` (no
         task config) or ``DownstreamUnreachable`` (after one retry with a fresh connection: the
         cached one may have died with a downstream restart)."""
-        fq = f"`{lock.down_schema.replace('`', '``')}`.`{lock.down_table.replace('`', '``')}`"
+        fq = quote_table(lock.down_schema, lock.down_table)
         last: Exception | None = None
         for _ in range(2):
             try:

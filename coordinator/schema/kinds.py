@@ -16,6 +16,7 @@ from sqlglot.dialects.mysql import MySQL
 from sqlglot.tokens import TokenType
 
 from coordinator.errors import ShardMergeError
+from coordinator.sql import quote_table
 
 
 class StatementKind(str, Enum):
@@ -83,8 +84,7 @@ class ParsedDDL:
 
 
 def quote(schema: str, table: str | None = None) -> str:
-    q = f"`{schema.replace('`', '``')}`"
-    return q if table is None else q + f".`{table.replace('`', '``')}`"
+    return quote_table(schema, table)
 
 
 _NAME_TYPES = {TokenType.IDENTIFIER, TokenType.VAR}

@@ -2,14 +2,12 @@
 ``SHOW CREATE TABLE`` (so parse -> render round trips are exact)."""
 from __future__ import annotations
 
+from coordinator.sql import quote_ident  # noqa: F401 — the renderer's quoting is the shared one
+
 from . import typesys as ts
 from .model import Column, ColumnType, Index, TableSchema
 
 TableName = "str | tuple[str, str]"
-
-
-def quote_ident(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def table_ref(table) -> str:
