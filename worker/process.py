@@ -43,7 +43,7 @@ from coordinator.obs import ObsServer, logger
 
 from prometheus_client import Counter, Gauge
 
-from .status import PAUSED, StatusReporter
+from .status import DUMP, LOAD, PAUSED, SYNC, StatusReporter
 
 LAG_SECONDS = Gauge("shardmerge_worker_lag_seconds",
                     "Seconds since the subtask last had nothing left to read (upper bound of the delay)",
@@ -263,7 +263,7 @@ class Subtask:
         self.syncer = syncer
         try:
             syncer.start()
-            self.status.running()
+            self.status.running(unit=SYNC)       # only now: the syncer holds its start position
             log.info("subtask streaming")
             self._stream_batches(syncer)
         finally:
@@ -313,14 +313,16 @@ class Subtask:
         where the load stopped.  The syncer then starts at the snapshot in safe mode."""
         from worker.load import run_full_load
 
-        self.status.running()
-        self.status.progress(unit="Load")
+        self.status.running(unit=DUMP)          # planning: position, definitions, targets, bounds
 
         def on_progress(p: dict) -> None:
-            self.status.progress(unit="Load", load=p)
+            if self.status.snapshot().detail.get("unit") != LOAD:
+                self.status.unit(LOAD)           # the chunks started
+            self.status.progress(load=p)
 
         res = run_full_load(cfg, self.source, spark, progress=on_progress, stop=self.stop_event)
-        self.status.progress(unit="Sync", load={"phase": "finished", "rows_loaded": res.rows,
+        # unit stays Load until the syncer has started (then Running + Sync in one write)
+        self.status.progress(load={"phase": "finished", "rows_loaded": res.rows,
                                                 "chunks_loaded": res.chunks_loaded,
                                                 "chunks_skipped": res.chunks_skipped,
                                                 "snapshot": str(res.snapshot), "percent": 100.0})

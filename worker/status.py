@@ -14,6 +14,9 @@ to stop replicating.
   ``lag_seconds`` / ``lag_events``: how far behind the upstream the applied stream is
   ``paused_by``: "operator" when stage ``Paused`` comes from ``pause-task`` (the subtask is
   stopped until ``resume-task``); absent for a pause that waits on a lock answer
+  ``unit``: DM's processing unit, ``Dump`` / ``Load`` / ``Sync`` (see ``DUMP``); absent while
+  starting.  Stage ``Running`` with unit ``Sync`` means the syncer holds its start position, so
+  a client waiting for replication waits for both.
 """
 from __future__ import annotations
 
@@ -34,6 +37,14 @@ ERROR = "Error"        # stopped on an error that needs a restart/fix (strict co
 STOPPED = "Stopped"
 FINISHED = "Finished"
 STAGES = (RUNNING, PAUSED, ERROR, STOPPED)
+
+# DM's units.  Our full load is one step per chunk (read + write together), so ``Dump`` is the
+# planning part (binlog position, table definitions, targets, chunk bounds) and ``Load`` the
+# chunks and the hand-over to the syncer; ``Sync`` once the syncer started (docs/full-load.md).
+DUMP = "Dump"
+LOAD = "Load"
+SYNC = "Sync"
+UNITS = (DUMP, LOAD, SYNC)
 
 _log = logger("worker.status")
 
@@ -68,10 +79,13 @@ class StatusReporter:
         self.write_errors = 0
 
     # ------------------------------------------------------------------ state changes (written now)
-    def running(self) -> None:
-        """Replicating normally: clears error, wait and conflict fields."""
+    def running(self, unit: str | None = None) -> None:
+        """Replicating normally: clears error, wait and conflict fields.  ``unit`` (``DUMP``...)
+        changes the unit in the same write, so no reader sees ``Running`` with the old unit."""
         with self._lock:
             d = self._st.detail
+            if unit is not None:
+                d["unit"] = self._check_unit(unit)
             for k in ("error", "waiting_for", "lock_id", "paused_by"):
                 d.pop(k, None)
             self._st.stage, self._st.block_ddl_owner, self._st.conflict_msg = RUNNING, "", ""
@@ -89,6 +103,18 @@ class StatusReporter:
                 self._st.stage = NEW
             self._st.detail["waiting_for"] = f"starting: {what}"
         self.flush(force=True)
+
+    def unit(self, unit: str) -> None:
+        """Switch the unit (``Dump`` -> ``Load``) at once, keeping the stage."""
+        with self._lock:
+            self._st.detail["unit"] = self._check_unit(unit)
+        self.flush(force=True)
+
+    @staticmethod
+    def _check_unit(unit: str) -> str:
+        if unit not in UNITS:
+            raise ValueError(f"unknown status unit {unit!r}; expected one of {', '.join(UNITS)}")
+        return unit
 
     def waiting(self, what: str, *, lock_id: str = "") -> None:
         """Still Running, but blocked on something outside (an Operation from the master)."""

@@ -86,3 +86,34 @@ def test_gtid_behind_counts_transactions_per_domain():
     assert gtid_behind("101-101-50,7-7-3", "101-101-50") == 3
     assert gtid_behind("101-101-50", "101-101-60") == 0
     assert gtid_behind("", "") == 0
+
+
+def test_unit_follows_dm_and_changes_with_the_stage_in_one_write(store):
+    """Dump -> Load -> Sync like DM; Running+Sync only in the write that starts the syncer."""
+    from worker.status import DUMP, LOAD, SYNC
+    seen = []
+
+    class _Recording:
+        def put_status(self, st, lease=None):
+            seen.append((st.stage, st.detail.get("unit")))
+            return store.put_status(st)
+
+    r = StatusReporter(_Recording(), "t", "s", "w1", min_interval=3600)
+    r.starting("reading checkpoints")
+    r.running(unit=DUMP)
+    assert _read(store).stage == RUNNING and _read(store).detail["unit"] == DUMP
+    r.unit(LOAD)                                   # not throttled
+    assert _read(store).detail["unit"] == LOAD
+    r.progress(load={"phase": "finished"})
+    r.running(unit=SYNC)
+    assert _read(store).detail["unit"] == SYNC and _read(store).detail["load"] == {"phase": "finished"}
+    assert seen == [(NEW, None), (RUNNING, DUMP), (RUNNING, LOAD), (RUNNING, SYNC)]
+    r.running()                                    # a lock answered: the unit stays
+    assert _read(store).detail["unit"] == SYNC
+
+
+def test_unknown_unit_is_refused_by_name(store):
+    import pytest
+    r = StatusReporter(store, "t", "s", min_interval=3600)
+    with pytest.raises(ValueError, match="'Copy'.*Dump, Load, Sync"):
+        r.unit("Copy")

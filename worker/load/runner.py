@@ -220,6 +220,8 @@ class FullLoad:
         prog = Progress(self.sid, {k: {"target": "{}.{}".format(*v["target"]), "est_rows": v["est_rows"],
                                        "chunks": v["chunks"]} for k, v in st.tables.items()},
                         self.store.progress_rows())
+        if progress:
+            progress(prog.snapshot(self.store.progress_rows()))   # phase "load": the plan is done
         results, tasks = self._load(st, pending, prog, progress, stop, progress_interval)
         t_load = time.monotonic()
         st = self.store.load()
