@@ -88,7 +88,8 @@ def _retryable(e: BaseException) -> bool:
     from .syncer import DownstreamDDLRejected, ReplicationKeyCollision, UpstreamChanged
     if isinstance(e, TransientError):
         return True
-    # SchemaChangedDuringLoad: the load plan keeps the old definition, so every retry fails alike
+    # SchemaChangedDuringLoad: a routed table dropped (or a keyless one altered) during the load; a
+    # retry fails alike (an ALTER during the load is replayed by the syncer, not an error)
     return not isinstance(e, (ConfigError, ShardDDLError, KeyCollision, ReplicationKeyCollision, UpstreamChanged,
                               DownstreamDDLRejected, SchemaChangedDuringLoad))
 

@@ -16,6 +16,7 @@ from worker.load import (LoadHooks, LoadOptions, LoadStopped, SchemaChangedDurin
                          load_options, run_full_load)
 from worker.load.plan import bounds, discover, key_where
 from worker.load.snapshot import connect_reader
+from worker.syncer import Syncer
 
 
 def test_loader_options_come_from_dm_sections(source1_db, downstream_db):
@@ -93,21 +94,60 @@ def test_awkward_values_round_trip_exactly(spark, source1_db, downstream_db):
         assert cur.fetchall() == up
 
 
-def test_ddl_on_a_shard_during_the_load_stops_it_clearly(spark, source1_db, downstream_db):
+def test_ddl_on_a_shard_during_the_load_is_replayed_by_the_syncer(spark, source1_db, downstream_db):
+    """Like DM: the load does not stop; the target is created with the schema at the plan
+    position and the syncer replays the ALTER (and the rows around it) from the binlog."""
     db = source1_db
     db.execute("CREATE TABLE orders_01 (id INT PRIMARY KEY, v INT)")
     db.execute("INSERT INTO orders_01 SELECT seq, seq FROM seq_1_to_100")
     task, srcs, _ = make_load_task(downstream_db, {"s1": db}, rows_per_chunk=25, pool_size=1)
     params, name = dict(db.params), db.name
 
-    def alter_once(result):   # runs in the Spark task after a chunk committed
+    def alter_once(result):   # runs in the Spark task after a chunk committed; chunks run in turn
         if result["chunk"] == 0:
             with pymysql.connect(**params, database=name, autocommit=True) as c, c.cursor() as cur:
-                cur.execute("ALTER TABLE orders_01 ADD COLUMN w INT")
+                cur.execute("UPDATE orders_01 SET v = -v WHERE id IN (3, 60)")       # before the DDL
+                cur.execute("ALTER TABLE orders_01 ADD COLUMN w INT NOT NULL DEFAULT 7")
+                cur.execute("UPDATE orders_01 SET w = 5, v = v + 1000 WHERE id <= 10")  # loaded chunk
+                cur.execute("UPDATE orders_01 SET w = 9 WHERE id = 90")                 # chunk to come
+                cur.execute("INSERT INTO orders_01 VALUES (101, 101, 3)")
+                cur.execute("DELETE FROM orders_01 WHERE id = 70")
+
+    res = run_full_load(task, srcs["s1"], spark, hooks=LoadHooks(after_chunk=alter_once))
+    tl = res.tables[(name, "orders_01")]
+    assert tl.schema_changed and tl.position.same_point(res.snapshot)   # replayed from P0
+    assert res.safe_until > res.snapshot
+    # the target has the schema of the plan position until the syncer replays the ALTER
+    assert [r[0] for r in downstream_db.execute(
+        "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND "
+        "TABLE_NAME = 'orders' ORDER BY ORDINAL_POSITION")] == ["id", "v"]
+    Syncer(spark, task, srcs["s1"]).sync_until_caught_up()
+    rep = check_task(task, srcs)
+    assert rep.equal, rep.to_json()
+    assert downstream_db.execute("SELECT id, v, w FROM orders WHERE id IN (3, 60, 90, 101) ORDER BY id") == [
+        (3, 997, 5), (60, -60, 7), (90, 90, 9), (101, 101, 3)]
+    assert downstream_db.execute("SELECT COUNT(*) FROM orders") == [(100,)]
+
+
+def test_ddl_on_a_keyless_shard_during_the_load_stops_it_clearly(spark, source1_db, downstream_db):
+    """Without a key the replay from P0 would duplicate rows: the one case that still stops."""
+    db = source1_db
+    db.execute("CREATE TABLE orders_02 (id INT, v INT)")
+    db.execute("CREATE TABLE orders_01 (id INT PRIMARY KEY, v INT)")
+    db.execute("INSERT INTO orders_02 SELECT seq, seq FROM seq_1_to_10")
+    db.execute("INSERT INTO orders_01 SELECT seq, seq FROM seq_1_to_100")
+    task, srcs, _ = make_load_task(downstream_db, {"s1": db}, rows_per_chunk=25, pool_size=1)
+    params, name = dict(db.params), db.name
+
+    def alter_once(result):   # chunks run in (chunk, table) order: orders_01's first, then keyless orders_02
+        if result["chunk"] == 0 and result["table"] == "orders_01":
+            with pymysql.connect(**params, database=name, autocommit=True) as c, c.cursor() as cur:
+                cur.execute("ALTER TABLE orders_02 ADD COLUMN w INT")
 
     with pytest.raises(SchemaChangedDuringLoad) as ei:
         run_full_load(task, srcs["s1"], spark, hooks=LoadHooks(after_chunk=alter_once))
-    assert "was altered during the full load" in str(ei.value) and "orders_01" in str(ei.value)
+    assert "altered during the full load" in str(ei.value) and "orders_02" in str(ei.value)
+    assert "no primary or NOT NULL unique key" in str(ei.value)
 
 
 def test_stop_request_cancels_and_a_restart_finishes(spark, source1_db, downstream_db):

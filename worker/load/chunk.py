@@ -1,7 +1,11 @@
 """Load one chunk: runs inside a Spark task (executor side).
 
-1. Upstream: open a consistent snapshot (its binlog position is the chunk's position), check
-   the table definition is still the planned one, stream the chunk's rows.
+1. Upstream: open a consistent snapshot (its binlog position is the chunk's position), take the
+   table's metadata lock (a DDL committed after the snapshot fails the read: the chunk is
+   retried), compare the definition with the planned one, stream the chunk's rows.  A shard
+   altered since the plan (a DDL during the load) is read with the planned columns it still has
+   and its chunk is marked ``schema_changed``: the hand-over then replays that table's binlog
+   from the plan position, the DDL included (docs/full-load.md).
 2. Downstream, ONE transaction: lock the chunk's checkpoint row (``FOR UPDATE``; a chunk marked
    done is skipped, so a retried or duplicated Spark task never loads twice), write the rows as
    multi-row INSERTs of ``batch_rows`` rows (the upstream renders each row as an SQL literal,
@@ -23,7 +27,7 @@ from worker.load.plan import key_where
 from worker.load.snapshot import connect_reader, fingerprint, open_snapshot, show_create
 from worker.load.store import _q
 
-RETRYABLE = {1205, 1213}    # lock wait timeout, deadlock
+RETRYABLE = {1205, 1213, 1412}    # lock wait timeout, deadlock, table altered after the snapshot
 MAX_ATTEMPTS = 4
 MAX_STATEMENT_BYTES = 4 << 20   # an INSERT stays well below max_allowed_packet (16 MiB default)
 
@@ -58,8 +62,8 @@ class KeyCollision(ChunkError):
 
 
 class SchemaChangedDuringLoad(ChunkError):
-    """A shard table's definition changed between planning and a chunk's snapshot (a DDL ran
-    during the full load)."""
+    """A shard table changed during the full load in a way the load cannot replay: it was
+    dropped or renamed, lost its chunk key, or has no key (its replay would not be idempotent)."""
 
 
 def connect_writer(db_kwargs: dict):
@@ -108,16 +112,22 @@ def _load_once(spec: dict, ctx: dict) -> dict:
         pos = open_snapshot(up, ctx["source_id"])
         ctxinfo = dict(source=ctx["source_id"], table=f"{s}.{t}", position=str(pos), chunk=n)
         try:
+            with up.cursor() as uc:      # metadata lock until the chunk ends: the definition holds
+                uc.execute(f"SELECT 1 FROM {_q(s)}.{_q(t)} LIMIT 1")
+                uc.fetchall()
             create = show_create(up, s, t)
         except pymysql.err.ProgrammingError as e:
-            raise SchemaChangedDuringLoad(f"shard table {s}.{t} disappeared during the full load: {e.args[-1]}",
-                                          **ctxinfo) from e
-        if fingerprint(create) != spec["fingerprint"]:
-            raise SchemaChangedDuringLoad(
-                f"shard table {s}.{t} was altered during the full load (its definition differs from the "
-                f"planned one); DDLs on routed tables must wait until the task reaches incremental. To "
-                f"reload, stop the task, delete this source's rows from the load checkpoint and the "
-                f"target rows, and start it again", **ctxinfo)
+            raise SchemaChangedDuringLoad(f"shard table {s}.{t} disappeared during the full load: {e.args[-1]}; "
+                                          f"the rows it had are not in the target. Reload the source (stop-task "
+                                          f"--remove-meta, clear its target rows, start-task)", **ctxinfo) from e
+        cols, types = spec["columns"], list(spec.get("column_types") or [])
+        changed = fingerprint(create) != spec["fingerprint"]
+        if changed:
+            cols, types = _columns_still_there(up, spec, ctxinfo)
+            with down.cursor() as dc:
+                # values of a since-retyped column may not fit the planned type: such a row was
+                # written after the plan position, so the syncer's replay rewrites it anyway
+                dc.execute("SET SESSION sql_mode = 'NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION'")
         with down.cursor() as dc:
             dc.execute(f"SELECT status, rows_loaded FROM {ctx['ckpt']} {where_ckpt[0]} FOR UPDATE", where_ckpt[1])
             row = dc.fetchone()
@@ -126,12 +136,11 @@ def _load_once(spec: dict, ctx: dict) -> dict:
             if row[0] == "done":
                 down.rollback()
                 return {"schema": s, "table": t, "chunk": n, "skipped": True, "rows": int(row[1])}
-        cols = spec["columns"]
         target = f"{_q(spec['target'][0])}.{_q(spec['target'][1])}"
         verb = {"error": "INSERT", "replace": "REPLACE", "ignore": "INSERT IGNORE"}[ctx["on_duplicate"]]
         prefix = f"{verb} INTO {target} ({', '.join(_q(c) for c in cols)}) VALUES "
         where, args = key_where(spec["key"], spec["lo"], spec["hi"]) if spec["key"] else ("1", [])
-        select = f"SELECT {row_literal(cols, spec.get('column_types') or [])} FROM {_q(s)}.{_q(t)} WHERE {where}"
+        select = f"SELECT {row_literal(cols, types)} FROM {_q(s)}.{_q(t)} WHERE {where}"
         rows = affected = 0
         batch, max_bytes = ctx["batch_rows"], ctx.get("max_statement_bytes", MAX_STATEMENT_BYTES)
         with up.cursor() as uc, down.cursor() as dc:
@@ -178,9 +187,12 @@ def _load_once(spec: dict, ctx: dict) -> dict:
                 conflicts = max(0, affected - rows) // 2
             dc.execute(f"UPDATE {ctx['ckpt']} SET status = 'done', rows_loaded = %s, binlog_name = %s, "
                        f"binlog_pos = %s, binlog_gtid = %s, info = %s {where_ckpt[0]}",
-                       (rows, pos.file, pos.pos, pos.gtid, spec["table_info"], *where_ckpt[1]))
+                       (rows, pos.file, pos.pos, pos.gtid,
+                        json.dumps({"schema_changed": True, "create_sql": create}) if changed else spec["table_info"],
+                        *where_ckpt[1]))
         down.commit()
         return {"schema": s, "table": t, "chunk": n, "skipped": False, "rows": rows, "conflicts": conflicts,
+                "schema_changed": changed,
                 "pos": pos.to_json(), "seconds": time.monotonic() - t0}
     except BaseException:
         try:
@@ -194,6 +206,41 @@ def _load_once(spec: dict, ctx: dict) -> dict:
                 c.close()
             except Exception:
                 pass
+
+
+def schema_changed(info: str | None) -> bool:
+    """Whether a done chunk's checkpoint ``info`` says its snapshot saw an altered shard."""
+    if not info:
+        return False
+    try:
+        d = json.loads(info)
+    except ValueError:
+        return False
+    return isinstance(d, dict) and bool(d.get("schema_changed"))
+
+
+def _columns_still_there(up, spec: dict, ctxinfo: dict) -> tuple[list[str], list[str]]:
+    """The planned columns (and types) the altered shard still has.  The target keeps the planned
+    shape until the syncer replays the DDL; a dropped column gets its default meanwhile."""
+    s, t = spec["schema"], spec["table"]
+    if not spec["key"] or not spec.get("down_key"):
+        raise SchemaChangedDuringLoad(
+            f"shard table {s}.{t} was altered during the full load and has no primary or NOT NULL unique key "
+            f"(or its target has none): its binlog cannot be replayed idempotently over the dumped rows. Run "
+            f"the DDL after the task reached Sync, or reload the source (stop-task --remove-meta, clear its "
+            f"target rows, start-task)", **ctxinfo)
+    with up.cursor() as uc:
+        uc.execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+                   "AND IS_GENERATED = 'NEVER'", (s, t))
+        now = {r[0].lower() for r in uc.fetchall()}
+    lost = [k for k in spec["key"] if k.lower() not in now]
+    if lost:
+        raise SchemaChangedDuringLoad(
+            f"shard table {s}.{t} lost its chunk key column(s) {', '.join(lost)} during the full load; reload "
+            f"the source (stop-task --remove-meta, clear its target rows, start-task)", **ctxinfo)
+    types = list(spec.get("column_types") or [])
+    keep = [i for i, c in enumerate(spec["columns"]) if c.lower() in now]
+    return [spec["columns"][i] for i in keep], [types[i] if i < len(types) else "" for i in keep]
 
 
 def _colliding_keys(up, down, spec: dict, where: str, args: list, limit: int = 20) -> list:

@@ -2,14 +2,15 @@
 
 Order of work (each step is safe to repeat after a crash):
 
-1. **Plan** (once per source; reused on resume): the plan position ``P0`` = the upstream's
-   binlog position *before* the tables are listed; the routed shard tables with their
-   definitions; targets created / widened to the join of the shards (``worker.load.targets``);
+1. **Plan** (once per source; reused on resume): the routed shard tables' metadata locks are
+   taken, then the plan position ``P0`` is read and the tables are listed again (a different
+   list: start over), so every planned definition is exactly the one at ``P0``; targets created / widened to the join of the shards (``worker.load.targets``);
    chunk bounds.  Stored in the load checkpoint in one transaction.
 2. **Load**: one Spark task per pending chunk (``worker.load.chunk``); each reads its own
    consistent snapshot at position ``P_c`` and commits its rows + its "done" mark together.
 3. **Hand over**: the syncer checkpoint (``worker.checkpoint``) gets, per shard table, the point
-   ``min P_c`` over the table's chunks and the shard's snapshot schema as ``table_info``; the
+   ``min P_c`` over the table's chunks (``P0`` for a table altered during the load: its changes
+   and the DDL are all replayed) and the shard's planned schema as ``table_info``; the
    global point ``P0``; safe-until ``max P_c``.  Then the load is marked finished.
 
 The syncer started afterwards (``Syncer.start``) resumes at ``P0``: changes of a dumped table up
@@ -26,11 +27,14 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+import pymysql
+
 from coordinator.config import SourceConfig, TaskConfig
 from coordinator.errors import ShardMergeError
 from coordinator.obs import logger
 from coordinator.routing import TableMapper
 from coordinator.schema import TableSchema
+from coordinator.sql import quote_table
 from worker.apply import connect_downstream
 from worker.checkpoint import CheckpointStore
 from worker.events import Position
@@ -67,18 +71,20 @@ class TableLoad:
     target: str
     rows: int
     chunks: int
-    position: Position          # min over the chunks' snapshots: the table checkpoint
+    position: Position          # the table checkpoint: min over the chunks' snapshots, or P0
     max_position: Position
+    schema_changed: bool = False    # altered during the load: replayed from P0, DDL included
 
     def to_json(self) -> dict:
         return {"schema": self.schema, "table": self.table, "target": self.target, "rows": self.rows,
                 "chunks": self.chunks, "position": self.position.to_json(),
-                "max_position": self.max_position.to_json()}
+                "max_position": self.max_position.to_json(), "schema_changed": self.schema_changed}
 
     @classmethod
     def from_json(cls, d: dict) -> "TableLoad":
         return cls(d["schema"], d["table"], d["target"], d["rows"], d["chunks"],
-                   Position.from_json(d["position"]), Position.from_json(d["max_position"]))
+                   Position.from_json(d["position"]), Position.from_json(d["max_position"]),
+                   bool(d.get("schema_changed", False)))
 
 
 @dataclass
@@ -152,10 +158,9 @@ class FullLoad:
                             f"run the task with task-mode: incremental", task=self.task.name, source=self.sid)
         if self.task.task_mode == "all":
             check_upstream(self.up_kwargs, self.sid)
-        plan_pos = master_status(self.up_kwargs)      # before listing: later CREATEs are replayed
         conn = connect_reader(self.up_kwargs, streaming=False)
         try:
-            tables = discover(conn, self.mapper)
+            plan_pos, tables = self._discover_at_position(conn, master_status)
             by_target: dict[tuple[str, str], list[ShardTable]] = {}
             for t in tables:
                 by_target.setdefault(t.target, []).append(t)
@@ -183,6 +188,31 @@ class FullLoad:
             conn.close()
         self.store.save_plan({"plan_pos": plan_pos.to_json(), "chunk_rows": self.opts.chunk_rows}, trows, chunks)
         self.log.info("full load planned", position=str(plan_pos), tables=len(trows), chunks=len(chunks))
+
+    def _discover_at_position(self, conn, master_status, attempts: int = 10) -> tuple[Position, list[ShardTable]]:
+        """(P0, routed tables with their definitions at P0).  With the tables' metadata locks held
+        no DDL on them can commit, so the definitions read then are the ones at the position read
+        then; a table created or dropped meanwhile changes the list and the step starts over."""
+        for _ in range(attempts):
+            first = discover(conn, self.mapper)
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("START TRANSACTION")
+                    for t in first:     # shared metadata lock until COMMIT; DDLs on it wait
+                        cur.execute(f"SELECT 1 FROM {quote_table(t.schema, t.table)} LIMIT 1")
+                        cur.fetchall()
+                plan_pos = master_status(self.up_kwargs)     # tables created later are replayed
+                tables = discover(conn, self.mapper)
+            except pymysql.err.ProgrammingError:   # dropped after it was listed
+                conn.rollback()
+                continue
+            finally:
+                conn.commit()
+            if [t.name for t in tables] == [t.name for t in first]:
+                return plan_pos, tables
+        raise LoadError(f"the routed tables of source {self.sid} kept changing (CREATE/DROP TABLE) while the "
+                        f"full load was planned ({attempts} attempts); retry when they are stable",
+                        task=self.task.name, source=self.sid)
 
     def _prepare_targets(self, by_target: dict[tuple[str, str], list[ShardTable]]) -> None:
         with connect_downstream(self.down_kwargs, autocommit=True) as d:
@@ -325,6 +355,17 @@ class FullLoad:
                 tl.chunks += 1
                 tl.position = min(tl.position, c.pos)
                 tl.max_position = max(tl.max_position, c.pos)
+            if chunkmod.schema_changed(c.info):
+                tables[k].schema_changed = True
+        for tl in tables.values():
+            if tl.schema_changed:
+                # the chunks hold the planned columns at various points after a DDL: replaying the
+                # table from P0 (safe mode up to safe-until) rebuilds every row changed since, in
+                # binlog order, with the DDL executed by the syncer where it happened
+                tl.position = plan_pos
+                self.log.warning(f"shard table {tl.schema}.{tl.table} was altered during the full load; the "
+                                 f"syncer replays its changes from the plan position {plan_pos}, the DDL "
+                                 f"included", table=f"{tl.schema}.{tl.table}", position=str(plan_pos))
         safe_until = max([tl.max_position for tl in tables.values()] + [plan_pos])
         cp = CheckpointStore(self.down_kwargs, self.task.meta_schema, self.task.name, self.sid)
         cp.ensure_table()
