@@ -98,25 +98,27 @@ def test_ddl_on_a_shard_during_the_load_is_replayed_by_the_syncer(spark, source1
     """Like DM: the load does not stop; the target is created with the schema at the plan
     position and the syncer replays the ALTER (and the rows around it) from the binlog."""
     db = source1_db
-    db.execute("CREATE TABLE orders_01 (id INT PRIMARY KEY, v INT)")
+    for t in ("orders_01", "orders_02"):
+        db.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT)")
     db.execute("INSERT INTO orders_01 SELECT seq, seq FROM seq_1_to_100")
+    db.execute("INSERT INTO orders_02 SELECT seq, seq FROM seq_1001_to_1100")
     task, srcs, _ = make_load_task(downstream_db, {"s1": db}, rows_per_chunk=25, pool_size=1)
     params, name = dict(db.params), db.name
 
-    def alter_once(result):   # runs in the Spark task after a chunk committed; chunks run in turn
-        if result["chunk"] == 0:
+    def alter_once(result):   # in the Spark task after a chunk committed; chunks run in (chunk, table)
+        if result["chunk"] == 0 and result["table"] == "orders_01":   # order: orders_02 has none yet
             with pymysql.connect(**params, database=name, autocommit=True) as c, c.cursor() as cur:
-                cur.execute("UPDATE orders_01 SET v = -v WHERE id IN (3, 60)")       # before the DDL
-                cur.execute("ALTER TABLE orders_01 ADD COLUMN w INT NOT NULL DEFAULT 7")
-                cur.execute("UPDATE orders_01 SET w = 5, v = v + 1000 WHERE id <= 10")  # loaded chunk
-                cur.execute("UPDATE orders_01 SET w = 9 WHERE id = 90")                 # chunk to come
-                cur.execute("INSERT INTO orders_01 VALUES (101, 101, 3)")
-                cur.execute("DELETE FROM orders_01 WHERE id = 70")
+                cur.execute("UPDATE orders_02 SET v = -v WHERE id IN (1003, 1060)")     # before the DDL
+                cur.execute("ALTER TABLE orders_02 ADD COLUMN w INT NOT NULL DEFAULT 7")
+                cur.execute("UPDATE orders_02 SET w = 5, v = v + 1000 WHERE id <= 1010")
+                cur.execute("UPDATE orders_02 SET w = 9 WHERE id = 1090")
+                cur.execute("INSERT INTO orders_02 VALUES (1101, 101, 3)")
+                cur.execute("DELETE FROM orders_02 WHERE id = 1070")
 
     res = run_full_load(task, srcs["s1"], spark, hooks=LoadHooks(after_chunk=alter_once))
-    tl = res.tables[(name, "orders_01")]
-    assert tl.schema_changed and tl.position.same_point(res.snapshot)   # replayed from P0
-    assert res.safe_until > res.snapshot
+    altered, other = res.tables[(name, "orders_02")], res.tables[(name, "orders_01")]
+    assert altered.schema_changed and altered.position.same_point(res.snapshot)   # replayed from P0
+    assert not other.schema_changed
     # the target has the schema of the plan position until the syncer replays the ALTER
     assert [r[0] for r in downstream_db.execute(
         "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND "
@@ -124,9 +126,9 @@ def test_ddl_on_a_shard_during_the_load_is_replayed_by_the_syncer(spark, source1
     Syncer(spark, task, srcs["s1"]).sync_until_caught_up()
     rep = check_task(task, srcs)
     assert rep.equal, rep.to_json()
-    assert downstream_db.execute("SELECT id, v, w FROM orders WHERE id IN (3, 60, 90, 101) ORDER BY id") == [
-        (3, 997, 5), (60, -60, 7), (90, 90, 9), (101, 101, 3)]
-    assert downstream_db.execute("SELECT COUNT(*) FROM orders") == [(100,)]
+    assert downstream_db.execute("SELECT id, v, w FROM orders WHERE id IN (1003, 1060, 1090, 1101) ORDER BY id") == [
+        (1003, -1003 + 1000, 5), (1060, -1060, 7), (1090, 1090, 9), (1101, 101, 3)]
+    assert downstream_db.execute("SELECT COUNT(*), SUM(w = 7) FROM orders") == [(200, 188)]   # the default
 
 
 def test_ddl_on_a_keyless_shard_during_the_load_stops_it_clearly(spark, source1_db, downstream_db):
