@@ -194,8 +194,8 @@ class FullLoad:
         no DDL on them can commit, so the definitions read then are the ones at the position read
         then; a table created or dropped meanwhile changes the list and the step starts over."""
         for _ in range(attempts):
-            first = discover(conn, self.mapper)
             try:
+                first = discover(conn, self.mapper)
                 with conn.cursor() as cur:
                     cur.execute("START TRANSACTION")
                     for t in first:     # shared metadata lock until COMMIT; DDLs on it wait
@@ -203,9 +203,11 @@ class FullLoad:
                         cur.fetchall()
                 plan_pos = master_status(self.up_kwargs)     # tables created later are replayed
                 tables = discover(conn, self.mapper)
-            except pymysql.err.ProgrammingError:   # dropped after it was listed
+            except pymysql.err.ProgrammingError as e:
                 conn.rollback()
-                continue
+                if e.args and e.args[0] == 1146:    # dropped after it was listed: list again
+                    continue
+                raise
             finally:
                 conn.commit()
             if [t.name for t in tables] == [t.name for t in first]:
