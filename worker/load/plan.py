@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from coordinator.obs import logger
 from coordinator.routing import SYSTEM_SCHEMAS, TableMapper
+from coordinator.sql import quote_ident
 from worker.binlog_source import dec, enc
 
 log = logger("worker.load.plan")
@@ -26,8 +27,7 @@ log = logger("worker.load.plan")
 _INT_TYPES = {"tinyint", "smallint", "mediumint", "int", "bigint"}
 
 
-def _q(n: str) -> str:
-    return "`" + n.replace("`", "``") + "`"
+_q = quote_ident
 
 
 @dataclass

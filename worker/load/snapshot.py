@@ -19,6 +19,7 @@ import pymysql
 from pymysql.constants import FIELD_TYPE
 
 from coordinator.errors import ShardMergeError
+from coordinator.sql import quote_table
 from worker.events import Position
 
 
@@ -74,7 +75,7 @@ _AUTO_INC = re.compile(r"\s+AUTO_INCREMENT=\d+")
 
 def show_create(conn, schema: str, table: str) -> str:
     with conn.cursor() as cur:
-        cur.execute(f"SHOW CREATE TABLE `{schema.replace('`', '``')}`.`{table.replace('`', '``')}`")
+        cur.execute(f"SHOW CREATE TABLE {quote_table(schema, table)}")
         row = cur.fetchone()
         while cur.fetchone() is not None:  # drain (unbuffered cursors)
             pass

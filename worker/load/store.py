@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import pymysql
 
 from coordinator.errors import ShardMergeError
+from coordinator.sql import quote_ident
 from worker.events import Position
 
 
@@ -34,8 +35,7 @@ def table_name(task: str) -> str:
     return f"{task}_load_checkpoint"
 
 
-def _q(n: str) -> str:
-    return "`" + n.replace("`", "``") + "`"
+_q = quote_ident
 
 
 def fq_name(meta_schema: str, task: str) -> str:

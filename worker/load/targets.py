@@ -17,6 +17,7 @@ import pymysql
 from coordinator.errors import ShardMergeError
 from coordinator.obs import logger
 from coordinator.schema import SchemaConflict, TableSchema, diff_ddls, join
+from coordinator.sql import quote_ident
 
 log = logger("worker.load.targets")
 
@@ -25,8 +26,7 @@ class TargetError(ShardMergeError):
     """A target table could not be created or made to fit its shards."""
 
 
-def _q(n: str) -> str:
-    return "`" + n.replace("`", "``") + "`"
+_q = quote_ident
 
 
 def strip_counter(s: TableSchema) -> TableSchema:
