@@ -259,7 +259,8 @@ class Scenario:
     """One task on fresh databases: 2 sources x 4 shard tables ``orders_0N`` -> ``<down>.orders``."""
 
     def __init__(self, cluster: Cluster, dbs: dict, down, tmp_path: Path, *, mode: str = "incremental",
-                 columns: str = "id INT PRIMARY KEY, v INT", rows: int = 10, shards: tuple = SHARDS):
+                 columns: str = "id INT PRIMARY KEY, v INT", rows: int = 10, shards: tuple | dict = SHARDS):
+        """``shards``: the shard tables of every source, or {source: its shard tables}."""
         self.c, self.dbs, self.down, self.tmp = cluster, dbs, down, tmp_path
         self.shards = shards
         self.mode = mode
@@ -268,7 +269,7 @@ class Scenario:
         self.runs = 0                       # writer runs so far (each gets its own key range)
         start = {sid: _master_status(db) for sid, db in dbs.items()} if mode == "incremental" else {}
         for sid, db in dbs.items():
-            for n, t in enumerate(shards):
+            for n, t in enumerate(shards.get(sid, ()) if isinstance(shards, dict) else shards):
                 db.execute(f"CREATE TABLE {t} ({columns})")
                 if rows:
                     self.insert(sid, t, [ID_BASE[sid] + n * 100_000 + i for i in range(rows)])

@@ -1,0 +1,85 @@
+"""DM's optimistic shard-DDL integration cases (pingcap/tiflow dm/tests/*/run.sh), as data.
+
+Each case names the DM case it comes from, the shard tables per source (DM's ``tb1``/``tb2`` of
+``shardddl1`` on each source; ours are ``orders_01``/``orders_02`` of the test's database, routed to
+one target) and the steps in order.  A step is ``(source, sql)`` with ``tb1``/``tb2`` standing
+for the shard tables, or an expectation:
+
+* ``("expect", "stage", source, stage, phrase...)``: the subtask reaches ``stage`` and its error
+  contains every phrase (DM's phrases where DM's test greps one);
+* ``("ctl", arg...)``: a ``shardctl`` command that must succeed;
+* ``("wait_equal",)``: ``shardctl check`` equal (the last step of every case that expects it).
+
+Written in our words from DM's cases; DM's own code is not used.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    dm: str                                   # DM test file and case function
+    tables: dict                              # {source: shard tables} in DM's names (tb1, tb2)
+    steps: tuple
+    columns: str = "id INT PRIMARY KEY"
+
+
+CASES = (
+    Case("add_column_two_tables_one_source", "shardddl1 DM_013_CASE (single-source-optimistic)",
+         {"s1": ("tb1", "tb2")},
+         (("s1", "alter table tb1 add column new_col1 int"), ("s1", "insert into tb1 values (1,1)"),
+          ("s1", "alter table tb1 add column new_col2 int"), ("s1", "insert into tb1 values (2,2,2)"),
+          ("s1", "alter table tb2 add column new_col1 int"), ("s1", "insert into tb2 values (3,3)"),
+          ("s1", "alter table tb2 add column new_col2 int"), ("s1", "insert into tb2 values (4,4,4)"),
+          ("wait_equal",))),
+    Case("add_columns_in_different_order", "shardddl1 DM_014_CASE (single-source-optimistic)",
+         {"s1": ("tb1", "tb2")},
+         (("s1", "alter table tb1 add column new_col1 int"), ("s1", "insert into tb1 values (1,1)"),
+          ("s1", "alter table tb1 add column new_col2 int"), ("s1", "insert into tb1 values (2,2,2)"),
+          ("s1", "alter table tb2 add column new_col2 int"), ("s1", "insert into tb2 values (3,3)"),
+          ("s1", "alter table tb2 add column new_col1 int"), ("s1", "insert into tb2 values (4,4,4)"),
+          ("count", 4))),
+    Case("truncate_a_shard", "shardddl1 DM_019_CASE (single-source-optimistic)",
+         {"s1": ("tb1",)},
+         (("s1", "insert into tb1 values (1)"), ("s1", "truncate table tb1"), ("s1", "insert into tb1 values (2)"),
+          ("expect", "stage", "s1", "Running"), ("count", 2))),
+    Case("add_column_on_two_sources_with_writes_between", "shardddl1 DM_030_CASE (double-source-optimistic)",
+         {"s1": ("tb1",), "s2": ("tb1",)},
+         (("s1", "alter table tb1 add new_col1 int"), ("s1", "insert into tb1 values(1,1)"),
+          ("s2", "insert into tb1 values(2)"), ("s2", "alter table tb1 add new_col1 int"),
+          ("s1", "insert into tb1 values(3,3)"), ("s2", "insert into tb1 values(4,4)"),
+          ("wait_equal",))),
+    Case("add_same_column_with_different_types", "shardddl1 DM_031_CASE (double-source-optimistic)",
+         {"s1": ("tb1",), "s2": ("tb1",)},
+         (("s1", "alter table tb1 add new_col1 int"), ("s1", "insert into tb1 values(1,1)"),
+          ("s2", "insert into tb1 values(2)"), ("s2", "alter table tb1 add new_col1 varchar(10)"),
+          ("s1", "insert into tb1 values(3,3)"), ("s2", "insert into tb1 values(4,'dkfj')"),
+          ("expect", "stage", "s2", "Paused", "because schema conflict detected"))),
+    Case("add_drop_add_then_other_tables_follow", "shardddl1 DM_032_CASE (double-source-optimistic)",
+         {"s1": ("tb1",), "s2": ("tb1", "tb2")},
+         (("s1", "alter table tb1 add new_col1 int"), ("s1", "insert into tb1 values(1,1)"),
+          ("s1", "alter table tb1 drop column new_col1"), ("s1", "insert into tb1 values(2)"),
+          ("s1", "alter table tb1 add new_col2 float"), ("s1", "insert into tb1 values(3,3.0)"),
+          ("s2", "alter table tb1 add new_col2 float"), ("s1", "insert into tb1 values(4,4.0)"),
+          ("s2", "insert into tb1 values(5,5.0)"), ("s2", "insert into tb2 values(6)"),
+          ("s2", "alter table tb2 add new_col2 float"), ("s1", "insert into tb1 values(7,7.0)"),
+          ("s2", "insert into tb1 values(8,8.0)"), ("s2", "insert into tb2 values(9,9.0)"),
+          ("wait_equal",))),
+    Case("add_column_on_one_source_first", "shardddl1 DM_004_CASE shape, double source (optimistic)",
+         {"s1": ("tb1", "tb2"), "s2": ("tb1",)},
+         (("s1", "alter table tb1 add column new_col1 int"), ("s1", "insert into tb1 values (1,1)"),
+          ("s1", "alter table tb2 add column new_col1 int"), ("s1", "insert into tb2 values (2,2)"),
+          ("s2", "insert into tb1 values (3)"), ("s2", "alter table tb1 add column new_col1 int"),
+          ("s2", "insert into tb1 values (4,4)"), ("wait_equal",))),
+)
+
+# DM cases that do not run in optimistic mode or need what this project does not target.
+NOT_APPLICABLE = {
+    "shardddl1 DM_006..DM_012, DM_015..DM_018, DM_021, DM_026..DM_028": "pessimistic or no-sharding mode only",
+    "shardddl1 DM_020, DM_022": "no routes: not a shard merge",
+    "shardddl3 DM_076/DM_077 (add/drop primary key)": "TiDB's 'Unsupported add primary key' (alter-primary-key) is a "
+                                                       "TiDB downstream limit; MariaDB accepts both",
+    "handle_error DM_4202..DM_4213": "TiDB's 'Unsupported modify column' errors: a TiDB downstream limit",
+}
