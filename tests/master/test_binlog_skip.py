@@ -48,7 +48,8 @@ def _error_status(store, position="mysql-bin.000003:1234 gtid=101-101-9", end="m
 
 
 def test_cli_binlog_skip_and_its_errors(leader, store, capsys, tmp_path, source1_db):
-    files = [write(tmp_path, f"{s}.yaml", source_yaml(s)) for s in ("s1", "s2")]
+    # both sources are the test's source1 server: -b positions are checked on its binlog
+    files = [write(tmp_path, f"{s}.yaml", source_yaml(s, port=source1_db.params["port"])) for s in ("s1", "s2")]
     assert run_cli(capsys, leader, "operate-source", "create", *files)[0] == 0
     assert run_cli(capsys, leader, "start-task", write(tmp_path, "t1.yaml", task_yaml("t1")))[0] == 0
 
