@@ -18,6 +18,8 @@ is written once and reused on resume: chunk bounds never change under finished c
 from __future__ import annotations
 
 import json
+import random
+import time
 from dataclasses import dataclass
 
 import pymysql
@@ -61,6 +63,10 @@ class Stored:
     status: str                           # '', planned, finished
     tables: dict[tuple[str, str], dict]   # table rows' info
     chunks: list[ChunkRow]
+
+
+class _LockConflict(Exception):
+    """A deadlock or lock-wait timeout while writing the plan: the transaction is rerun."""
 
 
 class LoadStore:
@@ -125,7 +131,18 @@ class LoadStore:
         return Stored(plan, status, tables, chunks)
 
     def save_plan(self, plan: dict, tables: dict[tuple[str, str], dict], chunks: list[ChunkRow]) -> None:
-        """Write the whole plan in one transaction (a crash leaves none of it)."""
+        """Write the whole plan in one transaction (a crash leaves none of it).  Two sources
+        replacing their plans at once can deadlock on the key's gap locks (1213) or time out on
+        a lock wait (1205): the transaction is then rerun, a few times, after a short random pause."""
+        for attempt in range(6):
+            try:
+                return self._save_plan_once(plan, tables, chunks)
+            except _LockConflict:
+                time.sleep(random.uniform(0.05, 0.3) * (attempt + 1))
+        return self._save_plan_once(plan, tables, chunks, last=True)
+
+    def _save_plan_once(self, plan: dict, tables: dict[tuple[str, str], dict], chunks: list[ChunkRow],
+                        last: bool = False) -> None:
         conn = self._connect()
         try:
             with conn.cursor() as cur:
@@ -141,6 +158,8 @@ class LoadStore:
             conn.commit()
         except pymysql.MySQLError as e:
             conn.rollback()
+            if not last and e.args and e.args[0] in (1205, 1213):
+                raise _LockConflict() from e
             raise LoadCheckpointError(f"cannot store the load plan in {self.fq}: {e}", task=self.task,
                                       source=self.source_id) from e
         finally:
