@@ -375,7 +375,7 @@ def parse_table_options(sql: str, tokens, i: int, j: int, *, statement: str):
     cs = coll = None
     opts: list[tuple[str, str]] = []
     while i < j:
-        if word(tokens[i]) == "PARTITION":
+        if word(tokens[i]) in ("PARTITION", "PARTITION BY"):
             return cs, coll, opts, raw(sql, tokens, i, j)
         if tokens[i].token_type == TokenType.COMMA:
             i += 1
@@ -460,8 +460,26 @@ def finish_indexes(columns: list[Column], indexes: list[Index]) -> tuple[list[Co
     return columns, sort_indexes(columns, indexes)
 
 
+def _without_partitioning(sql: str) -> str:
+    """The statement up to its partition clause (``PARTITION BY ...`` after the table body):
+    partitioning is not part of the joined schema, and sqlglot cannot parse MariaDB's form of it
+    (issue 12 §2.11: such shard tables used to be forgotten).  The clause is still kept as a
+    table option by ``parse_table_options``."""
+    tokens = tokenize(sql)
+    try:
+        open_i = next(k for k, t in enumerate(tokens) if t.token_type == TokenType.L_PAREN)
+    except StopIteration:
+        return sql
+    close_i = _matching_paren(tokens, open_i)
+    for k in range(close_i + 1, len(tokens)):
+        w = word(tokens[k])        # the tokenizer may keep "PARTITION BY" as one token
+        if w == "PARTITION BY" or (w == "PARTITION" and k + 1 < len(tokens) and word(tokens[k + 1]) == "BY"):
+            return sql[:tokens[k].start].rstrip()
+    return sql
+
+
 def parse_create_table(sql: str) -> TableSchema:
-    fixed, float_unsigned = strip_float_unsigned(sql)
+    fixed, float_unsigned = strip_float_unsigned(_without_partitioning(sql))
     tree = _parse_one(fixed, statement=sql)
     if not isinstance(tree, exp.Create) or (tree.args.get("kind") or "").upper() != "TABLE":
         raise UnsupportedDDL("expected CREATE TABLE", statement=sql)

@@ -259,7 +259,8 @@ class Scenario:
     """One task on fresh databases: 2 sources x 4 shard tables ``orders_0N`` -> ``<down>.orders``."""
 
     def __init__(self, cluster: Cluster, dbs: dict, down, tmp_path: Path, *, mode: str = "incremental",
-                 columns: str = "id INT PRIMARY KEY, v INT", rows: int = 10, shards: tuple | dict = SHARDS):
+                 columns: str = "id INT PRIMARY KEY, v INT", rows: int = 10, shards: tuple | dict = SHARDS,
+                 table_options: str = ""):
         """``shards``: the shard tables of every source, or {source: its shard tables}."""
         self.c, self.dbs, self.down, self.tmp = cluster, dbs, down, tmp_path
         self.shards = shards
@@ -270,7 +271,7 @@ class Scenario:
         start = {sid: _master_status(db) for sid, db in dbs.items()} if mode == "incremental" else {}
         for sid, db in dbs.items():
             for n, t in enumerate(shards.get(sid, ()) if isinstance(shards, dict) else shards):
-                db.execute(f"CREATE TABLE {t} ({columns})")
+                db.execute(f"CREATE TABLE {t} ({columns}) {table_options}")
                 if rows:
                     self.insert(sid, t, [ID_BASE[sid] + n * 100_000 + i for i in range(rows)])
         self.task_file = str(tmp_path / f"{self.name}.yaml")

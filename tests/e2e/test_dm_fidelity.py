@@ -161,3 +161,17 @@ def test_dm_exec_error_skip_case(scenario):
     sc.dbs["s1"].execute("INSERT INTO orders_01 VALUES (7, 7, 7)")
     sc.c.wait(lambda: sc.down.execute("SELECT COUNT(*) FROM orders")[0][0] == 7, 60, "7 rows downstream")
     sc.stop()
+
+
+def test_partitioned_shard_tables_are_tracked_and_coordinated(scenario):
+    """Issue 12 §2.11: shard tables partitioned upstream (their SHOW CREATE TABLE ends in a
+    PARTITION BY clause sqlglot cannot parse) are tracked without the clause; their shard DDLs
+    are coordinated like any other and the data ends equal."""
+    sc = scenario(table_options="PARTITION BY HASH (id) PARTITIONS 3")
+    sc.start()
+    sc.start_writers()
+    sc.alter_all("ADD COLUMN c INT DEFAULT 4", between=lambda sid, t, i: sc.insert(sid, t, [ID_BASE[sid] + 900_000 + i]))
+    assert sc.stop_writers() > 0
+    sc.wait_running()
+    sc.wait_equal(columns=["id", "v", "c"])
+    sc.stop()
