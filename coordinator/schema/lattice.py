@@ -167,7 +167,11 @@ def _join_default(a: Column, b: Column, da, db, t: ColumnType):
 
 def _singleton(name: str, va, vb):
     if va != vb:
-        raise _Clash(f"has {name} {va} on {{a}} but {vb} on {{b}}")
+        def show(v) -> str:        # never an internal value (None/True/False) in a message
+            if v is None or v is False:
+                return f"no {name}"
+            return name if v is True else f"{name} {v}"
+        raise _Clash(f"has {show(va)} on {{a}} but {show(vb)} on {{b}}")
     return va
 
 
