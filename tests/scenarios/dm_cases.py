@@ -110,6 +110,35 @@ CASES = (
           ("s2", "insert into tb1 values (4,4)"), ("wait_equal",))),
 )
 
+def _three_steps(name: str, dm: str, columns: str, alter: str, width: int) -> Case:
+    """DM's shardddl4_1 pattern: source 1's tb1, then source 2's tb1, then its tb2 run ``alter``,
+    with a row written to each table before and after every step; the data must end equal."""
+    def rows(n0: int) -> tuple:
+        vals = lambda n: "(" + ",".join([str(n)] * width) + ")"  # noqa: E731
+        return (("s1", f"insert into tb1 values{vals(n0)}"), ("s2", f"insert into tb1 values{vals(n0 + 1)}"),
+                ("s2", f"insert into tb2 values{vals(n0 + 2)}"))
+    steps = (*rows(1), ("s1", f"alter table tb1 {alter}"), *rows(4), ("s2", f"alter table tb1 {alter}"), *rows(7),
+             ("s2", f"alter table tb2 {alter}"), *rows(10), ("wait_equal",))
+    return Case(name, dm, {"s1": ("tb1",), "s2": ("tb1", "tb2")}, steps, columns=columns)
+
+
+CASES = CASES + (
+    _three_steps("expand_primary_key", "shardddl4_1 DM_132_CASE (double-source-optimistic)",
+                 "a INT PRIMARY KEY, b INT", "drop primary key, add primary key(a, b)", 2),
+    _three_steps("shrink_primary_key", "shardddl4_1 DM_133_CASE (double-source-optimistic)",
+                 "a INT, b INT, PRIMARY KEY (a, b)", "drop primary key, add primary key(a)", 2),
+    _three_steps("change_primary_key", "shardddl4_1 DM_134_CASE (double-source-optimistic)",
+                 "a INT, b INT, PRIMARY KEY (a)", "drop primary key, add primary key(b)", 2),
+    _three_steps("expand_unique_key", "shardddl4_1 DM_136_CASE (double-source-optimistic)",
+                 "id INT PRIMARY KEY, a INT, b INT, UNIQUE KEY uk(a)", "drop index uk, add unique key uk(a, b)", 3),
+    _three_steps("shrink_unique_key", "shardddl4_1 DM_137_CASE (double-source-optimistic)",
+                 "id INT PRIMARY KEY, a INT, b INT, UNIQUE KEY uk(a, b)", "drop index uk, add unique key uk(a)", 3),
+    _three_steps("add_unique_key", "shardddl4_1 DM_138_CASE (double-source-optimistic)",
+                 "id INT PRIMARY KEY, a INT", "add unique key uk(a)", 2),
+    _three_steps("drop_unique_key", "shardddl4_1 DM_139_CASE (double-source-optimistic)",
+                 "id INT PRIMARY KEY, a INT, UNIQUE KEY uk(a)", "drop index uk", 2),
+)
+
 # DM cases that do not run in optimistic mode or need what this project does not target.
 NOT_APPLICABLE = {
     "shardddl1 DM_006..DM_012, DM_015..DM_018, DM_021, DM_026..DM_028": "pessimistic or no-sharding mode only",
