@@ -27,6 +27,13 @@ _KEEP = {TokenType.VAR, TokenType.IDENTIFIER, TokenType.STRING, TokenType.NUMBER
          TokenType.R_PAREN, TokenType.COMMA, TokenType.DOT, TokenType.PARAMETER}
 
 
+# keywords sqlglot's tokenizer leaves as plain words (upper-cased like the others; column names
+# are case-insensitive in MariaDB, so an identifier spelled like one is unaffected)
+_WORDS = {"less", "than", "maxvalue", "reorganize", "remove", "partitioning", "partitions", "coalesce",
+          "exchange", "discard", "import", "rebuild", "optimize", "analyze", "repair", "tablespace", "stored",
+          "virtual", "persistent", "invisible", "first", "after", "nopad"}
+
+
 def _tidy(text: str, *, quote_first: bool = False) -> str:
     """``text`` token by token: keywords upper-cased, white space between tokens collapsed (no
     space added where there was none), the first token quoted as a name when asked."""
@@ -38,7 +45,8 @@ def _tidy(text: str, *, quote_first: bool = False) -> str:
         piece = tok_raw(text, t)
         if n == 0 and quote_first:
             piece = quote_ident(ident_name(t))
-        elif t.token_type not in _KEEP and piece.isascii() and not piece.startswith(("'", '"', "`")):
+        elif (t.token_type not in _KEEP or (t.token_type == TokenType.VAR and piece.lower() in _WORDS)) \
+                and piece.isascii() and not piece.startswith(("'", '"', "`")):
             piece = piece.upper()
         out.append(piece)
     return "".join(out)
@@ -140,3 +148,13 @@ def canonical_ddl(sql: str) -> str:
         a, b = st.table_span
         return _tidy(st.sql[:a]) + " " + ref + (" " + _tidy(st.sql[b:]) if st.sql[b:].strip() else "")
     return _tidy(st.sql)
+
+
+def tidy_ddl(sql: str) -> str:
+    """Any statement with its keywords upper-cased and white space collapsed, for messages about
+    statements the schema engine cannot rewrite (partitioning, unknown clauses)."""
+    try:
+        return _tidy(sql.strip().rstrip(";"))
+    except SchemaError:
+        return sql
+

@@ -7,7 +7,8 @@ for the shard tables, or an expectation:
 
 * ``("expect", "stage", source, stage, phrase...)``: the subtask reaches ``stage`` and its error
   contains every phrase (DM's phrases where DM's test greps one); source ``any``: one of them;
-* ``("ctl", arg...)``: a ``shardctl`` command that must succeed;
+* ``("ctl", arg...)``: a ``shardctl`` command that must succeed (``{task}`` is the case's task);
+* ``("down", sql)``: a statement on the downstream (an operator's fix);
 * ``("wait_equal",)``: ``shardctl check`` equal (the last step of every case that expects it).
 
 Written in our words from DM's cases; DM's own code is not used.
@@ -24,6 +25,7 @@ class Case:
     tables: dict                              # {source: shard tables} in DM's names (tb1, tb2)
     steps: tuple
     columns: str = "id INT PRIMARY KEY"
+    table_options: str = ""                   # e.g. a PARTITION BY clause for every shard table
 
 
 CASES = (
@@ -137,6 +139,68 @@ CASES = CASES + (
                  "id INT PRIMARY KEY, a INT", "add unique key uk(a)", 2),
     _three_steps("drop_unique_key", "shardddl4_1 DM_139_CASE (double-source-optimistic)",
                  "id INT PRIMARY KEY, a INT, UNIQUE KEY uk(a)", "drop index uk", 2),
+)
+
+_PART = "id INT PRIMARY KEY"
+_RANGE2 = "PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN (200))"
+_SIX = {"s1": "(10),(11),(12),(13),(14),(15)", "s2": "(20),(21),(22),(23),(24),(25)"}
+
+CASES = CASES + (
+    Case("add_partitioning_stops_for_binlog_skip", "shardddl4_1 DM_140_CASE (double-source-optimistic)",
+         {"s1": ("tb1",), "s2": ("tb1", "tb2")},
+         (("s1", f"insert into tb1 values{_SIX['s1']}"), ("s2", f"insert into tb1 values{_SIX['s2']}"),
+          ("s1", "alter table tb1 partition by range(id)(partition p0 values less than (106))"),
+          ("expect", "stage", "s1", "Error", "PARTITION BY", "binlog skip"),
+          ("ctl", "binlog", "skip", "{task}", "-s", "s1"), ("expect", "stage", "s1", "Running"),
+          ("s1", "insert into tb1 values (16)"), ("wait_equal",)), columns=_PART),
+    Case("remove_partitioning_stops_for_binlog_skip", "shardddl4_1 DM_141_CASE (double-source-optimistic)",
+         {"s1": ("tb1",), "s2": ("tb1", "tb2")},
+         (("s1", f"insert into tb1 values{_SIX['s1']}"), ("s1", "alter table tb1 remove partitioning"),
+          ("expect", "stage", "s1", "Error", "REMOVE PARTITIONING", "binlog skip")),
+         columns=_PART, table_options=_RANGE2),
+    Case("reorganize_partition_stops_for_binlog_skip", "shardddl4_1 DM_144_CASE (double-source-optimistic)",
+         {"s1": ("tb1",), "s2": ("tb1", "tb2")},
+         (("s1", "insert into tb1 values(10),(110)"),
+          ("s1", "alter table tb1 reorganize partition p0,p1 into (partition p0 values less than (200))"),
+          ("expect", "stage", "s1", "Error", "REORGANIZE PARTITION", "binlog skip")),
+         columns=_PART, table_options=_RANGE2),
+    Case("engine_rebuild_on_every_shard", "shardddl4_1 DM_145_CASE (double-source-optimistic)",
+         {"s1": ("tb1",), "s2": ("tb1", "tb2")},
+         (("s1", "insert into tb1 values(100),(101)"), ("s2", "insert into tb1 values(200),(201)"),
+          ("s2", "insert into tb2 values(300),(301)"), ("s1", "alter table tb1 engine=innodb"),
+          ("s2", "alter table tb1 engine=innodb"), ("s2", "alter table tb2 engine=innodb"),
+          ("s1", "insert into tb1 values(400)"), ("s2", "insert into tb1 values(500)"), ("s2", "insert into tb2 values(600)"),
+          ("wait_equal",)), columns=_PART),
+    Case("row_format_change", "shardddl4_1 DM_146_CASE shape (TiDB refuses it; MariaDB accepts: replicated)",
+         {"s1": ("tb1",), "s2": ("tb1", "tb2")},
+         (("s1", "insert into tb1 values(100)"), ("s1", "alter table tb1 ROW_FORMAT=COMPACT"),
+          ("s1", "insert into tb1 values(101)"), ("s2", "insert into tb2 values(300)"), ("wait_equal",)),
+         columns=_PART),
+    Case("add_and_drop_several_columns_then_roll_back", "shardddl4_1 DM_147_CASE (double-source-optimistic)",
+         {"s1": ("tb1",), "s2": ("tb1", "tb2")},
+         (("s1", "insert into tb1 values(1,1)"), ("s2", "insert into tb1 values(2,2)"), ("s2", "insert into tb2 values(3,3)"),
+          ("s1", "alter table tb1 add column b int, drop column c"),
+          ("s1", "insert into tb1 values(4,4)"), ("s2", "insert into tb1 values(5,5)"), ("s2", "insert into tb2 values(6,6)"),
+          ("s1", "alter table tb1 add column c int, drop column b"),
+          ("s1", "insert into tb1 values(7,7)"), ("s2", "insert into tb1 values(8,8)"), ("s2", "insert into tb2 values(9,9)"),
+          ("expect", "stage", "s1", "Paused", "because schema conflict detected",
+           "add column c that wasn't fully dropped in downstream"),
+          # DM fixes the schema (binlog-schema update) and replaces the DDL; here `binlog skip` does both
+          ("ctl", "binlog", "skip", "{task}"), ("expect", "stage", "s1", "Running"),
+          ("down", "update orders set c = null where id = 1"), ("wait_equal",)),
+         columns="id INT PRIMARY KEY, c INT"),
+    Case("add_several_columns_in_a_given_order", "shardddl4_1 DM_148_CASE (double-source-optimistic)",
+         {"s1": ("tb1",), "s2": ("tb1", "tb2")},
+         (("s1", "insert into tb1 values(1,1)"), ("s2", "insert into tb1 values(2,2)"), ("s2", "insert into tb2 values(3,3)"),
+          ("s1", "alter table tb1 add column b int after id, add column c int after b"),
+          ("s1", "insert into tb1 values(4,4,4,4)"), ("s2", "insert into tb1 values(5,5)"), ("s2", "insert into tb2 values(6,6)"),
+          ("s2", "alter table tb1 add column b int after id, add column c int after b"),
+          ("s1", "insert into tb1 values(7,7,7,7)"), ("s2", "insert into tb1 values(8,8,8,8)"),
+          ("s2", "insert into tb2 values(9,9)"),
+          ("s2", "alter table tb2 add column b int after id, add column c int after b"),
+          ("s1", "insert into tb1 values(10,10,10,10)"), ("s2", "insert into tb1 values(11,11,11,11)"),
+          ("s2", "insert into tb2 values(12,12,12,12)"), ("wait_equal",)),
+         columns="id INT PRIMARY KEY, a INT"),
 )
 
 # DM cases that do not run in optimistic mode or need what this project does not target.

@@ -18,7 +18,8 @@ def _sql(stmt: str) -> str:
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_dm_case(scenario, case: Case):
     shards = {sid: tuple(_sql(t) for t in tabs) for sid, tabs in case.tables.items()}
-    sc = scenario(columns=case.columns, rows=0, shards={"s1": shards.get("s1", ()), "s2": shards.get("s2", ())})
+    sc = scenario(columns=case.columns, rows=0, shards={"s1": shards.get("s1", ()), "s2": shards.get("s2", ())},
+                  table_options=case.table_options)
     sc.start()
     for step in case.steps:
         kind = step[0]
@@ -33,7 +34,9 @@ def test_dm_case(scenario, case: Case):
             for p in phrases:
                 assert p in st["error"], (p, st)
         elif kind == "ctl":
-            sc.c.ctl_ok(*step[1:])
+            sc.c.ctl_ok(*(a.replace("{task}", sc.name) for a in step[1:]))
+        elif kind == "down":
+            sc.down.execute(step[1])
         elif kind == "count":
             sc.c.wait(lambda n=step[1]: sc.down.execute("SELECT COUNT(*) FROM orders")[0][0] == n, 90,
                       f"{step[1]} rows downstream")

@@ -22,7 +22,7 @@ from typing import Callable
 from coordinator.etcdproto import Info, LockKey, Operation, Stage, Store, TableRef, lock_id
 from coordinator.obs import logger
 from coordinator.routing import TableMapper, Target
-from coordinator.schema.canonical import canonical_ddl
+from coordinator.schema.canonical import canonical_ddl, tidy_ddl
 from coordinator.schema.ddl import apply_ddl
 from coordinator.schema.errors import SchemaError
 from coordinator.schema.kinds import StatementKind
@@ -221,7 +221,7 @@ class OptimisticDDLHandler:
         try:
             statements = split_ddl(ddl.sql)
         except SchemaError as e:
-            raise UnsupportedShardDDL(f"cannot split DDL {ddl.sql!r}: {e}; run it on the target by hand if "
+            raise UnsupportedShardDDL(f"cannot split DDL {tidy_ddl(ddl.sql)!r}: {e}; run it on the target by hand if "
                                       f"needed, then {skip} skips it here", **ctx) from e
         if route is Route.IGNORE:
             _log.warning("TRUNCATE of a shard table is not replicated to the merged target", **strs(ctx))
