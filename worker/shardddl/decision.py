@@ -73,10 +73,10 @@ class Fail:
     message: str
 
 
-Answer = Execute | Hold | Pause | Fail
+Verdict = Execute | Hold | Pause | Fail   # (the lock engine has its own Answer record)
 
 
-def on_operation(op: Operation, *, strict: bool) -> Answer:
+def on_operation(op: Operation, *, strict: bool) -> Verdict:
     """What an Operation answering our Info means for the waiting DDL."""
     if op.stage in (Stage.NONE, Stage.UNLOCKED, Stage.RESOLVED):
         return Execute(tuple(op.ddls or ()))
