@@ -1,31 +1,11 @@
-"""DM's optimistic shard-DDL integration cases (pingcap/tiflow dm/tests/*/run.sh), as data.
+"""The first DM optimistic cases translated (shardddl1, shardddl1_1, shardddl3, shardddl4_1), as data.
 
-Each case names the DM case it comes from, the shard tables per source (DM's ``tb1``/``tb2`` of
-``shardddl1`` on each source; ours are ``orders_01``/``orders_02`` of the test's database, routed to
-one target) and the steps in order.  A step is ``(source, sql)`` with ``tb1``/``tb2`` standing
-for the shard tables, or an expectation:
-
-* ``("expect", "stage", source, stage, phrase...)``: the subtask reaches ``stage`` and its error
-  contains every phrase (DM's phrases where DM's test greps one); source ``any``: one of them;
-* ``("ctl", arg...)``: a ``shardctl`` command that must succeed (``{task}`` is the case's task);
-* ``("down", sql)``: a statement on the downstream (an operator's fix);
-* ``("wait_equal",)``: ``shardctl check`` equal (the last step of every case that expects it).
-
-Written in our words from DM's cases; DM's own code is not used.
+The step language is in ``case.py``; more cases live one DM test directory a file in ``cases/``;
+``registry.py`` gathers them all.  Written in our words from DM's cases; DM's own code is not used.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    dm: str                                   # DM test file and case function
-    tables: dict                              # {source: shard tables} in DM's names (tb1, tb2)
-    steps: tuple
-    columns: str = "id INT PRIMARY KEY"
-    table_options: str = ""                   # e.g. a PARTITION BY clause for every shard table
+from .case import Case, three_steps
 
 
 CASES = (
@@ -112,32 +92,20 @@ CASES = (
           ("s2", "insert into tb1 values (4,4)"), ("wait_equal",))),
 )
 
-def _three_steps(name: str, dm: str, columns: str, alter: str, width: int) -> Case:
-    """DM's shardddl4_1 pattern: source 1's tb1, then source 2's tb1, then its tb2 run ``alter``,
-    with a row written to each table before and after every step; the data must end equal."""
-    def rows(n0: int) -> tuple:
-        vals = lambda n: "(" + ",".join([str(n)] * width) + ")"  # noqa: E731
-        return (("s1", f"insert into tb1 values{vals(n0)}"), ("s2", f"insert into tb1 values{vals(n0 + 1)}"),
-                ("s2", f"insert into tb2 values{vals(n0 + 2)}"))
-    steps = (*rows(1), ("s1", f"alter table tb1 {alter}"), *rows(4), ("s2", f"alter table tb1 {alter}"), *rows(7),
-             ("s2", f"alter table tb2 {alter}"), *rows(10), ("wait_equal",))
-    return Case(name, dm, {"s1": ("tb1",), "s2": ("tb1", "tb2")}, steps, columns=columns)
-
-
 CASES = CASES + (
-    _three_steps("expand_primary_key", "shardddl4_1 DM_132_CASE (double-source-optimistic)",
+    three_steps("expand_primary_key", "shardddl4_1 DM_132_CASE (double-source-optimistic)",
                  "a INT PRIMARY KEY, b INT", "drop primary key, add primary key(a, b)", 2),
-    _three_steps("shrink_primary_key", "shardddl4_1 DM_133_CASE (double-source-optimistic)",
+    three_steps("shrink_primary_key", "shardddl4_1 DM_133_CASE (double-source-optimistic)",
                  "a INT, b INT, PRIMARY KEY (a, b)", "drop primary key, add primary key(a)", 2),
-    _three_steps("change_primary_key", "shardddl4_1 DM_134_CASE (double-source-optimistic)",
+    three_steps("change_primary_key", "shardddl4_1 DM_134_CASE (double-source-optimistic)",
                  "a INT, b INT, PRIMARY KEY (a)", "drop primary key, add primary key(b)", 2),
-    _three_steps("expand_unique_key", "shardddl4_1 DM_136_CASE (double-source-optimistic)",
+    three_steps("expand_unique_key", "shardddl4_1 DM_136_CASE (double-source-optimistic)",
                  "id INT PRIMARY KEY, a INT, b INT, UNIQUE KEY uk(a)", "drop index uk, add unique key uk(a, b)", 3),
-    _three_steps("shrink_unique_key", "shardddl4_1 DM_137_CASE (double-source-optimistic)",
+    three_steps("shrink_unique_key", "shardddl4_1 DM_137_CASE (double-source-optimistic)",
                  "id INT PRIMARY KEY, a INT, b INT, UNIQUE KEY uk(a, b)", "drop index uk, add unique key uk(a)", 3),
-    _three_steps("add_unique_key", "shardddl4_1 DM_138_CASE (double-source-optimistic)",
+    three_steps("add_unique_key", "shardddl4_1 DM_138_CASE (double-source-optimistic)",
                  "id INT PRIMARY KEY, a INT", "add unique key uk(a)", 2),
-    _three_steps("drop_unique_key", "shardddl4_1 DM_139_CASE (double-source-optimistic)",
+    three_steps("drop_unique_key", "shardddl4_1 DM_139_CASE (double-source-optimistic)",
                  "id INT PRIMARY KEY, a INT, UNIQUE KEY uk(a)", "drop index uk", 2),
 )
 

@@ -1,12 +1,16 @@
-"""Runs ``dm_cases.CASES`` against real `shardctl master`/`worker` processes: each case on fresh
-upstream/downstream databases with its own task on the shared cluster."""
+"""Runs every case of ``registry.CASES`` against real `shardctl master`/`worker` processes: each case
+on fresh upstream/downstream databases with its own task on the module's cluster.  The step
+language is documented in ``case.py``."""
 from __future__ import annotations
 
+import json
 import re
+import signal
 
 import pytest
 
-from .dm_cases import CASES, Case
+from .case import Case
+from .registry import CASES
 
 _TB = re.compile(r"\btb([12])\b")
 
@@ -15,34 +19,68 @@ def _sql(stmt: str) -> str:
     return _TB.sub(lambda m: f"orders_0{m.group(1)}", stmt)
 
 
+def _locks(sc) -> list:
+    rc, doc = sc.c.ctl("shard-ddl-lock", sc.name)
+    return doc.get("locks", []) if isinstance(doc, dict) else []
+
+
+def _run(sc, case: Case, step: tuple) -> None:
+    kind = step[0]
+    fill = {"{task}": sc.name, "{down}": sc.down.name, "{db}": next(iter(sc.dbs.values())).name}
+    if kind in sc.dbs:
+        sc.dbs[kind].execute(_sql(step[1]))
+    elif kind == "start":
+        sc.start()
+    elif kind == "expect" and step[1] == "stage":
+        sid, stage, phrases = step[2], step[3], step[4:]
+        st = sc.c.wait(lambda: next((x for s, x in sc.subtasks().items() if sid in (s, "any") and x["stage"] == stage),
+                                    None), 90, f"{sid} {stage}")
+        for p in phrases:
+            assert p in st["error"], (p, st)
+    elif kind == "expect" and step[1] == "locks":
+        n, phrases = step[2], step[3:]
+        sc.c.wait(lambda: (lambda ls: len(ls) == n and all(p in json.dumps(ls) for p in phrases))(_locks(sc)),
+                  90, f"{n} locks with {phrases}")
+    elif kind == "running":
+        sc.wait_running()
+    elif kind == "ctl":
+        args = [a for a in step[1:]]
+        for k, v in fill.items():
+            args = [a.replace(k, v) for a in args]
+        sc.c.ctl_ok(*args)
+    elif kind == "down":
+        sc.down.execute(step[1])
+    elif kind == "down_rows":
+        sql, want = step[1], [tuple(r) for r in step[2]]
+        sc.c.wait(lambda: [tuple(r) for r in sc.down.execute(sql)] == want, 90, f"{sql} -> {want}")
+    elif kind == "count":
+        sc.c.wait(lambda: sc.down.execute("SELECT COUNT(*) FROM orders")[0][0] == step[1], 90,
+                  f"{step[1]} rows downstream")
+    elif kind == "restart" and step[1] == "master":
+        sc.c.master.kill(signal.SIGKILL)
+        sc.c.restart_master()
+    elif kind == "restart" and step[1] == "worker":
+        sc.c.workers[step[2]].kill(signal.SIGKILL)
+        sc.c.restart_worker(step[2])
+    elif kind == "stop_task":
+        sc.c.ctl_ok("stop-task", sc.name)
+    elif kind == "start_task":
+        sc.c.ctl_ok("start-task", sc.task_file)
+    elif kind == "wait_equal":
+        sc.wait_running()
+        sc.wait_equal()
+    else:
+        raise AssertionError(f"unknown step {step!r} in {case.name}")
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_dm_case(scenario, case: Case):
     shards = {sid: tuple(_sql(t) for t in tabs) for sid, tabs in case.tables.items()}
     sc = scenario(columns=case.columns, rows=0, shards={"s1": shards.get("s1", ()), "s2": shards.get("s2", ())},
-                  table_options=case.table_options)
-    sc.start()
+                  table_options=case.table_options, mode=case.mode)
+    if ("start",) not in case.steps:
+        sc.start()
     for step in case.steps:
-        kind = step[0]
         sc.c.context = f"{case.dm}: {step}"
-        if kind in sc.dbs:
-            sc.dbs[kind].execute(_sql(step[1]))
-        elif kind == "expect" and step[1] == "stage":
-            sid, stage, phrases = step[2], step[3], step[4:]
-            st = sc.c.wait(lambda sid=sid, stage=stage: next(
-                (x for s, x in sc.subtasks().items() if sid in (s, "any") and x["stage"] == stage), None),
-                90, f"{sid} {stage}")
-            for p in phrases:
-                assert p in st["error"], (p, st)
-        elif kind == "ctl":
-            sc.c.ctl_ok(*(a.replace("{task}", sc.name) for a in step[1:]))
-        elif kind == "down":
-            sc.down.execute(step[1])
-        elif kind == "count":
-            sc.c.wait(lambda n=step[1]: sc.down.execute("SELECT COUNT(*) FROM orders")[0][0] == n, 90,
-                      f"{step[1]} rows downstream")
-        elif kind == "wait_equal":
-            sc.wait_running()
-            sc.wait_equal()
-        else:
-            raise AssertionError(f"unknown step {step!r} in {case.name}")
+        _run(sc, case, step)
     sc.stop()
