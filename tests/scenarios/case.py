@@ -1,7 +1,7 @@
 """One DM optimistic case as data, and the step language the runner (``test_dm_cases.py``) speaks.
 
 A case names the DM case it comes from, the shard tables per source (DM's ``tb1``/``tb2``; ours are
-``orders_01``/``orders_02`` of the test's database, routed to one target ``orders``; a source that
+``orders_01``/``orders_02`` of the test's database (``tb3``/``tb4`` -> ``orders_03``/``orders_04``, e.g. for DM's second database ``shardddl2``), routed to one target ``orders``; a source that
 DM's case does not use is left out) and the steps in order.  Steps:
 
 * ``(source, sql)``: a statement on that source (``s1``/``s2``) in the test's database, ``tb1``/``tb2``

@@ -12,7 +12,7 @@ import pytest
 from .case import Case
 from .registry import CASES
 
-_TB = re.compile(r"\btb([12])\b")
+_TB = re.compile(r"\btb([1-4])\b")
 
 
 def _sql(stmt: str) -> str:
