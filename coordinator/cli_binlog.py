@@ -1,10 +1,14 @@
-"""``shardctl binlog skip|revert TASK [-s SOURCE] [-b FILE:POS]`` (legacy dmctl form:
-``handle-error TASK skip|revert -s SOURCE [-b FILE:POS]``): the operator's exit for a statement
-that stopped a subtask in Error (a partition ALTER, a DDL the schema engine cannot apply, an
-online-DDL cut-over RENAME...).  The statement is not executed nor coordinated; the worker moves
-its checkpoints past it, once.  Without ``-b`` it is the statement the subtask is stopped on;
-``-b`` names the statement *starting* at FILE:POS (pre-arm a skip for one not reached yet).
-``binlog skip TASK`` without ``-s`` skips on every source stopped at a statement, as in DM."""
+"""``shardctl binlog skip|replace|revert|list TASK [-s SOURCE] [-b FILE:POS]`` (legacy dmctl
+form: ``handle-error TASK skip|replace|revert -s SOURCE [-b FILE:POS] [SQL]``): the operator's
+exit for a statement that stopped a subtask in Error or paused it on a shard-DDL conflict (a
+partition ALTER, a DDL the schema engine cannot apply, an online-DDL cut-over RENAME...).
+
+``skip``: the statement is not executed nor coordinated; the worker moves its checkpoints past
+it, once.  ``replace TASK "SQL1; SQL2"``: the given DDLs are handled in its place, coordinated on
+the shard-DDL lock like an upstream DDL (DM's intrusive fix of a conflict).  Without ``-b`` it is
+the statement the subtask is stopped on; ``-b`` names the statement *starting* at FILE:POS (arm
+one not reached yet).  Without ``-s`` skip/replace apply on every source stopped at a statement,
+as in DM.  ``revert`` removes a pending one; ``list`` shows them and what became of them."""
 from __future__ import annotations
 
 from coordinator.cli_common import CLIError, add_sources_flag, call, common, common_table, emit
@@ -23,14 +27,21 @@ def run(args, op: str) -> int:
     from protos import master_pb2 as pb
     cmd = f"binlog {op}"
     # DM's runbook form `binlog skip TASK`: every source stopped at a statement
-    source = "" if op == "skip" and not args.sources and not args.binlog_pos else _one_source(args, cmd)
+    statements = [" ".join(args.sql)] if getattr(args, "sql", None) else []
+    if op == "replace" and not statements:
+        raise CLIError('binlog replace needs the statements to run instead, e.g. '
+                       'binlog replace TASK -s SOURCE "ALTER TABLE db.t ADD COLUMN c INT; ALTER TABLE db.t ADD UNIQUE (c)"')
+    if op != "replace" and statements:
+        raise CLIError(f"{cmd} takes no SQL (only binlog replace does): {statements[0]!r}")
+    open_ended = op in ("skip", "replace", "list") and not args.binlog_pos
+    source = "" if open_ended and not args.sources else _one_source(args, cmd)
     if args.binlog_pos:
         try:
             parse_binlog_pos(args.binlog_pos)
         except ValueError as e:
             raise CLIError(f"-b {e}") from None
     resp = call(args, "HandleError", pb.HandleErrorRequest(task=_task_name(args.task), source=source, op=op,
-                                                           binlog_pos=args.binlog_pos or ""))
+                                                           binlog_pos=args.binlog_pos or "", statements=statements))
     return emit(args, common(resp), common_table)
 
 
@@ -42,19 +53,30 @@ def _add_common(p) -> None:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("binlog", help="skip one binlog statement that stopped a subtask (binlog skip|revert)")
+    p = sub.add_parser("binlog", help="skip or replace one binlog statement that stopped a subtask "
+                                      "(binlog skip|replace|revert|list)")
     ops = p.add_subparsers(dest="binlog_op", metavar="OP", required=True)
     q = ops.add_parser("skip", help="skip the statement the subtask is stopped on in Error (or the one at -b) "
                                     "and restart the subtask")
     _add_common(q)
     q.set_defaults(func=lambda a: run(a, "skip"))
-    q = ops.add_parser("revert", help="remove a pending skip (all of the source's, or the one at -b)")
+    q = ops.add_parser("replace", help="run the given DDLs instead of the statement the subtask is stopped on "
+                                       "(or the one at -b), coordinated like an upstream DDL")
+    _add_common(q)
+    q.add_argument("sql", nargs="+", metavar="SQL", help="the statements, separated by ';' (quote them)")
+    q.set_defaults(func=lambda a: run(a, "replace"))
+    q = ops.add_parser("revert", help="remove a pending skip or replace (all of the source's, or the one at -b)")
     _add_common(q)
     q.set_defaults(func=lambda a: run(a, "revert"))
+    q = ops.add_parser("list", help="the armed skips and replaces of a task and what became of them")
+    _add_common(q)
+    q.set_defaults(func=lambda a: run(a, "list"))
 
-    p = sub.add_parser("handle-error", help="legacy form of `binlog`: handle-error TASK skip|revert -s SOURCE [-b FILE:POS]")
+    p = sub.add_parser("handle-error", help="legacy form of `binlog`: handle-error TASK skip|replace|revert "
+                                            "-s SOURCE [-b FILE:POS] [SQL]")
     add_sources_flag(p)
     p.add_argument("-b", "--binlog-pos", default="", metavar="FILE:POS")
     p.add_argument("task", metavar="TASK")
-    p.add_argument("op", choices=["skip", "revert"], metavar="skip|revert")
+    p.add_argument("op", choices=["skip", "replace", "revert"], metavar="skip|replace|revert")
+    p.add_argument("sql", nargs="*", metavar="SQL", help="replace: the statements, separated by ';'")
     p.set_defaults(func=lambda a: run(a, a.op))

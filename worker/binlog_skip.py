@@ -1,5 +1,5 @@
-"""Worker side of ``shardctl binlog skip``: which statement events an operator told this
-(task, source) to skip.
+"""Worker side of ``shardctl binlog skip|replace``: which statement events an operator told this
+(task, source) to skip, or to handle other statements in place of.
 
 The master writes a ``pending`` BinlogSkip record naming the *start* position of one statement
 event.  The syncer asks :meth:`BinlogSkips.find` at every statement event (one etcd read; DDLs
@@ -57,12 +57,14 @@ class BinlogSkips:
         on a guess)."""
         hit = None
         for rec in self.store.list_binlog_skips(self.task, self.source).items:
-            if rec.state != "pending":
+            if rec.state not in ("pending", "held"):
                 continue
             at = Position(rec.file, rec.pos)
             if at.same_point(start) and same_gtid_state(rec.gtid, start.gtid):
                 hit = rec
                 continue
+            if rec.state == "held":
+                continue      # a held table replays its statement after the redirect
             if at.same_point(start):
                 note = (f"a statement starts at {rec.position}, but the GTID state there is {start.gtid!r}, "
                         f"not {rec.gtid!r} as when the skip was armed (another server's binlog?)")
@@ -74,6 +76,16 @@ class BinlogSkips:
                 _log.warning("binlog skip not used: " + note, task=self.task, source=self.source,
                              position=rec.position)
         return hit
+
+    def held(self, rec: BinlogSkip, statement: str, note: str = "") -> BinlogSkip:
+        """A replacement waits on its shard-DDL lock (its table is held): keep the record for the
+        table's replay of the statement after the redirect, and out of :meth:`find`'s
+        ``passed`` marking meanwhile."""
+        if rec.state == "held":
+            return rec
+        stored = self.store.finish_binlog_skip(rec, "held", statement=statement[:1000], worker=self.worker,
+                                               note=note)
+        return stored if stored is not None else rec
 
     def used(self, rec: BinlogSkip, statement: str, note: str = "") -> None:
         """The statement at ``rec`` was skipped and the checkpoint is past it: mark it done."""

@@ -21,6 +21,7 @@ Checkpoint rules: ``worker.checkpoint``.  Crash tests inject failures through :c
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 import time
@@ -35,6 +36,7 @@ from coordinator.retry import is_transient
 from coordinator.obs import logger
 from coordinator.routing import TableMapper
 from coordinator.schema import kinds as ddlmod
+from coordinator.schema.replacement import ReplacementError, plan_replacement
 from coordinator.sql import show_create_table
 from worker.apply import Partitioner, apply_partition, connect_downstream, resolve_tls
 from worker.binlog_source import BinlogPrefetch, Chunk, DecoderProcess, Statement
@@ -492,12 +494,12 @@ class Syncer:
         targets), ``statement_end``, ``statement``."""
         try:
             skip = self.skips.find(m.start) if self.skips is not None else None
-            if skip is not None and self._skip_statement(m, skip):
+            if skip is not None and self._use_operator_record(m, skip):
                 return
             if not self._handle_statement(m):
                 return
-        except SkipRequested as sr:       # the operator skipped the DDL a lock had paused
-            self._skip_statement(m, sr.skip)
+        except SkipRequested as sr:       # the operator skipped/replaced the DDL a lock had paused
+            self._use_operator_record(m, sr.skip)
             return
         except ShardMergeError as e:
             e.context.update(position=str(m.start), statement_end=str(m.end))
@@ -514,6 +516,47 @@ class Syncer:
             t0 = parsed.tables[0]
             return [(t0.schema, t0.table, m.query)]
         return [(parsed.database or m.schema or "", None, m.query)]
+
+    def _use_operator_record(self, m: Statement, rec) -> bool:
+        """``binlog skip`` or ``binlog replace`` armed at ``m``'s start."""
+        if getattr(rec, "op", "skip") == "replace":
+            return self._replace_statement(m, rec)
+        return self._skip_statement(m, rec)
+
+    def _replace_statement(self, m: Statement, rec) -> bool:
+        """``shardctl binlog replace``: handle the operator's statements in place of ``m``, at
+        ``m``'s position, each through the normal path (routed, coordinated on the shard-DDL lock,
+        executed, table points moved to ``m.end``).  While a table they change is held on its
+        lock the record is kept ``held`` (the table replays ``m`` after its redirect and meets it
+        again); once none is, it is marked done.  A failing replacement stops the subtask with
+        the record still armed, so fixing the cause and resuming retries it (DM's behaviour)."""
+        session = m.schema or ""
+        try:
+            plan = plan_replacement(list(rec.replace_with), session)
+        except ReplacementError as e:
+            raise ShardMergeError(f"binlog replace at {rec.position}: {e}; `shardctl binlog revert "
+                                  f"{self.task.name} -s {self.source.source_id} -b {rec.position}` removes it",
+                                  task=self.task.name, source=self.source.source_id) from None
+        tables = []
+        for sql in plan:
+            parsed = ddlmod.parse_ddl(sql, session)
+            tables += [(schema, table) for schema, table, _ in self._statement_tables(parsed, m) if table]
+            self._handle_statement(dataclasses.replace(m, query=sql))
+        instead = "; ".join(plan)
+        still = [f"{s}.{t}" for s, t in tables if (s, t) in self.held]
+        if still:
+            self.skips.held(rec, m.query, note=f"replaced by: {instead}; held on its lock: {', '.join(still)}")
+            self.log.warning("statement replaced on the operator's binlog replace; held on its shard-DDL lock",
+                             position=str(m.start), statement=" ".join(m.query.split())[:500], replaced_by=instead,
+                             held=",".join(still))
+        else:
+            DDLS.labels(self.task.name, self.source.source_id, "operator_replace").inc()
+            self.log.warning("statement replaced on the operator's binlog replace", position=str(m.start),
+                             statement=" ".join(m.query.split())[:500], replaced_by=instead)
+        self._advance_global(m.end)
+        if not still:
+            self.skips.used(rec, m.query, note=f"replaced by: {instead}")
+        return True
 
     def _skip_statement(self, m: Statement, skip) -> bool:
         """``shardctl binlog skip``: do not execute nor coordinate ``m`` (no Info in optimistic

@@ -423,7 +423,8 @@ RECORD_TYPES: dict[str, type[Record]] = {c.KIND: c for c in (
 
 # ----------------------------------------------------------------------------- operator skips
 
-SKIP_STATES = ("pending", "done", "passed")
+SKIP_STATES = ("pending", "held", "done", "passed")
+SKIP_OPS = ("skip", "replace")
 _BINLOG_POS = re.compile(r"^\s*([^\s:]+):(\d+)(?:\s+gtid=(\S*))?\s*$")
 
 
@@ -446,11 +447,14 @@ def binlog_pos_gtid(text: str) -> str:
 
 @dataclass
 class BinlogSkip(Record):
-    """An operator's ``shardctl binlog skip``: the statement event of ``source``'s binlog that
-    *starts* at ``file:pos`` is not executed nor coordinated; the worker only advances its
-    checkpoints past it.  Written ``pending`` by the master; the worker rewrites it ``done``
-    (with the skipped ``statement``) after the checkpoint moved past it, or ``passed`` when its
-    stream went past ``file:pos`` without meeting a statement starting there."""
+    """An operator's ``shardctl binlog skip|replace``: the statement event of ``source``'s binlog
+    that *starts* at ``file:pos`` is not executed nor coordinated; with op ``replace`` the
+    worker handles ``replace_with`` in its place (coordinated like an upstream DDL), with
+    ``skip`` it only advances its checkpoints past it.  Written ``pending`` by the master; the
+    worker rewrites it ``done`` (with the skipped ``statement``) after the checkpoint moved past
+    it, ``held`` while a replacement waits on its shard-DDL lock (the table replays the statement
+    after its redirect and meets the record again), or ``passed`` when its stream went past
+    ``file:pos`` without meeting a statement starting there."""
     KIND: typing.ClassVar[str] = "binlog-skip"
     task: str
     source: str
@@ -464,6 +468,7 @@ class BinlogSkip(Record):
     done_at: str = ""
     worker: str = ""
     note: str = ""
+    replace_with: list[str] = field(default_factory=list)   # op replace: the statements run instead
     revision: int = _meta()
 
     @property
@@ -476,8 +481,10 @@ class BinlogSkip(Record):
                 raise ValueError(f"{n} is empty")
         if self.pos < 4:
             raise ValueError(f"pos is {self.pos}, a binlog event never starts before offset 4")
-        if self.op != "skip":
-            raise ValueError(f"op is {self.op!r}, expected 'skip'")
+        if self.op not in SKIP_OPS:
+            raise ValueError(f"op is {self.op!r}, expected one of {', '.join(SKIP_OPS)}")
+        if (self.op == "replace") != bool(self.replace_with):
+            raise ValueError("replace_with must list the statements of a replace, and only of a replace")
         if self.state not in SKIP_STATES:
             raise ValueError(f"state is {self.state!r}, expected one of {', '.join(SKIP_STATES)}")
 

@@ -404,7 +404,7 @@ class Cluster:
 
 
 # ----------------------------------------------------------------------------- binlog skip
-HANDLE_ERROR_OPS = ("skip", "revert")
+HANDLE_ERROR_OPS = ("skip", "replace", "revert", "list")
 
 
 def _utc_now() -> str:
@@ -428,19 +428,36 @@ def _stopped_statement(st: SubtaskStatus | None) -> dict | None:
     return None
 
 
-def handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: str, binlog_pos: str) -> Outcome:
-    """``binlog skip`` / ``handle-error TASK skip``: arm a one-time skip of the statement event
-    of ``source``'s binlog starting at ``binlog_pos`` (default: the statement the subtask is
-    stopped on in Error), then rewrite the task record so a failed subtask restarts and meets
-    it.  ``revert`` removes a skip that is still pending.  Serialized with the other task-record
-    writers (``task_lock``) so no concurrent stage change is lost."""
+def handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: str, binlog_pos: str,
+                 statements: list[str] | None = None) -> Outcome:
+    """``binlog skip|replace`` / ``handle-error TASK skip|replace``: arm a one-time skip (or
+    replacement by ``statements``) of the statement event of ``source``'s binlog starting at
+    ``binlog_pos`` (default: the statement the subtask is stopped on in Error, or paused at on
+    a shard-DDL lock), then rewrite the task record so a failed subtask restarts and meets it.
+    ``revert`` removes one that is still pending; ``list`` shows them.  Serialized with the
+    other task-record writers (``task_lock``) so no concurrent stage change is lost."""
+    if op == "list":
+        return _list_skips(cluster, task, source)
     with cluster.task_lock:
-        if not source and op == "skip" and not binlog_pos:
-            return _skip_on_every_source(cluster, fence, task)
-        return _handle_error(cluster, fence, task, source, op, binlog_pos)
+        if not source and op in ("skip", "replace") and not binlog_pos:
+            return _skip_on_every_source(cluster, fence, task, op, statements or [])
+        return _handle_error(cluster, fence, task, source, op, binlog_pos, statements or [])
 
 
-def _skip_on_every_source(cluster: Cluster, fence: Fence, task: str) -> Outcome:
+def _list_skips(cluster: Cluster, task: str, source: str) -> Outcome:
+    """``binlog list TASK [-s SOURCE]``: the armed skips and replacements and what became of them."""
+    cluster._task_for_stage_change(task, [source] if source else [], "binlog list")
+    recs = [r for r in cluster.store.list_binlog_skips(task, source or None).items]
+    lines = [f"{r.source} {r.position} {r.op} {r.state}"
+             + (f" with {'; '.join(r.replace_with)}" if r.replace_with else "")
+             + (f" (statement: {r.statement})" if r.statement else "") + (f" [{r.note}]" if r.note else "")
+             for r in sorted(recs, key=lambda r: (r.source, r.file, r.pos))]
+    return Outcome(True, "\n".join(lines) if lines else f"no binlog skip or replace armed for task {task!r}",
+                   [(r.source, True, f"{r.op} {r.state} at {r.position}") for r in recs])
+
+
+def _skip_on_every_source(cluster: Cluster, fence: Fence, task: str, op: str = "skip",
+                          statements: list[str] | None = None) -> Outcome:
     """``binlog skip TASK`` without ``-s`` (DM's runbook form): skip the statement on every
     source of the task stopped at one; the others answer "source 'S' has no error"."""
     cur = cluster._task_for_stage_change(task, [], "binlog skip")
@@ -450,20 +467,31 @@ def _skip_on_every_source(cluster: Cluster, fence: Fence, task: str) -> Outcome:
         if _stopped_statement(statuses.get(src)) is None:
             per.append((src, False, f"source '{src}' has no error"))
             continue
-        out = _handle_error(cluster, fence, task, src, "skip", "")
+        out = _handle_error(cluster, fence, task, src, op, "", statements or [])
         per.extend(out.per_source)
         msgs.append(f"{src}: {out.msg}")
     if not msgs:
         raise RequestError(f"no source of task {task!r} is stopped at a statement (in Error, or Paused at a "
-                           f"shard DDL); nothing to skip", task=task)
+                           f"shard DDL); nothing to {op}", task=task)
     return Outcome(True, "; ".join(msgs), per)
 
 
-def _handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: str, binlog_pos: str) -> Outcome:
+def _handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: str, binlog_pos: str,
+                  statements: list[str] | None = None) -> Outcome:
     from coordinator.etcdproto import BinlogSkip, binlog_pos_gtid, parse_binlog_pos
+    from coordinator.schema.replacement import ReplacementError, plan_replacement
     cmd = f"binlog {op or '?'}"
     if op not in HANDLE_ERROR_OPS:
         raise RequestError(f"binlog operation {op!r} is not supported; use one of {', '.join(HANDLE_ERROR_OPS)}")
+    replace_with: list[str] = []
+    if op == "replace":
+        try:
+            plan_replacement(list(statements or []))     # refused here, not on the worker
+        except ReplacementError as e:
+            raise RequestError(f"{cmd}: {e}", task=task, source=source) from None
+        replace_with = [s for s in statements or [] if s.strip()]
+    elif statements:
+        raise RequestError(f"{cmd} takes no statements (only binlog replace does)", task=task, source=source)
     if not source:
         raise RequestError(f"{cmd} needs exactly one source: -s SOURCE")
     cur = cluster._task_for_stage_change(task, [source], cmd)
@@ -503,15 +531,22 @@ def _handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: st
         _require_statement_start(cluster, task, source, file, pos, cmd)
     gtid = binlog_pos_gtid(err["position"]) if at_error else binlog_pos_gtid(binlog_pos)
     rec = BinlogSkip(task, source, file, pos, statement=(err.get("statement", "") if at_error else ""),
-                     gtid=gtid, requested_at=_utc_now())
+                     gtid=gtid, requested_at=_utc_now(), op="replace" if replace_with else "skip",
+                     replace_with=replace_with)
     prev = cluster.store.get_binlog_skip(task, source, file, pos)
     cluster.store.put_binlog_skip(fence, rec)
     # like resume-task: a new revision restarts a subtask stopped in Error (healthy ones go on)
     cluster.store.put_task(fence, cur.with_stages({}))
     what = f"the statement at {rec.position}" + (f" ({rec.statement})" if rec.statement else "")
-    cluster.log.warning("binlog skip armed", task=task, source=source, position=rec.position,
-                        statement=rec.statement, stopped_there=at_error)
-    if at_error and st is not None and st.stage == "Paused":
+    cluster.log.warning(f"binlog {rec.op} armed", task=task, source=source, position=rec.position,
+                        statement=rec.statement, stopped_there=at_error, replace_with="; ".join(replace_with))
+    if replace_with:
+        instead = f"replaced by {'; '.join(replace_with)}"
+        msg = (f"{what} will be {instead}: " + ("the subtask coordinates the replacement on its lock instead"
+                                                  if at_error and st is not None and st.stage == "Paused" else
+                                                  "the subtask restarts and runs it in its place" if at_error else
+                                                  f"when source {source} reaches it"))
+    elif at_error and st is not None and st.stage == "Paused":
         msg = (f"{what} will be skipped: the subtask withdraws it from lock {(st.detail or {}).get('lock_id')} "
                f"and continues after it")
     elif at_error:
@@ -519,11 +554,13 @@ def _handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: st
     else:
         msg = (f"{what} will be skipped when source {source} reaches it (the subtask is not stopped there; "
                f"no statement starting exactly at {rec.position} means nothing is skipped)")
-    if prev is not None and prev.state == "pending":
+    if prev is not None and prev.state == "pending" and (prev.op, prev.replace_with) == (rec.op, rec.replace_with):
         msg += "; it was already armed"
+    elif prev is not None and prev.state in ("pending", "held"):
+        msg += f"; the {prev.op} armed there before is overwritten"
     elif prev is not None:
-        msg += f"; a {prev.state} skip at that position was replaced"
-    return Outcome(True, msg, [(source, True, f"skip armed at {rec.position}")])
+        msg += f"; a {prev.state} {prev.op} at that position was overwritten"
+    return Outcome(True, msg, [(source, True, f"{rec.op} armed at {rec.position}")])
 
 
 def _require_statement_start(cluster: Cluster, task: str, source: str, file: str, pos: int, cmd: str) -> None:

@@ -150,7 +150,7 @@ class MasterService(pbg.MasterServicer):
         def run(fence):
             from .cluster import handle_error
             out = handle_error(self.node.cluster, fence, request.task, request.source,
-                               request.op or "skip", request.binlog_pos)
+                               request.op or "skip", request.binlog_pos, list(request.statements))
             return _common(out)
         return self._leader_call("HandleError", request, context, pb.CommonResponse, run)
 

@@ -131,3 +131,38 @@ def test_cli_binlog_skip_and_its_errors(leader, store, capsys, tmp_path, source1
     # stop-task takes the task's skip records with it
     assert run_cli(capsys, leader, "stop-task", "t1")[0] == 0
     assert store.list_binlog_skips("t1").items == []
+
+
+def test_cli_binlog_replace_and_list(leader, store, capsys, tmp_path, source1_db):
+    files = [write(tmp_path, f"{s}.yaml", source_yaml(s, port=source1_db.params["port"])) for s in ("s1", "s2")]
+    assert run_cli(capsys, leader, "operate-source", "create", *files)[0] == 0
+    assert run_cli(capsys, leader, "start-task", write(tmp_path, "t1.yaml", task_yaml("t1")))[0] == 0
+    rc, doc, _ = run_cli(capsys, leader, "binlog", "list", "t1")
+    assert rc == 0 and "no binlog skip or replace armed for task 't1'" in doc["msg"]
+
+    with pytest.raises(SystemExit):                                   # argparse: the statements are required
+        run_cli(capsys, leader, "binlog", "replace", "t1", "-s", "s1")
+    assert "required: SQL" in capsys.readouterr().err
+    _error_status(store)
+    for sql, why in (("select 1", "is not a DDL on a table"),
+                     ("create index i on orders_01 (a); alter table orders_01 add c int", "one ALTER TABLE")):
+        rc, doc, _ = run_cli(capsys, leader, "binlog", "replace", "t1", "-s", "s1", sql)
+        assert rc == 1 and why in doc["msg"] and sql.split(";")[0] in doc["msg"], (sql, doc)
+    assert store.list_binlog_skips("t1").items == []
+    with pytest.raises(SystemExit):                                   # skip takes no SQL
+        run_cli(capsys, leader, "binlog", "skip", "t1", "-s", "s1", "alter table x add c int")
+
+    # DM's form: several statements on one table; without -s: every stopped source (s1 here)
+    sql = "alter table orders_01 add column c int; alter table orders_01 add unique (c);"
+    rc, doc, _ = run_cli(capsys, leader, "binlog", "replace", "t1", sql)
+    assert rc == 0, doc
+    assert "replaced by" in doc["msg"] and "restarts and runs it in its place" in doc["msg"], doc
+    (rec,) = store.list_binlog_skips("t1", "s1").items
+    assert (rec.op, rec.state, rec.replace_with, rec.position) == ("replace", "pending", [sql],
+                                                                     "mysql-bin.000003:1234")
+    rc, doc, _ = run_cli(capsys, leader, "binlog", "list", "t1")
+    assert rc == 0 and f"s1 mysql-bin.000003:1234 replace pending with {sql}" in doc["msg"], doc
+    # a skip at the same place overwrites the replace, and says so
+    rc, doc, _ = run_cli(capsys, leader, "handle-error", "t1", "skip", "-s", "s1")
+    assert rc == 0 and "the replace armed there before is overwritten" in doc["msg"], doc
+    assert store.list_binlog_skips("t1", "s1").items[0].op == "skip"

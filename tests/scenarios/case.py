@@ -14,7 +14,8 @@ DM's case does not use is left out) and the steps in order.  Steps:
   contains every phrase (e.g. a DDL, ``"unsynced"`` member);
 * ``("running",)``: every source's subtask is Running;
 * ``("ctl", arg...)``: a ``shardctl`` command that must succeed (``{task}`` is the case's task,
-  ``{down}`` the downstream database, ``{db}`` the upstream database);
+  ``{down}`` the downstream database, ``{db}`` the upstream database; ``tb1``.. are renamed as in
+  statements);
 * ``("down", sql)``: a statement on the downstream (an operator's fix);
 * ``("down_rows", sql, rows)``: the downstream query returns exactly ``rows`` (a list of tuples),
   waited for;

@@ -182,3 +182,35 @@ NOT_APPLICABLE = {
                                                                 "mode there)",
     "handle_error DM_4202..DM_4213": "TiDB's 'Unsupported modify column' errors: a TiDB downstream limit",
 }
+
+CASES = CASES + (
+    Case("binlog_replace_resolves_a_conflict",
+         "handle_error replace shape; docs design S16 (intrusive fix of a conflict with binlog replace)",
+         {"s1": ("tb1",), "s2": ("tb1", "tb2")},
+         (("s1", "alter table tb1 add column c1 text"), ("s1", "insert into tb1 values (1, 'a')"), ("count", 1),
+          ("s2", "alter table tb1 add column c1 datetime"),
+          ("expect", "stage", "s2", "Paused", "because schema conflict detected", "ADD COLUMN `c1` DATETIME"),
+          ("ctl", "binlog", "replace", "{task}", "-s", "s2", "alter table tb1 add column c1 text"),
+          ("running",), ("s2", "insert into tb1 values (2, NULL)"),
+          ("s2", "alter table tb2 add column c1 text"), ("s2", "insert into tb2 values (3, 'c')"),
+          ("s1", "insert into tb1 values (4, 'd')"), ("count", 4),
+          ("down_rows", "select id, c1 from orders order by id", [(1, "a"), (2, None), (3, "c"), (4, "d")]))),
+    Case("binlog_replace_held_on_its_lock_then_replayed",
+         "handle_error replace shape, optimistic (the replacement waits on its lock, the table replays it)",
+         {"s1": ("tb1",), "s2": ("tb1", "tb2")},
+         (("s1", "insert into tb1 values (1, 1)"), ("s2", "insert into tb1 values (2, 2)"),
+          ("s2", "insert into tb2 values (3, 3)"), ("count", 3),
+          # a rename and PARTITION BY in one statement: the schema tracker cannot apply it
+          ("s1", "alter table tb1 change a c int partition by hash(id) partitions 2"),
+          ("expect", "stage", "s1", "Error", "binlog skip"),
+          # the rename alone is held (skip-and-wait) until the other shards rename too
+          ("ctl", "binlog", "replace", "{task}", "-s", "s1", "alter table tb1 change a c int"),
+          ("running",), ("s1", "insert into tb1 values (4, 4)"),
+          ("expect", "locks", 1, "CHANGE COLUMN"),
+          ("s2", "alter table tb1 change a c int"), ("s2", "insert into tb1 values (5, 5)"),
+          ("s2", "alter table tb2 change a c int"), ("s2", "insert into tb2 values (6, 6)"),
+          ("s1", "insert into tb1 values (7, 7)"), ("wait_equal",),
+          ("down_rows", "select column_name from information_schema.columns where table_schema = database() "
+                        "and table_name = 'orders' order by ordinal_position", [("id",), ("c",)])),
+         columns="id INT PRIMARY KEY, a INT"),
+)

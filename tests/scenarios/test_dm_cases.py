@@ -44,7 +44,7 @@ def _run(sc, case: Case, step: tuple) -> None:
     elif kind == "running":
         sc.wait_running()
     elif kind == "ctl":
-        args = [a for a in step[1:]]
+        args = [_sql(a) for a in step[1:]]
         for k, v in fill.items():
             args = [a.replace(k, v) for a in args]
         sc.c.ctl_ok(*args)

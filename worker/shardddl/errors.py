@@ -27,10 +27,11 @@ class CoordinationStopped(ShardDDLError, TransientError):
 
 
 class SkipRequested(Exception):
-    """Not an error: an operator's ``binlog skip`` names the DDL a subtask is paused on.  The
-    handler has withdrawn the table's Info; the syncer skips the statement (``skip``: the
-    operator's record) exactly as a skip met before the DDL."""
+    """Not an error: an operator's ``binlog skip|replace`` names the DDL a subtask is paused on.
+    For a skip the handler has withdrawn the table's Info; for a replace the replacement's Info
+    will overwrite it.  The syncer then uses the record (``skip``) exactly as one met before the
+    DDL."""
 
     def __init__(self, skip):
-        super().__init__(f"binlog skip at {getattr(skip, 'position', skip)}")
+        super().__init__(f"binlog {getattr(skip, 'op', 'skip')} at {getattr(skip, 'position', skip)}")
         self.skip = skip

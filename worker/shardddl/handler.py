@@ -264,7 +264,8 @@ class OptimisticDDLHandler:
         while True:
             op, rev = self.client.next_operation(info, rev, after, ctx, interrupt=skip_requested if paused else None)
             if op is None:
-                self._withdraw(info, ctx)
+                if getattr(skip[0], "op", "skip") == "skip":
+                    self._withdraw(info, ctx)
                 raise SkipRequested(skip[0])
             answer = on_operation(op, strict=self.strict)
             if isinstance(answer, Execute):
