@@ -18,7 +18,9 @@ class ReplacementError(ValueError):
 
 def split_statements(text: str) -> list[str]:
     """``"a; b;"`` -> ``["a", "b"]``: split on semicolons outside quotes and backticks."""
-    out, cur, quote = [], [], ""
+    out: list[str] = []
+    cur: list[str] = []
+    quote = ""
     for ch in text:
         if quote:
             quote = "" if ch == quote else quote

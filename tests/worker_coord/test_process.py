@@ -43,7 +43,7 @@ def _source_file(tmp_path, sid, db) -> str:
 
 def test_registers_with_lease_and_key_vanishes_after_sigkill(services, store, etcd_prefix, source1_db, tmp_path):
     port = _free_port()
-    cmd = [sys.executable, "-m", "worker.cli", "--etcd", services.etcd, "--prefix", etcd_prefix,
+    cmd = [sys.executable, "-m", "coordinator.cli", "worker", "--etcd", services.etcd, "--prefix", etcd_prefix,
            "--name", "w-kill", "--ttl", "2", "--source", _source_file(tmp_path, "s1", source1_db),
            "--metrics-addr", f"127.0.0.1:{port}", "--log-level", "WARNING"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -68,7 +68,7 @@ def test_registers_with_lease_and_key_vanishes_after_sigkill(services, store, et
 def test_bad_source_file_is_named(services, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("source-id: s1\nfrom: {host: h, port: notaport}\n")
-    r = subprocess.run([sys.executable, "-m", "worker.cli", "--etcd", services.etcd, "--source", str(bad)],
+    r = subprocess.run([sys.executable, "-m", "coordinator.cli", "worker", "--etcd", services.etcd, "--source", str(bad)],
                        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 1

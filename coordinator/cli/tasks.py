@@ -7,7 +7,7 @@ import os
 
 import yaml
 
-from coordinator.cli_common import CLIError, add_sources_flag, call, common, common_table, emit, render_table
+from coordinator.cli.common import CLIError, add_sources_flag, call, common, common_table, emit, render_table
 
 
 def _read(path: str) -> str:
@@ -26,7 +26,7 @@ def start_task(args) -> int:
     return emit(args, common(resp), common_table)
 
 
-def _task_name(arg: str) -> str:
+def task_name(arg: str) -> str:
     """dmctl accepts a task file where a task name is expected: use its `name`."""
     if os.path.isfile(arg) and arg.endswith((".yaml", ".yml")):
         try:
@@ -41,19 +41,19 @@ def _task_name(arg: str) -> str:
 
 def stop_task(args) -> int:
     from protos import master_pb2 as pb
-    resp = call(args, "StopTask", pb.StopTaskRequest(name=_task_name(args.task), sources=args.sources))
+    resp = call(args, "StopTask", pb.StopTaskRequest(name=task_name(args.task), sources=args.sources))
     return emit(args, common(resp), common_table)
 
 
 def pause_task(args) -> int:
     from protos import master_pb2 as pb
-    resp = call(args, "PauseTask", pb.PauseTaskRequest(name=_task_name(args.task), sources=args.sources))
+    resp = call(args, "PauseTask", pb.PauseTaskRequest(name=task_name(args.task), sources=args.sources))
     return emit(args, common(resp), common_table)
 
 
 def resume_task(args) -> int:
     from protos import master_pb2 as pb
-    resp = call(args, "ResumeTask", pb.ResumeTaskRequest(name=_task_name(args.task), sources=args.sources))
+    resp = call(args, "ResumeTask", pb.ResumeTaskRequest(name=task_name(args.task), sources=args.sources))
     return emit(args, common(resp), common_table)
 
 
@@ -110,7 +110,7 @@ def status_doc(resp, name: str) -> dict:
 
 def query_status(args) -> int:
     from protos import master_pb2 as pb
-    name = _task_name(args.task) if args.task else ""
+    name = task_name(args.task) if args.task else ""
     resp = call(args, "QueryStatus", pb.QueryStatusRequest(name=name, sources=args.sources))
     doc = status_doc(resp, name)
 

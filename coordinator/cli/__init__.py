@@ -1,9 +1,10 @@
 """`shardctl`: the command line of shardmerge (dmctl-like).
 
-Each command group lives in its own module with a ``register(subparsers)`` function; this file
-only lists them in ``COMMAND_MODULES`` (imported when the parser is built, so ``register`` must
-stay cheap: import heavy things such as pyspark inside the command handler).  Errors print one
-line naming the input and exit non-zero.
+Every command lives in this package, one module a command group, each with a
+``register(subparsers)`` function; this file only lists them in ``COMMAND_MODULES`` (imported when
+the parser is built, so ``register`` must stay cheap: command handlers import gRPC stubs, the
+master, the worker or pyspark inside themselves).  Shared client helpers: ``common``.  Errors
+print one line naming the input and exit non-zero.
 """
 from __future__ import annotations
 
@@ -13,15 +14,15 @@ import sys
 
 from coordinator import __version__
 
-# Add a module here to add its commands (e.g. the worker process adds "worker.cli").
+# Add a module here to add its commands.
 COMMAND_MODULES = (
-    "coordinator.master.cli",     # master
-    "coordinator.cli_tasks",      # start-task, stop-task, pause-task, resume-task, query-status
-    "coordinator.cli_locks",      # shard-ddl-lock (show-ddl-locks, unlock-ddl-lock)
-    "coordinator.cli_sources",    # operate-source, get-config/config, list-member
-    "coordinator.cli_binlog",     # binlog skip|revert, handle-error (legacy form)
-    "worker.cli",                 # worker
-    "worker.check",               # check (compare downstream with the merged upstream)
+    "coordinator.cli.master",     # master (run the process)
+    "coordinator.cli.worker",     # worker (run the process)
+    "coordinator.cli.tasks",      # start-task, stop-task, pause-task, resume-task, query-status
+    "coordinator.cli.locks",      # shard-ddl-lock (show-ddl-locks, unlock-ddl-lock)
+    "coordinator.cli.sources",    # operate-source, get-config/config, list-member
+    "coordinator.cli.binlog",     # binlog skip|replace|revert|list, handle-error (legacy form)
+    "coordinator.cli.check",      # check (compare downstream with the merged upstream)
 )
 
 
@@ -37,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from coordinator.cli_common import CLIError
+    from coordinator.cli.common import CLIError
     from coordinator.errors import ShardMergeError
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -52,6 +53,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from coordinator.cli_common import CLIError, add_sources_flag, call, emit, render_table
+from coordinator.cli.common import CLIError, add_sources_flag, call, emit, render_table
 
 
 def _read(path: str) -> str:

@@ -13,7 +13,7 @@ removes the lock anyway.  A refused or unapplied command exits 1.
 """
 from __future__ import annotations
 
-from coordinator.cli_common import CLIError, add_sources_flag, call, common, emit, render_table
+from coordinator.cli.common import CLIError, add_sources_flag, call, common, emit, render_table
 
 USAGE = ("usage: shard-ddl-lock [-s SOURCE ...] [TASK] | shard-ddl-lock unlock LOCK_ID -s SOURCE -d DATABASE "
          "-t TABLE [--action exec|skip] | shard-ddl-lock unlock LOCK_ID --force-remove [--no-check] | "

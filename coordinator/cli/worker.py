@@ -1,6 +1,6 @@
 """``shardctl worker``: run a worker process until SIGTERM/SIGINT.
 
-``register(subparsers)`` adds the sub-command; ``coordinator/cli.py`` wires it in."""
+``python -m coordinator.cli worker ...`` runs it without the installed script."""
 from __future__ import annotations
 
 import signal
@@ -14,7 +14,7 @@ def run(args) -> int:
     from coordinator.etcd_client import EtcdEndpointError
     from coordinator.obs import setup_logging
 
-    from .process import WorkerOptions, WorkerProcess
+    from worker.process import WorkerOptions, WorkerProcess
     setup_logging(args.log_level)
     from coordinator.etcd_client import security_from_args, set_default_security
     set_default_security(security_from_args(args))
@@ -47,16 +47,3 @@ def register(sub) -> None:
     add_security_args(p)
     p.set_defaults(func=run)
 
-
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry (``python -m worker.cli ...``), same flags as ``shardctl worker``."""
-    import argparse
-    parser = argparse.ArgumentParser(prog="shardmerge-worker")
-    sub = parser.add_subparsers(dest="command")
-    register(sub)
-    args = parser.parse_args(["worker", *(sys.argv[1:] if argv is None else argv)])
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

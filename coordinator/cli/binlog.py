@@ -11,7 +11,7 @@ one not reached yet).  Without ``-s`` skip/replace apply on every source stopped
 as in DM.  ``revert`` removes a pending one; ``list`` shows them and what became of them."""
 from __future__ import annotations
 
-from coordinator.cli_common import CLIError, add_sources_flag, call, common, common_table, emit
+from coordinator.cli.common import CLIError, add_sources_flag, call, common, common_table, emit
 
 
 def _one_source(args, cmd: str) -> str:
@@ -22,7 +22,7 @@ def _one_source(args, cmd: str) -> str:
 
 
 def run(args, op: str) -> int:
-    from coordinator.cli_tasks import _task_name
+    from coordinator.cli.tasks import task_name
     from coordinator.etcdproto import parse_binlog_pos
     from protos import master_pb2 as pb
     cmd = f"binlog {op}"
@@ -40,7 +40,7 @@ def run(args, op: str) -> int:
             parse_binlog_pos(args.binlog_pos)
         except ValueError as e:
             raise CLIError(f"-b {e}") from None
-    resp = call(args, "HandleError", pb.HandleErrorRequest(task=_task_name(args.task), source=source, op=op,
+    resp = call(args, "HandleError", pb.HandleErrorRequest(task=task_name(args.task), source=source, op=op,
                                                            binlog_pos=args.binlog_pos or "", statements=statements))
     return emit(args, common(resp), common_table)
 

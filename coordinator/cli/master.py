@@ -11,7 +11,7 @@ def run(args) -> int:
     from coordinator.errors import ShardMergeError
     from coordinator.obs import setup_logging
 
-    from .node import MasterNode
+    from coordinator.master.node import MasterNode
     setup_logging(args.log_level)
     from coordinator.etcd_client import security_from_args, set_default_security
     set_default_security(security_from_args(args))
