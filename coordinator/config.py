@@ -220,7 +220,7 @@ class RouteRule:
 
 
 @dataclass(frozen=True)
-class TableRef:
+class TablePattern:
     db_name: str
     tbl_name: str
 
@@ -228,9 +228,9 @@ class TableRef:
 @dataclass(frozen=True)
 class BlockAllowList:
     do_dbs: tuple[str, ...] = ()
-    do_tables: tuple[TableRef, ...] = ()
+    do_tables: tuple[TablePattern, ...] = ()
     ignore_dbs: tuple[str, ...] = ()
-    ignore_tables: tuple[TableRef, ...] = ()
+    ignore_tables: tuple[TablePattern, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -305,11 +305,11 @@ def _route(name: str, node: _Node) -> RouteRule:
     return r
 
 
-def _tables(node: _Node, k: str) -> tuple[TableRef, ...]:
+def _tables(node: _Node, k: str) -> tuple[TablePattern, ...]:
     out = []
     for i, item in enumerate(node.get(k, list, default=[])):
         t = _Node(item, f"{node.key(k)}[{i}]", node.file, node.warnings)
-        out.append(TableRef(t.get("db-name", str, required=True), t.get("tbl-name", str, required=True)))
+        out.append(TablePattern(t.get("db-name", str, required=True), t.get("tbl-name", str, required=True)))
         t.finish()
     return tuple(out)
 

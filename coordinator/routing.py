@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from coordinator.config import BlockAllowList, Instance, RouteRule, TableRef
+from coordinator.config import BlockAllowList, Instance, RouteRule, TablePattern
 from coordinator.errors import ShardMergeError
 from coordinator.sql import quote_table
 
@@ -106,7 +106,7 @@ class Filter:
         if self.bal is None:
             return True
 
-        def hit(refs: tuple[TableRef, ...]) -> bool:
+        def hit(refs: tuple[TablePattern, ...]) -> bool:
             return any(match(r.db_name, schema) and match(r.tbl_name, table) for r in refs)
 
         if self.bal.do_tables and hit(self.bal.do_tables):

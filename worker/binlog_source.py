@@ -8,7 +8,7 @@ syncer's checkpoints in the downstream are the one source of truth for where to 
 
 :class:`BinlogPrefetch` has the decoder run :func:`decode_range` and hands out, in binlog order:
 
-* :class:`Chunk` — whole transactions (``txns`` = ``[(end position, [(kind, TableRef, rows)])]``,
+* :class:`Chunk` — whole transactions (``txns`` = ``[(end position, [(kind, RowsTable, rows)])]``,
   a DML transaction's changes all carry the position at its END), at most about ``max_rows``
   rows, fewer when the apply is waiting;
 * :class:`Statement` — any statement event other than BEGIN/COMMIT (DDL), with the positions
@@ -118,7 +118,7 @@ def _image(values: dict, cols: tuple) -> tuple:
 
 
 # ------------------------------------------------------------------ what the reader hands out
-class TableRef(NamedTuple):
+class RowsTable(NamedTuple):
     """One upstream table as seen by a rows event (interned: shared by all its rows)."""
     up_schema: str
     up_table: str
@@ -130,7 +130,7 @@ class TableRef(NamedTuple):
 
 @dataclass
 class Chunk:
-    txns: list           # [(Position, [(kind, TableRef, rows)])], whole transactions in order
+    txns: list           # [(Position, [(kind, RowsTable, rows)])], whole transactions in order
     rows: int
     end: Position        # end of the last transaction
 
@@ -158,7 +158,7 @@ class _Failed:
 # ------------------------------------------------------------------ decoding
 def decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None, *, max_events: int = 0,
                  source_id: str = "", server_id: int = 0):
-    """Generator of ``(Position, [(kind, TableRef, rows)])`` per committed transaction with
+    """Generator of ``(Position, [(kind, RowsTable, rows)])`` per committed transaction with
     routed rows, :class:`Statement` per statement event and a final :class:`End`.
 
     Reading stops at ``end`` (which exists: it came from SHOW MASTER STATUS) or, at a
@@ -198,7 +198,7 @@ def decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None,
         rk = (ev.schema, ev.table, cols, pk)
         ref = refs.get(rk)
         if ref is None:
-            ref = refs[rk] = TableRef(ev.schema, ev.table, tgt.schema, tgt.table, cols, pk)
+            ref = refs[rk] = RowsTable(ev.schema, ev.table, tgt.schema, tgt.table, cols, pk)
         return ref
 
     def here() -> Position:

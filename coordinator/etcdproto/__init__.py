@@ -22,7 +22,7 @@ from .errors import (BadKey, EtcdProtoError, EtcdUnavailable, Fenced, GarbageRec
 from .keys import DEFAULT_PREFIX, KINDS, Keys, LockKey, TableRef, lock_id, parse_lock_id, quote_name
 from .records import BinlogSkip, binlog_pos_gtid, parse_binlog_pos
 from .records import (RECORD_TYPES, DroppedColumn, DroppedStage, Info, LeaderRecord, Operation, Record,
-                      SourceBinding, SourceConfig, SourceTables, Stage, SubtaskStatus, TaskConfig,
+                      SourceBinding, SourceRecord, SourceTables, Stage, SubtaskStatus, TaskRecord,
                       WorkerRegistration)
 from .store import MAX_TXN_OPS, Fence, Listing, PutResult, RecordEvent, Store
 
@@ -31,6 +31,6 @@ __all__ = [
     "OperationWaitTimeout", "RecordError", "StaleOperation", "UnknownVersion",
     "DEFAULT_PREFIX", "KINDS", "Keys", "LockKey", "TableRef", "lock_id", "parse_lock_id", "quote_name",
     "RECORD_TYPES", "DroppedColumn", "DroppedStage", "Info", "LeaderRecord", "Operation", "Record",
-    "SourceBinding", "SourceConfig", "SourceTables", "Stage", "SubtaskStatus", "TaskConfig",
+    "SourceBinding", "SourceRecord", "SourceTables", "Stage", "SubtaskStatus", "TaskRecord",
     "WorkerRegistration", "BinlogSkip", "binlog_pos_gtid", "parse_binlog_pos", "MAX_TXN_OPS", "Fence", "Listing", "PutResult", "RecordEvent", "Store",
 ]

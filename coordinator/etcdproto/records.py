@@ -315,7 +315,7 @@ class LeaderRecord(Record):
 
 
 @dataclass
-class SourceConfig(Record):
+class SourceRecord(Record):
     """A registered upstream source: its YAML config text (parsed by coordinator.config)."""
     KIND: typing.ClassVar[str] = "source"
     source: str
@@ -327,7 +327,7 @@ TASK_STAGES = ("running", "paused", "stopped")
 
 
 @dataclass
-class TaskConfig(Record):
+class TaskRecord(Record):
     """A started task: its YAML config text, the sources it runs on and its desired stage.
 
     ``stage`` (running / paused / stopped) is the desired stage of every source, except those
@@ -363,7 +363,7 @@ class TaskConfig(Record):
         """Desired stage of ``source``'s subtask."""
         return self.source_stages.get(source, self.stage)
 
-    def with_stages(self, stages: dict[str, str], sources: list[str] | None = None) -> "TaskConfig":
+    def with_stages(self, stages: dict[str, str], sources: list[str] | None = None) -> "TaskRecord":
         """A copy whose sources are ``sources`` (default: the same) with the desired stages of
         ``stages`` applied (sources not named keep theirs; new sources default to running);
         stored compactly: one ``stage`` when all agree, overrides only for the exceptions."""
@@ -373,7 +373,7 @@ class TaskConfig(Record):
         base = values.pop() if len(values) == 1 else ("running" if "running" in values else self.stage)
         if not eff:
             base = self.stage
-        return TaskConfig(self.task, self.yaml, srcs, base, {s: v for s, v in sorted(eff.items()) if v != base})
+        return TaskRecord(self.task, self.yaml, srcs, base, {s: v for s, v in sorted(eff.items()) if v != base})
 
 
 @dataclass
@@ -417,7 +417,7 @@ class SubtaskStatus(Record):
 
 
 RECORD_TYPES: dict[str, type[Record]] = {c.KIND: c for c in (
-    Info, Operation, SourceTables, DroppedColumn, LeaderRecord, SourceConfig, TaskConfig,
+    Info, Operation, SourceTables, DroppedColumn, LeaderRecord, SourceRecord, TaskRecord,
     WorkerRegistration, SourceBinding, SubtaskStatus)}
 
 

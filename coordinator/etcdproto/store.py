@@ -32,8 +32,8 @@ from .errors import (BadKey, EtcdUnavailable, Fenced, GarbageRecord, OperationWa
 from .keys import DEFAULT_PREFIX, Keys, LockKey, TableRef
 from .records import BinlogSkip
 from .records import (RECORD_TYPES, DroppedColumn, DroppedStage, Info, LeaderRecord, Operation,
-                      Record, SourceBinding, SourceConfig, SourceTables, SubtaskStatus,
-                      TaskConfig, WorkerRegistration)
+                      Record, SourceBinding, SourceRecord, SourceTables, SubtaskStatus,
+                      TaskRecord, WorkerRegistration)
 
 MAX_TXN_OPS = 120  # etcd's default --max-txn-ops is 128; leave room for compares
 
@@ -358,10 +358,10 @@ class Store:
     def list_status(self, task: str | None = None) -> Listing:
         return self._list("status", self.keys.key("status", *([task] if task else [])))
 
-    def get_source(self, source: str) -> SourceConfig | None:
+    def get_source(self, source: str) -> SourceRecord | None:
         return self._get("source", self.keys.key("source", source))[0]
 
-    def get_task(self, task: str) -> TaskConfig | None:
+    def get_task(self, task: str) -> TaskRecord | None:
         return self._get("task", self.keys.key("task", task))[0]
 
     def get_binding(self, source: str) -> SourceBinding | None:
@@ -513,7 +513,7 @@ class Store:
                                  [T.Delete(p, eu.prefix_range_end(eu.to_bytes(p)))])
         return rev
 
-    def put_source(self, fence: Fence, cfg: SourceConfig) -> int:
+    def put_source(self, fence: Fence, cfg: SourceRecord) -> int:
         _, rev, _ = self._fenced(fence, f"registering source {cfg.source}", [],
                                  [T.Put(self.keys.key("source", cfg.source), cfg.encode())])
         return rev
@@ -524,7 +524,7 @@ class Store:
                                   T.Delete(self.keys.key("binding", source))])
         return rev
 
-    def put_task(self, fence: Fence, cfg: TaskConfig) -> int:
+    def put_task(self, fence: Fence, cfg: TaskRecord) -> int:
         _, rev, _ = self._fenced(fence, f"writing task {cfg.task}", [],
                                  [T.Put(self.keys.key("task", cfg.task), cfg.encode())])
         return rev

@@ -1,6 +1,6 @@
 """LockKeeper: all optimistic locks of the master and the entry points the master calls.
 
-Pure logic.  Every entry point returns an ``Outcome`` listing what the master must persist
+Pure logic.  Every entry point returns an ``LockChange`` listing what the master must persist
 (Operations, dropped-column records, tables to delete, whether the lock is resolved); the master
 writes it through ``coordinator.etcdproto.Store`` with its fence, then — only after a successful
 ``Store.remove_lock`` — calls ``drop_lock``.  See docs/lock-algorithm.md.
@@ -16,14 +16,14 @@ from coordinator.etcdproto import (DroppedColumn, DroppedStage, Info, LockKey, O
 from coordinator.schema import SchemaError, TableSchema
 
 from .errors import BadAction, LockNotFound, TableNotInLock, UnlockRefused
-from .lattice import try_join_all
+from .schema_bag import try_join_all
 from .lock import Answer, Lock, Member
 
 SchemaSource = Callable[[LockKey, TableRef], "TableSchema | None"]
 
 
 @dataclass
-class Outcome:
+class LockChange:
     """What the master persists after one engine call."""
     lock: LockKey | None
     operation: Operation | None = None          # answer to the caller's Info (None: ignore-conflict/stale)
@@ -151,7 +151,7 @@ class LockKeeper:
         self._members_current.discard(key)
 
     # ------------------------------------------------------------------ source tables
-    def update_source_tables(self, st: SourceTables, deleted: bool = False) -> list[Outcome]:
+    def update_source_tables(self, st: SourceTables, deleted: bool = False) -> list[LockChange]:
         """A worker (re)wrote its SourceTables (or it was deleted): add new member tables to
         existing locks and remove tables that left (design doc §4.6)."""
         k = (st.task, st.source)
@@ -193,12 +193,12 @@ class LockKeeper:
             return None
 
     # ------------------------------------------------------------------ Info handling
-    def handle_info(self, info: Info, target_tables: Iterable[TableRef] | None = None) -> Outcome:
+    def handle_info(self, info: Info, target_tables: Iterable[TableRef] | None = None) -> LockChange:
         """Decide the Operation for ``info`` (design doc §6.3 / §4.2).  ``target_tables`` are all
         shard tables routed to the Info's target (default: from the SourceTables the keeper was
         given).  Never raises for bad input: a bad Info gets an ``error`` Operation."""
         key, t = info.lock, info.table
-        out = Outcome(key)
+        out = LockChange(key)
         try:
             before = TableSchema.from_json(info.before) if info.before is not None else None
             afters = [TableSchema.from_json(a) for a in info.afters]
@@ -248,7 +248,7 @@ class LockKeeper:
         return lock
 
     def _try_sync(self, lock: Lock, m: Member, info: Info, before: TableSchema,
-                  afters: list[TableSchema], out: Outcome) -> Answer:
+                  afters: list[TableSchema], out: LockChange) -> Answer:
         prev = before
         returned: list[str] = []
         cols: list[str] = []
@@ -297,7 +297,7 @@ class LockKeeper:
         return Answer(info, stage, returned, msg, cols if stage is Stage.NONE else [],
                       exec_drops, afters, before)
 
-    def _answer(self, lock: Lock, m: Member, info: Info, ans: Answer, out: Outcome) -> Outcome:
+    def _answer(self, lock: Lock, m: Member, info: Info, ans: Answer, out: LockChange) -> LockChange:
         """Store the decision, build the caller's Operation and the follow-ups."""
         if info.ignore_conflict:
             # the table's schema is forced (an operator's `binlog skip` of a held DDL): its
@@ -312,7 +312,7 @@ class LockKeeper:
         self._follow_up(lock, out, exclude=m.table)
         return out
 
-    def _follow_up(self, lock: Lock, out: Outcome, exclude: TableRef | None = None) -> None:
+    def _follow_up(self, lock: Lock, out: LockChange, exclude: TableRef | None = None) -> None:
         """Redirects for resolved conflicts, then re-evaluate tables whose DDL was `detected`
         (DM leaves them blocked until the operator acts; the lock has changed, so ask again)."""
         self._drain_redirects(lock, out)
@@ -321,7 +321,7 @@ class LockKeeper:
             for t in sorted(lock.detected - {exclude}, key=str):
                 m = lock.members[t]
                 a = m.answer
-                redo = Outcome(lock.key)
+                redo = LockChange(lock.key)
                 ans = self._try_sync(lock, m, a.info, a.before, a.afters, redo)
                 if ans.stage is Stage.DETECTED:
                     continue
@@ -337,7 +337,7 @@ class LockKeeper:
         out.resolved = lock.is_resolved()
         out.empty = not lock.members
 
-    def _drain_redirects(self, lock: Lock, out: Outcome) -> None:
+    def _drain_redirects(self, lock: Lock, out: LockChange) -> None:
         while lock.redirects:
             t = lock.redirects.pop(0)
             m = lock.members.get(t)
@@ -363,9 +363,9 @@ class LockKeeper:
                          info_revision=info.revision, ddls=ddls, stage=stage, message=msg)
 
     # ------------------------------------------------------------------ done
-    def mark_done(self, op: Operation) -> Outcome:
+    def mark_done(self, op: Operation) -> LockChange:
         """A worker marked ``op`` done (Operation watch, done=true)."""
-        out = Outcome(op.lock)
+        out = LockChange(op.lock)
         lock = self._locks.get(op.lock)
         m = lock.members.get(op.table) if lock else None
         if m is None or m.answer is None:
@@ -393,7 +393,7 @@ class LockKeeper:
         return out
 
     # ------------------------------------------------------------------ operator exits
-    def unlock(self, lock_id: str | LockKey, source: str, schema: str, table: str, action: str = "skip") -> Outcome:
+    def unlock(self, lock_id: str | LockKey, source: str, schema: str, table: str, action: str = "skip") -> LockChange:
         """Manual exit for a table blocked in ``detected``, ``skip-and-wait`` or ``error``:
         ``exec`` runs the table's DDLs downstream, ``skip`` runs nothing; either way the worker
         continues after the DDL (checkpoint kept) and the lock takes the table's new schema when it
@@ -412,7 +412,7 @@ class LockKeeper:
             raise UnlockRefused(f"{t} in lock {lock.id} is not blocked (it has {stage}); nothing to unlock. "
                                 f"It is waiting for: {lock.waiting_for(t) or 'nothing'}",
                                 lock_id=lock.id, table=str(t))
-        out = Outcome(lock.key)
+        out = LockChange(lock.key)
         lock.set_conflict(m, None)
         after = a.afters[-1] if a.afters else m.schema
         others = lock.normal.distinct_except(m.schema)
@@ -430,13 +430,13 @@ class LockKeeper:
         self._follow_up(lock, out, exclude=t)
         return out
 
-    def remove_table(self, lock_id: str | LockKey, t: TableRef, reason: str = "removed by operator") -> Outcome:
+    def remove_table(self, lock_id: str | LockKey, t: TableRef, reason: str = "removed by operator") -> LockChange:
         """Take a shard table out of a lock (dropped upstream, or the operator decided it will never
         make the change — dm#2062).  The master deletes its Info/Operation/dropped-column records."""
         lock = self.get(lock_id)
         if t not in lock.members:
             raise TableNotInLock(f"{t} is not a member of lock {lock.id}", lock_id=lock.id, table=str(t))
-        out = Outcome(lock.key, removed_tables=[t])
+        out = LockChange(lock.key, removed_tables=[t])
         lock.remove_member(t)
         if lock.members:
             lock.try_resolve(None)
@@ -446,7 +446,7 @@ class LockKeeper:
         out.resolved = lock.is_resolved()
         return out
 
-    def remove_sources(self, task: str, sources: Iterable[str]) -> list[Outcome]:
+    def remove_sources(self, task: str, sources: Iterable[str]) -> list[LockChange]:
         """stop-task -s: remove every table of ``sources`` from the task's locks."""
         srcs = set(sources)
         outs = []

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from coordinator.etcdproto import DroppedStage, Info, LockKey, Stage, TableRef
 from coordinator.schema import SchemaConflict, TableSchema
 
-from .lattice import SchemaBag, cmp, eq, join2, try_join_all
+from .schema_bag import SchemaBag, cmp, eq, join2, try_join_all
 
 
 @dataclass

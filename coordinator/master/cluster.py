@@ -14,7 +14,7 @@ import yaml
 
 from coordinator.config import parse_source, parse_task
 from coordinator.errors import ConfigError, ShardMergeError
-from coordinator.etcdproto import Fence, SourceBinding, SourceConfig, Store, SubtaskStatus, TaskConfig
+from coordinator.etcdproto import Fence, SourceBinding, SourceRecord, Store, SubtaskStatus, TaskRecord
 from coordinator.obs import logger
 
 from . import metrics
@@ -26,7 +26,7 @@ class RequestError(ShardMergeError):
 
 
 @dataclass
-class Outcome:
+class CommandResult:
     """Result of a write request: ``msg`` holds the error or the warnings."""
     ok: bool
     msg: str = ""
@@ -60,36 +60,36 @@ class Cluster:
         self.task_lock = threading.RLock()
 
     # ------------------------------------------------------------------ sources
-    def create_sources(self, fence: Fence, configs: list[str], files: list[str]) -> Outcome:
+    def create_sources(self, fence: Fence, configs: list[str], files: list[str]) -> CommandResult:
         parsed, results, warnings = [], [], []
         for i, text in enumerate(configs):
             file = files[i] if i < len(files) and files[i] else f"<source #{i + 1}>"
             try:
                 cfg = parse_source(text, file)
             except ConfigError as e:
-                return Outcome(False, str(e), [(file, False, str(e))])
+                return CommandResult(False, str(e), [(file, False, str(e))])
             parsed.append((cfg, text))
             warnings.extend(cfg.warnings)
         ids = [c.source_id for c, _ in parsed]
         dup = [s for s, n in Counter(ids).items() if n > 1]
         if dup:
-            return Outcome(False, f"source {dup[0]!r} is given twice")
+            return CommandResult(False, f"source {dup[0]!r} is given twice")
         existing = {s.source for s in self.store.list_sources().items}
         for cfg, text in parsed:
             if cfg.source_id in existing:
                 results.append((cfg.source_id, False, f"source {cfg.source_id!r} already exists; "
                                 f"`operate-source stop {cfg.source_id}` first to replace it"))
                 continue
-            self.store.put_source(fence, SourceConfig(cfg.source_id, text))
+            self.store.put_source(fence, SourceRecord(cfg.source_id, text))
             self.log.info("source registered", source=cfg.source_id)
             results.append((cfg.source_id, True, ""))
         ok = all(r[1] for r in results)
         msg = "; ".join(r[2] for r in results if not r[1]) or "\n".join(warnings)
-        return Outcome(ok, msg, results)
+        return CommandResult(ok, msg, results)
 
-    def stop_sources(self, fence: Fence, sources: list[str]) -> Outcome:
+    def stop_sources(self, fence: Fence, sources: list[str]) -> CommandResult:
         if not sources:
-            return Outcome(False, "operate-source stop needs a source ID or a source config file")
+            return CommandResult(False, "operate-source stop needs a source ID or a source config file")
         existing = {s.source for s in self.store.list_sources().items}
         users: dict[str, list[str]] = {}
         for t in self.store.list_tasks().items:
@@ -106,7 +106,7 @@ class Cluster:
                 self.store.delete_source(fence, s)
                 self.log.info("source removed", source=s)
                 results.append((s, True, ""))
-        return Outcome(all(r[1] for r in results), "; ".join(r[2] for r in results if not r[1]), results)
+        return CommandResult(all(r[1] for r in results), "; ".join(r[2] for r in results if not r[1]), results)
 
     def show_sources(self, sources: list[str]) -> list[tuple[str, bool, str, str, str]]:
         """(source, ok, msg, worker, worker_state) per source."""
@@ -138,7 +138,7 @@ class Cluster:
 
     # ------------------------------------------------------------------ tasks
     def check_task(self, text: str, file: str, sources: list[str]):
-        """Parse and validate a start-task request; returns (TaskConfig, sources to start)."""
+        """Parse and validate a start-task request; returns (TaskRecord, sources to start)."""
         try:
             cfg = parse_task(text, file or "<task>")
         except ConfigError as e:
@@ -155,11 +155,11 @@ class Cluster:
                                f"run `shardctl operate-source create SOURCE.yaml` first", file=file, task=cfg.name)
         return cfg, wanted
 
-    def start_task(self, fence: Fence, text: str, file: str, sources: list[str]) -> Outcome:
+    def start_task(self, fence: Fence, text: str, file: str, sources: list[str]) -> CommandResult:
         with self.task_lock:
             return self._start_task(fence, text, file, sources)
 
-    def _start_task(self, fence: Fence, text: str, file: str, sources: list[str]) -> Outcome:
+    def _start_task(self, fence: Fence, text: str, file: str, sources: list[str]) -> CommandResult:
         cfg, wanted = self.check_task(text, file, sources)
         started = sorted(wanted)
         cur = self.store.get_task(cfg.name)
@@ -170,44 +170,44 @@ class Cluster:
                                    f"stop-task it first (or start it on other sources with -s)", task=cfg.name)
             wanted = cur.sources + wanted
             # sources already in the task keep their desired stage (a paused one stays paused)
-            rec = TaskConfig(cfg.name, text, cur.sources, cur.stage, dict(cur.source_stages))
+            rec = TaskRecord(cfg.name, text, cur.sources, cur.stage, dict(cur.source_stages))
             rec = rec.with_stages({s: "running" for s in wanted if s not in cur.sources}, sorted(wanted))
         else:
-            rec = TaskConfig(cfg.name, text, sorted(wanted))
+            rec = TaskRecord(cfg.name, text, sorted(wanted))
         self.store.put_task(fence, rec)
         self.log.info("task started", task=cfg.name, sources=",".join(sorted(wanted)))
         # per source: only those this request started (the others were running already)
-        return Outcome(True, "\n".join(cfg.warnings), [(s, True, "") for s in started])
+        return CommandResult(True, "\n".join(cfg.warnings), [(s, True, "") for s in started])
 
-    def stop_task(self, fence: Fence, name: str, sources: list[str]) -> tuple[Outcome, list[str] | None]:
+    def stop_task(self, fence: Fence, name: str, sources: list[str]) -> tuple[CommandResult, list[str] | None]:
         """Remove the task (or some of its sources).  Returns the outcome and the sources whose
         shard-DDL metadata must go (None = all of the task)."""
         with self.task_lock:
             return self._stop_task(fence, name, sources)
 
-    def _stop_task(self, fence: Fence, name: str, sources: list[str]) -> tuple[Outcome, list[str] | None]:
+    def _stop_task(self, fence: Fence, name: str, sources: list[str]) -> tuple[CommandResult, list[str] | None]:
         cur = self.store.get_task(name)
         if cur is None:
-            return Outcome(False, f"task {name!r} not found"), None
+            return CommandResult(False, f"task {name!r} not found"), None
         bad = [s for s in sources if s not in cur.sources]
         if bad:
-            return Outcome(False, f"task {name!r} does not run on source(s) {', '.join(bad)}"), []
+            return CommandResult(False, f"task {name!r} does not run on source(s) {', '.join(bad)}"), []
         remaining = [s for s in cur.sources if s not in sources] if sources else []
         if remaining:
             self.store.put_task(fence, cur.with_stages({}, remaining))
             self.log.info("task stopped on sources", task=name, sources=",".join(sources))
-            return Outcome(True, "", [(s, True, "") for s in sources]), list(sources)
+            return CommandResult(True, "", [(s, True, "") for s in sources]), list(sources)
         self.store.delete_task_config(fence, name)
         self.log.info("task stopped", task=name)
-        return Outcome(True, "", [(s, True, "") for s in cur.sources]), None
+        return CommandResult(True, "", [(s, True, "") for s in cur.sources]), None
 
-    def pause_task(self, fence: Fence, name: str, sources: list[str]) -> Outcome:
+    def pause_task(self, fence: Fence, name: str, sources: list[str]) -> CommandResult:
         """Set the desired stage of the task (or of ``sources``) to paused; the workers stop those
         subtasks (checkpoints flushed) and report them ``Paused``.  Already paused is fine."""
         with self.task_lock:
             return self._pause_task(fence, name, sources)
 
-    def _pause_task(self, fence: Fence, name: str, sources: list[str]) -> Outcome:
+    def _pause_task(self, fence: Fence, name: str, sources: list[str]) -> CommandResult:
         cur = self._task_for_stage_change(name, sources, "pause-task")
         targets = list(sources) or list(cur.sources)
         already = [s for s in targets if cur.stage_of(s) == "paused"]
@@ -221,16 +221,16 @@ class Cluster:
             msg = f"paused {', '.join(changed)}; {', '.join(already)} already paused"
         else:
             msg = ""
-        return Outcome(True, msg, [(s, True, "already paused" if s in already else "") for s in targets])
+        return CommandResult(True, msg, [(s, True, "already paused" if s in already else "") for s in targets])
 
-    def resume_task(self, fence: Fence, name: str, sources: list[str]) -> Outcome:
+    def resume_task(self, fence: Fence, name: str, sources: list[str]) -> CommandResult:
         """Set the desired stage back to running.  The record is always rewritten (new
         revision), even when nothing was paused: that is what makes a worker restart a subtask
         that stopped in ``Error`` on an error a retry cannot fix."""
         with self.task_lock:
             return self._resume_task(fence, name, sources)
 
-    def _resume_task(self, fence: Fence, name: str, sources: list[str]) -> Outcome:
+    def _resume_task(self, fence: Fence, name: str, sources: list[str]) -> CommandResult:
         cur = self._task_for_stage_change(name, sources, "resume-task")
         targets = list(sources) or list(cur.sources)
         running = [s for s in targets if cur.stage_of(s) == "running"]
@@ -238,10 +238,10 @@ class Cluster:
         self.log.info("task resumed", task=name, sources=",".join(targets))
         msg = (f"{', '.join(running)} {'was' if len(running) == 1 else 'were'} not paused; a subtask "
                f"stopped in Error there is restarted") if running else ""
-        return Outcome(True, msg, [(s, True, "not paused; restarted if it stopped in Error" if s in running
+        return CommandResult(True, msg, [(s, True, "not paused; restarted if it stopped in Error" if s in running
                                     else "") for s in targets])
 
-    def _task_for_stage_change(self, name: str, sources: list[str], cmd: str) -> TaskConfig:
+    def _task_for_stage_change(self, name: str, sources: list[str], cmd: str) -> TaskRecord:
         if not name:
             raise RequestError(f"{cmd} needs a task name (or task file)")
         cur = self.store.get_task(name)
@@ -354,7 +354,7 @@ class Cluster:
                 self.log.error("worker's source file names another source", worker=r.worker,
                                source=r.source, file_source=cfg.source_id)
                 continue
-            self.store.put_source(fence, SourceConfig(cfg.source_id, r.source_yaml))
+            self.store.put_source(fence, SourceRecord(cfg.source_id, r.source_yaml))
             self.log.info("source registered from its worker", source=cfg.source_id, worker=r.worker)
             added.append(cfg.source_id)
         return added
@@ -429,7 +429,7 @@ def _stopped_statement(st: SubtaskStatus | None) -> dict | None:
 
 
 def handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: str, binlog_pos: str,
-                 statements: list[str] | None = None) -> Outcome:
+                 statements: list[str] | None = None) -> CommandResult:
     """``binlog skip|replace`` / ``handle-error TASK skip|replace``: arm a one-time skip (or
     replacement by ``statements``) of the statement event of ``source``'s binlog starting at
     ``binlog_pos`` (default: the statement the subtask is stopped on in Error, or paused at on
@@ -444,7 +444,7 @@ def handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: str
         return _handle_error(cluster, fence, task, source, op, binlog_pos, statements or [])
 
 
-def _list_skips(cluster: Cluster, task: str, source: str) -> Outcome:
+def _list_skips(cluster: Cluster, task: str, source: str) -> CommandResult:
     """``binlog list TASK [-s SOURCE]``: the armed skips and replacements and what became of them."""
     cluster._task_for_stage_change(task, [source] if source else [], "binlog list")
     recs = [r for r in cluster.store.list_binlog_skips(task, source or None).items]
@@ -452,12 +452,12 @@ def _list_skips(cluster: Cluster, task: str, source: str) -> Outcome:
              + (f" with {'; '.join(r.replace_with)}" if r.replace_with else "")
              + (f" (statement: {r.statement})" if r.statement else "") + (f" [{r.note}]" if r.note else "")
              for r in sorted(recs, key=lambda r: (r.source, r.file, r.pos))]
-    return Outcome(True, "\n".join(lines) if lines else f"no binlog skip or replace armed for task {task!r}",
+    return CommandResult(True, "\n".join(lines) if lines else f"no binlog skip or replace armed for task {task!r}",
                    [(r.source, True, f"{r.op} {r.state} at {r.position}") for r in recs])
 
 
 def _skip_on_every_source(cluster: Cluster, fence: Fence, task: str, op: str = "skip",
-                          statements: list[str] | None = None) -> Outcome:
+                          statements: list[str] | None = None) -> CommandResult:
     """``binlog skip TASK`` without ``-s`` (DM's runbook form): skip the statement on every
     source of the task stopped at one; the others answer "source 'S' has no error"."""
     cur = cluster._task_for_stage_change(task, [], "binlog skip")
@@ -473,11 +473,11 @@ def _skip_on_every_source(cluster: Cluster, fence: Fence, task: str, op: str = "
     if not msgs:
         raise RequestError(f"no source of task {task!r} is stopped at a statement (in Error, or Paused at a "
                            f"shard DDL); nothing to {op}", task=task)
-    return Outcome(True, "; ".join(msgs), per)
+    return CommandResult(True, "; ".join(msgs), per)
 
 
 def _handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: str, binlog_pos: str,
-                  statements: list[str] | None = None) -> Outcome:
+                  statements: list[str] | None = None) -> CommandResult:
     from coordinator.etcdproto import BinlogSkip, binlog_pos_gtid, parse_binlog_pos
     from coordinator.schema.replacement import ReplacementError, plan_replacement
     cmd = f"binlog {op or '?'}"
@@ -560,7 +560,7 @@ def _handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: st
         msg += f"; the {prev.op} armed there before is overwritten"
     elif prev is not None:
         msg += f"; a {prev.state} {prev.op} at that position was overwritten"
-    return Outcome(True, msg, [(source, True, f"{rec.op} armed at {rec.position}")])
+    return CommandResult(True, msg, [(source, True, f"{rec.op} armed at {rec.position}")])
 
 
 def _require_statement_start(cluster: Cluster, task: str, source: str, file: str, pos: int, cmd: str) -> None:
@@ -615,7 +615,7 @@ def _pos_or_none(text) -> tuple[str, int] | None:
         return None
 
 
-def _revert_skip(cluster: Cluster, fence: Fence, task: str, source: str, file, pos) -> Outcome:
+def _revert_skip(cluster: Cluster, fence: Fence, task: str, source: str, file, pos) -> CommandResult:
     pending = [r for r in cluster.store.list_binlog_skips(task, source).items
                if r.state == "pending" and (file is None or (r.file, r.pos) == (file, pos))]
     if not pending:
@@ -626,7 +626,7 @@ def _revert_skip(cluster: Cluster, fence: Fence, task: str, source: str, file, p
     for r in pending:
         (done if cluster.store.delete_binlog_skip(fence, r) else lost).append(r.position)
     if lost:
-        return Outcome(False, f"skip(s) at {', '.join(lost)} changed while reverting (the worker may have "
+        return CommandResult(False, f"skip(s) at {', '.join(lost)} changed while reverting (the worker may have "
                               f"used them); run `binlog revert` again to see", [(source, False, ", ".join(lost))])
     cluster.log.info("binlog skip reverted", task=task, source=source, positions=",".join(done))
-    return Outcome(True, f"reverted pending skip(s) at {', '.join(done)}", [(source, True, "")])
+    return CommandResult(True, f"reverted pending skip(s) at {', '.join(done)}", [(source, True, "")])

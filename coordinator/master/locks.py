@@ -1,6 +1,6 @@
 """Persisting the lock engine's decisions: ``coordinator.lock.LockKeeper`` <-> etcd.
 
-Every engine call returns an ``Outcome``; ``_persist`` writes it with the leader's fence
+Every engine call returns an ``LockChange``; ``_persist`` writes it with the leader's fence
 (Operations guarded by the revision of the Info they answer, dropped-column records, removed
 tables) and removes a resolved or empty lock in one guarded transaction before forgetting it.
 Only the optimist thread calls into this class.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from coordinator.etcdproto import (Fence, Info, Listing, LockKey, Operation, RecordError, SourceTables, Store, TableRef)
-from coordinator.lock import LockError, LockKeeper, LockView, Outcome
+from coordinator.lock import LockError, LockKeeper, LockView, LockChange
 from protos import master_pb2 as pb
 
 from coordinator.schema import SchemaError
@@ -102,7 +102,7 @@ class Locks:
                                    f"unreadable record {e.etcd_key}: {e.message}", t)
 
     # ------------------------------------------------------------------ persisting
-    def _persist(self, out: Outcome) -> dict:
+    def _persist(self, out: LockChange) -> dict:
         """Write ``out``; returns ``{"operation": PutResult of out.operation or None,
         "removed": True/False when the lock was resolved (removal done / deferred), else None}``
         so operator commands can report what really happened."""

@@ -16,6 +16,7 @@ from . import metrics
 from .binder import Binder
 from .cluster import Cluster
 from .election import Election
+from .optimist import Optimist
 from .service import MasterService
 
 
@@ -45,7 +46,7 @@ class MasterNode:
         self.log = logger("master", member=self.name)
         self.election = Election(self.store, self.name, self.advertise, election_ttl,
                                  self._on_elected, self._on_deposed)
-        self.optimist = None
+        self.optimist: Optimist | None = None
         self.binder: Binder | None = None
         self._duty_lock = threading.Lock()
         self.obs: ObsServer | None = None
@@ -81,7 +82,6 @@ class MasterNode:
 
     # ------------------------------------------------------------------ leadership
     def _on_elected(self, fence: Fence) -> None:
-        from .optimist import Optimist
         with self._duty_lock:
             opt = Optimist(self.store, fence, on_fenced=self.election.lost)
             opt.start()

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from coordinator.lock.keeper import Expectation
-from coordinator.lock.lattice import cmp
+from coordinator.lock.schema_bag import cmp
 from coordinator.schema import Column, Index, SchemaError, TableSchema, diff_ddls
 
 

@@ -8,20 +8,34 @@ advertised address once (a forwarded call is marked so it is never forwarded aga
 from __future__ import annotations
 
 import traceback
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import grpc
 
 from coordinator.errors import ShardMergeError
-from coordinator.etcdproto import EtcdUnavailable, Fenced
+from coordinator.etcdproto import EtcdUnavailable, Fenced, Store
 from coordinator.obs import logger
 from protos import master_pb2 as pb
 from protos import master_pb2_grpc as pbg
 
-from .cluster import RequestError
+from .cluster import Cluster, RequestError
+from .election import Election
+from .optimist import Optimist
 
-if TYPE_CHECKING:
-    from .node import MasterNode
+
+class ServedNode(Protocol):
+    """What the service needs of the master process (``node.MasterNode``), named here so the
+    service does not import the node that builds it."""
+    name: str
+    advertise: str
+    cluster: Cluster
+    election: Election
+    store: Store
+    optimist: Optimist | None     # None while this master is not the leader
+
+    def leader_ready(self) -> bool: ...
+
+    def wake_binder(self) -> None: ...
 
 FORWARDED = "x-shardmerge-forwarded"
 FORWARD_TIMEOUT = 30.0
@@ -43,7 +57,7 @@ def _common(out) -> pb.CommonResponse:
 
 
 class MasterService(pbg.MasterServicer):
-    def __init__(self, node: "MasterNode"):
+    def __init__(self, node: ServedNode):
         self.node = node
         self.log = logger("master.api", member=node.name)
         self._channels: dict[str, grpc.Channel] = {}

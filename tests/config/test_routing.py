@@ -1,6 +1,6 @@
 import pytest
 
-from coordinator.config import BlockAllowList, Instance, RouteRule, SyncerConfig, TableRef
+from coordinator.config import BlockAllowList, Instance, RouteRule, SyncerConfig, TablePattern
 from coordinator.routing import Filter, RouteConflict, Router, TableMapper, Target
 
 RULES = (
@@ -34,8 +34,8 @@ def test_question_mark_matches_one_char():
     assert r.route("db12", "t2") == Target("db12", "t2")
 
 
-BAL = BlockAllowList(do_dbs=("shop_*", "crm"), do_tables=(TableRef("shop_*", "orders_*"), TableRef("crm", "*")),
-                     ignore_tables=(TableRef("crm", "tmp_*"),))
+BAL = BlockAllowList(do_dbs=("shop_*", "crm"), do_tables=(TablePattern("shop_*", "orders_*"), TablePattern("crm", "*")),
+                     ignore_tables=(TablePattern("crm", "tmp_*"),))
 
 
 @pytest.mark.parametrize("schema,table,allowed", [
@@ -51,7 +51,7 @@ def test_block_allow_list(schema, table, allowed):
 
 
 def test_ignore_lists_without_do_lists():
-    f = Filter(BlockAllowList(ignore_dbs=("tmp*",), ignore_tables=(TableRef("app", "~^_.*_gho$"),)))
+    f = Filter(BlockAllowList(ignore_dbs=("tmp*",), ignore_tables=(TablePattern("app", "~^_.*_gho$"),)))
     assert f.table_allowed("app", "users")
     assert not f.table_allowed("tmp1", "users")
     assert not f.table_allowed("app", "_users_gho")

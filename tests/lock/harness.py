@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 
 from coordinator.etcdproto import Info, LockKey, Operation, SourceTables, Stage, TableRef
-from coordinator.lock import LockKeeper, Outcome
+from coordinator.lock import LockKeeper, LockChange
 from coordinator.schema import TableSchema
 
 LOCK = LockKey("task", "db", "t")
@@ -59,7 +59,7 @@ class Harness:
                     before=cur.to_json(), afters=[a.to_json() for a in afters],
                     ignore_conflict=ignore_conflict, revision=next(self.rev))
 
-    def send(self, name: str, *ddls: str, info: Info | None = None, done: bool = True) -> Outcome:
+    def send(self, name: str, *ddls: str, info: Info | None = None, done: bool = True) -> LockChange:
         info = info or self.make_info(name, *ddls)
         self.infos[name] = info
         out = self.k.handle_info(info)
@@ -79,13 +79,13 @@ class Harness:
                     self.last[n] = o
         return out
 
-    def done(self, name: str) -> Outcome:
+    def done(self, name: str) -> LockChange:
         op = self.last[name]
         op.done = True
         self.last_done = self.k.mark_done(op)
         return self.last_done
 
-    def unlock(self, name: str, action: str) -> Outcome:
+    def unlock(self, name: str, action: str) -> LockChange:
         ref = self.refs[name]
         out = self.k.unlock(LOCK.id, ref.source, ref.schema, ref.table, action)
         self.last[name] = out.operation

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from coordinator.etcdproto import Fenced, SourceConfig, Store
+from coordinator.etcdproto import Fenced, SourceRecord, Store
 from coordinator.master.election import Election
 from protos import master_pb2 as pb
 
@@ -59,13 +59,13 @@ def test_fenced_old_leader_write_is_rejected(etcd_client, etcd_prefix):
     old._follow()                      # campaign once, without the refresh loop
     fence = old.fence
     assert fence is not None
-    store.put_source(fence, SourceConfig("s1", source_yaml("s1")))    # still the leader: accepted
+    store.put_source(fence, SourceRecord("s1", source_yaml("s1")))    # still the leader: accepted
     # the lease expires (the old leader is paused, e.g. a long GC) and another master wins
     wait_for(lambda: store.leader() is None, timeout=10, what="old leader lease to expire")
     new = store.campaign("new", "127.0.0.1:2", ttl=5)
     assert new is not None and new.revision != fence.revision
     with pytest.raises(Fenced) as exc:
-        store.put_source(fence, SourceConfig("s1", source_yaml("s1", 1)))
+        store.put_source(fence, SourceRecord("s1", source_yaml("s1", 1)))
     assert "no longer the leader" in str(exc.value)
     assert store.get_source("s1").yaml == source_yaml("s1")            # unchanged
     # the election loop notices and steps down

@@ -287,13 +287,13 @@ def test_concurrent_task_stage_changes_both_land(store, fence, tmp_path):
     must be in the record (a read-modify-write race would silently undo one)."""
     import threading
 
-    from coordinator.etcdproto import SourceConfig
+    from coordinator.etcdproto import SourceRecord
     from coordinator.master.cluster import Cluster
 
     from .conftest import task_yaml
     cluster = Cluster(store)
     for s in ("s1", "s2", "s3"):
-        store.put_source(fence, SourceConfig(s, source_yaml(s)))
+        store.put_source(fence, SourceRecord(s, source_yaml(s)))
     cluster.start_task(fence, task_yaml("t1"), "t1.yaml", [])
     both_read = threading.Event()
     reads = []

@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from worker.apply import Literals, Partitioner, _statements, apply_changes, resolve_tls
-from worker.binlog_source import TableRef
+from worker.binlog_source import RowsTable
 from worker.events import DELETE, INSERT, UPDATE, Position
 
-REF = TableRef("up", "orders_1", "down", "orders", ("id", "v"), ("id",))
+REF = RowsTable("up", "orders_1", "down", "orders", ("id", "v"), ("id",))
 
 
 def _pos(i: int) -> Position:
@@ -85,7 +85,7 @@ def test_every_key_lives_in_one_partition_in_binlog_order(seq, n):
 
 
 def test_held_tables_applied_points_and_safe_marks():
-    other = TableRef("up", "orders_2", "down", "orders", ("id", "v"), ("id",))
+    other = RowsTable("up", "orders_2", "down", "orders", ("id", "v"), ("id",))
     txns = [(_pos(1), [(INSERT, REF, [(1, 1)]), (INSERT, other, [(2, 2)])]),
             (_pos(2), [(INSERT, REF, [(3, 3)])]),
             (_pos(3), [(INSERT, REF, [(4, 4)])])]
@@ -97,7 +97,7 @@ def test_held_tables_applied_points_and_safe_marks():
 
 
 def test_case_and_trailing_space_variants_of_a_string_key_share_a_partition():
-    ref = TableRef("up", "items", "down", "items", ("sku", "v"), ("sku",))
+    ref = RowsTable("up", "items", "down", "items", ("sku", "v"), ("sku",))
     txns = [(_pos(1), [(INSERT, ref, [("abc", 1)])]), (_pos(2), [(DELETE, ref, [("ABC ", 1)])])]
     for n in (2, 3, 7):
         parts = Partitioner({}, n).split(txns)
@@ -179,7 +179,7 @@ def test_a_duplicate_on_another_unique_key_is_reapplied_in_safe_mode(downstream_
     downstream out of order; that is not a collision."""
     downstream_db.execute("CREATE TABLE users (id INT PRIMARY KEY, email VARCHAR(20), UNIQUE KEY uk_email (email))")
     downstream_db.execute("INSERT INTO users VALUES (1, 'a@x')")
-    ref = TableRef("up", "users_1", downstream_db.name, "users", ("id", "email"), ("id",))
+    ref = RowsTable("up", "users_1", downstream_db.name, "users", ("id", "email"), ("id",))
     # upstream: row 1 gave up 'a@x' earlier (in another partition, not applied yet); row 2 takes it
     part = Partitioner({f"{downstream_db.name}.users": ["id"]}, 1).split([(_pos(5), [(INSERT, ref, [(2, "a@x")])])])[0]
     apply_changes(part, db_kwargs=resolve_tls(downstream_db.params), batch=10, source_id="s1")
@@ -212,7 +212,7 @@ def test_literals_equal_pymysql_escaping_in_both_quote_modes(downstream_db):
 def test_a_table_without_a_key_stays_in_one_partition():
     """Row-matching deletes of a keyless table scan (and lock) the whole table: partitions of it
     applied in parallel would deadlock, so all its changes go to one partition, in order."""
-    ref = TableRef("up", "log", "down", "log", ("a", "b"), ())
+    ref = RowsTable("up", "log", "down", "log", ("a", "b"), ())
     txns = [(_pos(i), [(INSERT, ref, [(i, i), (i + 100, 0)]), (UPDATE, ref, [((i, i), (i, -i))]),
                        (DELETE, ref, [(i + 100, 0)])]) for i in range(1, 30)]
     for n in (2, 5):

@@ -3,7 +3,7 @@ and downstream MariaDB: a table with a VIRTUAL and a STORED generated column fro
 generated column added mid-stream, inserts/updates/deletes before and after (keyed and keyless);
 the downstream computes the generated values itself and `check` finds it equal."""
 from worker.apply import Literals, Partitioner, _statements, apply_changes, connect_downstream, resolve_tls
-from worker.binlog_source import TableRef
+from worker.binlog_source import RowsTable
 from worker.check import check_task
 from worker.events import DELETE, INSERT, UPDATE, Position
 from worker.syncer import Syncer, fetch_generated, fetch_keys
@@ -51,8 +51,8 @@ def test_safe_mode_replay_and_keyless_matching_leave_generated_columns_out(downs
     downstream_db.execute("CREATE TABLE orders (id INT PRIMARY KEY, qty INT, dbl INT AS (qty * 2) VIRTUAL, "
                           "tag VARCHAR(20) AS (CONCAT('q', qty)) STORED)")
     downstream_db.execute("CREATE TABLE nokey (a INT, b INT AS (a + 1) STORED)")
-    orders = TableRef("up", "orders_01", down, "orders", ("id", "qty", "dbl", "tag"), ("id",))
-    nokey = TableRef("up", "nokey", down, "nokey", ("a", "b"), ())
+    orders = RowsTable("up", "orders_01", down, "orders", ("id", "qty", "dbl", "tag"), ("id",))
+    nokey = RowsTable("up", "nokey", down, "nokey", ("a", "b"), ())
     pos = [Position("mysql-bin.000001", 1000 + i) for i in range(4)]
     txns = [(pos[1], [(INSERT, orders, [(1, 10, 20, "q10"), (2, 20, 40, "q20")]),
                       (INSERT, nokey, [(1, 2), (2, 3), (2, 3)])]),

@@ -4,7 +4,7 @@ paused subtask reports ``Paused``.  Real etcd, MariaDB and Spark; the master's t
 writes are the real ``Cluster.pause_task`` / ``resume_task`` with the test's fence."""
 import yaml
 
-from coordinator.etcdproto import SourceBinding, TaskConfig
+from coordinator.etcdproto import SourceBinding, TaskRecord
 from coordinator.master.cluster import Cluster
 from worker.process import WorkerOptions, WorkerProcess
 
@@ -40,7 +40,7 @@ def test_resume_task_restarts_a_subtask_stopped_in_error(spark, services, store,
     key = (task.name, "s1")
     try:
         store.put_binding(master.fence, SourceBinding("s1", "w-pr"))
-        store.put_task(master.fence, TaskConfig(task=task.name, yaml=text, sources=["s1"]))
+        store.put_task(master.fence, TaskRecord(task=task.name, yaml=text, sources=["s1"]))
         st = wait_for(lambda: (s := _status(store, task.name)) and s.stage == "Error" and s, timeout=60,
                       what="subtask in Error")
         assert "cannot read password file" in st.detail["error"]["message"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from coordinator.etcdproto import SourceBinding, Stage, TaskConfig
+from coordinator.etcdproto import SourceBinding, Stage, TaskRecord
 from worker.check import check_task
 from worker.process import WorkerOptions, WorkerProcess
 
@@ -96,7 +96,7 @@ def test_binding_and_task_pickup_replication_and_failover(spark, services, store
         assert a.ready()[0] is False
         fence = master.acting.fence
         store.put_binding(fence, SourceBinding("s1", "w-a"))
-        store.put_task(fence, TaskConfig(task=task.name, yaml=text, sources=["s1"]))
+        store.put_task(fence, TaskRecord(task=task.name, yaml=text, sources=["s1"]))
         st = wait_for(lambda: store.get_source_tables(task.name, "s1"), what="SourceTables", timeout=60)
         assert st.members(downstream_db.name, "orders") == {(source1_db.name, "orders_01"),
                                                             (source1_db.name, "orders_02")}
