@@ -18,13 +18,14 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from coordinator.schema.ddl import apply_ddl
+from coordinator.schema.parse import parse_create_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from coordinator.etcd_client import connect  # noqa: E402
 from coordinator.etcdproto import Info, LockKey, SourceTables, Stage, Store, TableRef  # noqa: E402
 from coordinator.lock import LockKeeper  # noqa: E402
-from coordinator.schema import TableSchema  # noqa: E402
 
 INIT = "CREATE TABLE t (id BIGINT NOT NULL, v VARCHAR(64) DEFAULT NULL, PRIMARY KEY (id))"
 
@@ -44,9 +45,9 @@ def run(n: int, etcd: str, sources: int = 4) -> dict:
     store = Store(client, prefix)
     lock = LockKey("bench", "shop", "orders")
     tables = [TableRef(f"s{i % sources}", f"shop_{i % sources:02d}", f"orders_{i:05d}") for i in range(n)]
-    init = TableSchema.from_create_sql(INIT)
-    added = init.apply_ddl("ALTER TABLE t ADD COLUMN c1 INT")
-    dropped = added.apply_ddl("ALTER TABLE t DROP COLUMN c1")
+    init = parse_create_table(INIT)
+    added = apply_ddl(init, "ALTER TABLE t ADD COLUMN c1 INT")
+    dropped = apply_ddl(added, "ALTER TABLE t DROP COLUMN c1")
     steps = [("ALTER TABLE `shop`.`orders` ADD COLUMN c1 INT", init, added),
              ("ALTER TABLE `shop`.`orders` DROP COLUMN c1", added, dropped)]
     try:

@@ -49,6 +49,8 @@ from coordinator.errors import ShardMergeError
 from coordinator.routing import TableMapper
 from coordinator.schema import kinds as ddlmod
 from worker.events import DDLEvent
+from coordinator.schema.ddl import apply_ddl
+from coordinator.schema.parse import parse_create_table
 
 
 class UnsupportedDDL(ShardMergeError):
@@ -148,15 +150,14 @@ class DirectDDLHandler:
         return None if s is None else json.dumps(s.to_json(), sort_keys=True, separators=(",", ":"))
 
     def _track(self, event: DDLEvent) -> None:
-        from coordinator.schema.model import TableSchema
         key = (event.schema, event.table)
         try:
             if event.kind == ddlmod.CREATE_TABLE:
-                self.schemas[key] = TableSchema.from_create_sql(event.query)
+                self.schemas[key] = parse_create_table(event.query)
             elif event.kind == ddlmod.DROP_TABLE:
                 self.schemas.pop(key, None)
             elif key in self.schemas:
-                self.schemas[key] = self.schemas[key].apply_ddl(event.query)
+                self.schemas[key] = apply_ddl(self.schemas[key], event.query)
         except Exception:  # tracking is best-effort here; coordination uses its own tracker
             self.schemas.pop(key, None)
 
@@ -170,16 +171,15 @@ class DirectDDLHandler:
 
     def ddl_skipped(self, event: DDLEvent, ctx: DDLContext) -> None:
         """Operator skip: the tracked schema follows the upstream (see :func:`follow_skipped`)."""
-        from coordinator.schema.model import TableSchema
         key = (event.schema, event.table)
 
         def apply():
             if event.kind == ddlmod.CREATE_TABLE:
-                self.schemas[key] = TableSchema.from_create_sql(event.query)
+                self.schemas[key] = parse_create_table(event.query)
             elif event.kind == ddlmod.DROP_TABLE:
                 self.schemas.pop(key, None)
             elif key in self.schemas:
-                self.schemas[key] = self.schemas[key].apply_ddl(event.query)
+                self.schemas[key] = apply_ddl(self.schemas[key], event.query)
 
         def reload():
             conn = ctx.upstream()
@@ -189,7 +189,7 @@ class DirectDDLHandler:
                     sql = cur.fetchone()[1]
             finally:
                 conn.close()
-            self.schemas[key] = TableSchema.from_create_sql(sql)
+            self.schemas[key] = parse_create_table(sql)
 
         follow_skipped(event, ctx, apply, reload, lambda: self.schemas.pop(key, None))
 

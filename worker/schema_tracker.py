@@ -24,6 +24,8 @@ from coordinator.schema.errors import SchemaError
 from coordinator.schema.kinds import StatementKind
 from coordinator.schema.model import TableSchema
 from coordinator.sql import show_create_table
+from coordinator.schema.ddl import apply_ddl
+from coordinator.schema.parse import parse_create_table
 
 
 class SchemaTrackError(ShardMergeError):
@@ -130,7 +132,7 @@ class SchemaTracker:
         if sql is None:
             return None
         try:
-            ts = TableSchema.from_create_sql(sql).with_name(table)
+            ts = parse_create_table(sql).with_name(table)
         except SchemaError as e:
             raise SchemaTrackError(f"cannot model the upstream schema of `{schema}`.`{table}`: {e}",
                                    source=self.source, table=f"{schema}.{table}", position=position) from e
@@ -147,7 +149,7 @@ class SchemaTracker:
             for schema, table in tables:
                 sql = show_create_table(conn, schema, table)
                 try:
-                    ts = None if sql is None else TableSchema.from_create_sql(sql).with_name(table)
+                    ts = None if sql is None else parse_create_table(sql).with_name(table)
                 except SchemaError:
                     continue   # not modelled: left untracked, ensure() reports it on first use
                 self.set(schema, table, ts)
@@ -239,6 +241,5 @@ def _kind(sql: str) -> StatementKind:
 
 
 def _apply(cur: TableSchema | None, sql: str, table: str) -> TableSchema | None:
-    from coordinator.schema.ddl import apply_ddl
     out = apply_ddl(cur, sql)
     return None if out is None else out.with_name(table)

@@ -45,6 +45,8 @@ from worker.ddl_exec import run_ddls, server_error
 from worker.shardddl.errors import SkipRequested
 from worker.ddl_handler import DDLContext, DDLDecision, DDLHandler, DirectDDLHandler
 from worker.events import DDLEvent, Position
+from coordinator.schema.ddl import apply_ddl
+from coordinator.schema.parse import parse_create_table
 
 log = logger("worker.syncer")
 
@@ -698,15 +700,14 @@ def ddl_in_effect(before_sql: str | None, now_sql: str | None, statements: list[
     meanwhile): every column and index they touch must look as they would make it.  Unknown
     (unparsable, or a statement that touches nothing) means "not in effect": the statements run
     again, with the "already applied" errors ignored."""
-    from coordinator.schema import TableSchema
     if not before_sql or not now_sql:
         return False
     try:
-        before = TableSchema.from_create_sql(before_sql)
-        now = TableSchema.from_create_sql(now_sql)
+        before = parse_create_table(before_sql)
+        now = parse_create_table(now_sql)
         expected = before
         for sql in statements:
-            expected = expected.apply_ddl(sql)
+            expected = apply_ddl(expected, sql)
     except Exception:  # noqa: BLE001 — cannot tell: run again (errors meaning "done" are ignored)
         return False
     if expected is None:

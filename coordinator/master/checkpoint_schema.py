@@ -22,6 +22,7 @@ from coordinator.etcdproto import LockKey, Store, TableRef
 from coordinator.obs import logger
 from coordinator.schema import TableSchema
 from coordinator.sql import checkpoint_table, quote_table
+from coordinator.schema.parse import parse_create_table
 
 log = logger("master.checkpoint_schema")
 
@@ -124,7 +125,7 @@ class CheckpointSchemaSource:
                 with got[0].cursor() as cur:
                     cur.execute(f"SHOW CREATE TABLE {fq}")
                     row = cur.fetchone()
-                return self._addrs.get(lock.task, "?"), TableSchema.from_create_sql(row[1])
+                return self._addrs.get(lock.task, "?"), parse_create_table(row[1])
             except pymysql.MySQLError as e:
                 if e.args and e.args[0] == 1146:   # ER_NO_SUCH_TABLE
                     return self._addrs.get(lock.task, "?"), None

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from coordinator.lock.keeper import Expectation
 from coordinator.lock.schema_bag import cmp
 from coordinator.schema import Column, Index, SchemaError, TableSchema, diff_ddls
+from coordinator.schema.ddl import apply_ddl
 
 
 @dataclass
@@ -147,7 +148,7 @@ def check(exp: Expectation, down: TableSchema | None, address: str) -> CheckResu
     cur = down
     for stmt in ddls:
         try:
-            nxt = cur.apply_ddl(stmt)
+            nxt = apply_ddl(cur, stmt)
         except SchemaError:
             nxt = None
         tags = []

@@ -2,12 +2,12 @@
 
 Pure library (no I/O).  Public API:
 
-* ``TableSchema.from_create_sql(sql)`` — parse ``SHOW CREATE TABLE`` text
-  (MariaDB 10.11 / MySQL 8) with sqlglot.
+* ``parse_create_table(sql)`` — parse ``SHOW CREATE TABLE`` text
+  (MariaDB 10.11 / MySQL 8) with sqlglot into a ``TableSchema``.
 * ``TableSchema.to_create_sql(table_name=None)`` — render back, byte-identical
   to MariaDB's ``SHOW CREATE TABLE`` for tables it parsed.  ``table_name`` is
   ``"t"`` or ``("db", "t")``.
-* ``TableSchema.apply_ddl(sql)`` — apply one DDL statement, returning the new
+* ``apply_ddl(schema, sql)`` — apply one DDL statement, returning the new
   schema (``None`` after DROP TABLE).  ``apply_ddl(None, "CREATE TABLE ...")``
   creates one.
 * ``TableSchema.to_json()`` / ``TableSchema.from_json(d)``; schemas are frozen,
@@ -36,10 +36,11 @@ from .diff import diff_ddls
 from .errors import Incomparable, InvalidDDL, SchemaConflict, SchemaError, UnsupportedDDL
 from .lattice import classify, classify_ddl, compare, join
 from .model import Column, ColumnType, Index, TableSchema
+from .parse import parse_create_table
 from .split import rename_ddl_table, split_ddl
 
 __all__ = [
-    "TableSchema", "Column", "ColumnType", "Index", "apply_ddl", "join", "compare",
+    "TableSchema", "Column", "ColumnType", "Index", "apply_ddl", "parse_create_table", "join", "compare",
     "classify", "classify_ddl", "diff_ddls", "split_ddl", "rename_ddl_table",
     "SchemaError", "SchemaConflict", "Incomparable", "UnsupportedDDL", "InvalidDDL",
 ]

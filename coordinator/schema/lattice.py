@@ -21,6 +21,7 @@ from .errors import Incomparable, SchemaConflict
 from .model import Column, ColumnType, TableSchema
 from .parse import sort_indexes
 from .render import render_type
+from .ddl import apply_ddl
 
 
 class _Clash(Exception):
@@ -363,7 +364,7 @@ def classify(before: TableSchema, after: TableSchema) -> str:
 def classify_ddl(schema: TableSchema, sql: str) -> tuple[TableSchema | None, str]:
     """Apply one (single-change) DDL and classify it; DROP TABLE is 'narrowing'
     only in the sense of removing the table, reported as 'conflicting'."""
-    after = schema.apply_ddl(sql)
+    after = apply_ddl(schema, sql)
     if after is None:
         return None, "conflicting"
     return after, classify(schema, after)

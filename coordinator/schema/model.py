@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from . import render
 from . import typesys as ts
 
 
@@ -59,8 +60,7 @@ class ColumnType:
                    collation=d.get("collation"))
 
     def sql(self) -> str:
-        from .render import render_type
-        return render_type(self)
+        return render.render_type(self)
 
 
 @dataclass(frozen=True)
@@ -112,8 +112,7 @@ class Column:
 
     def sql(self, table_charset: str | None = None, table_collation: str | None = None,
             explicit_charset: bool = False) -> str:
-        from .render import render_column
-        return render_column(self, table_charset, table_collation, explicit_charset)
+        return render.render_column(self, table_charset, table_collation, explicit_charset)
 
 
 INDEX_KINDS = ("primary", "unique", "key", "fulltext", "spatial")
@@ -215,16 +214,5 @@ class TableSchema:
                    options=tuple((k, v) for k, v in d.get("options", ())),
                    name=d.get("name"))
 
-    @classmethod
-    def from_create_sql(cls, sql: str) -> "TableSchema":
-        from .parse import parse_create_table
-        return parse_create_table(sql)
-
     def to_create_sql(self, table_name: str | None = None) -> str:
-        from .render import render_create_table
-        return render_create_table(self, table_name or self.name or "t")
-
-    def apply_ddl(self, sql: str) -> "TableSchema | None":
-        """Apply one DDL statement; DROP TABLE returns None."""
-        from .ddl import apply_ddl
-        return apply_ddl(self, sql)
+        return render.render_create_table(self, table_name or self.name or "t")

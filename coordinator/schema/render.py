@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from coordinator.sql import quote_ident  # noqa: F401 — the renderer's quoting is the shared one
 
+from typing import TYPE_CHECKING
+
 from . import typesys as ts
-from .model import Column, ColumnType, Index, TableSchema
+
+if TYPE_CHECKING:      # model renders itself through this module, which only reads the model
+    from .model import Column, ColumnType, Index, TableSchema
 
 TableName = "str | tuple[str, str]"
 

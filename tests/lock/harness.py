@@ -12,6 +12,8 @@ import itertools
 from coordinator.etcdproto import Info, LockKey, Operation, SourceTables, Stage, TableRef
 from coordinator.lock import LockKeeper, LockChange
 from coordinator.schema import TableSchema
+from coordinator.schema.ddl import apply_ddl
+from coordinator.schema.parse import parse_create_table
 
 LOCK = LockKey("task", "db", "t")
 
@@ -19,7 +21,7 @@ LOCK = LockKey("task", "db", "t")
 class Harness:
     def __init__(self, create_sql: str, tables=("A", "B"), keeper: LockKeeper | None = None):
         self.k = keeper or LockKeeper()
-        self.init = TableSchema.from_create_sql(create_sql)
+        self.init = parse_create_table(create_sql)
         self.schema: dict[str, TableSchema] = {}
         self.refs: dict[str, TableRef] = {}
         self.rev = itertools.count(100)
@@ -52,7 +54,7 @@ class Harness:
         cur = before or self.schema[name]
         afters, s = [], cur
         for d in ddls:
-            s = s.apply_ddl(d)
+            s = apply_ddl(s, d)
             afters.append(s)
         return Info(task=LOCK.task, source=ref.source, up_schema=ref.schema, up_table=ref.table,
                     down_schema=LOCK.down_schema, down_table=LOCK.down_table, ddls=list(ddls),

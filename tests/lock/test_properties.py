@@ -13,6 +13,8 @@ from coordinator.etcdproto import Stage
 from coordinator.schema import SchemaError, TableSchema, classify
 
 from .harness import Harness
+from coordinator.schema.ddl import apply_ddl
+from coordinator.schema.parse import parse_create_table
 
 INIT = "CREATE TABLE t (id INT PRIMARY KEY, c0 INT, c1 INT, INDEX i0 (c0))"
 POOL = [
@@ -32,13 +34,13 @@ def _valid(seq: list[str]) -> list[str]:
     """Keep statements that apply in order and are not conflicting (those need every table's
     worker to skip and replay: covered by the scenario tests); never re-add a column dropped earlier (refused by
     design: it is not fully dropped downstream yet)."""
-    s, out, dropped = TableSchema.from_create_sql(INIT), [], set()
+    s, out, dropped = parse_create_table(INIT), [], set()
     for d in seq:
         col = d.split("COLUMN ")[1].split()[0] if "COLUMN" in d else None
         if "ADD COLUMN" in d and col in dropped:
             continue
         try:
-            nxt = s.apply_ddl(d)
+            nxt = apply_ddl(s, d)
         except SchemaError:
             continue
         if classify(s, nxt) == "conflicting":   # e.g. DROP COLUMN of an indexed column
@@ -52,7 +54,7 @@ def _valid(seq: list[str]) -> list[str]:
 
 def _downstream(schema: TableSchema, ddl: str) -> TableSchema:
     try:
-        return schema.apply_ddl(ddl)
+        return apply_ddl(schema, ddl)
     except SchemaError:   # duplicate column / unknown column / duplicate key name: ignorable
         return schema
 
@@ -90,8 +92,8 @@ def test_any_interleaving_gives_the_same_downstream_schema(raw_seq, order):
         return
     sequential = _run(seq, [i for i in range(3) for _ in seq])
     interleaved = _run(seq, order)
-    final = TableSchema.from_create_sql(INIT)
+    final = parse_create_table(INIT)
     for d in seq:
-        final = final.apply_ddl(d)
+        final = apply_ddl(final, d)
     assert interleaved.same_as(sequential), (seq, order)
     assert interleaved.same_as(final), (seq, order, interleaved.to_create_sql(), final.to_create_sql())

@@ -7,6 +7,7 @@ from coordinator.etcdproto import Stage, TableRef
 from coordinator.lock import LockKeeper, UnlockRefused
 
 from .harness import LOCK, Harness
+from coordinator.schema.ddl import apply_ddl
 
 ID = "CREATE TABLE t (id INT PRIMARY KEY)"
 
@@ -444,7 +445,7 @@ def test_s31_conflicting_defaults_detected_then_unlock_skip():
 
 def test_s32_ignore_conflict_info_forces_the_schema():
     h = Harness(ID)
-    forced = h.init.apply_ddl("ALTER TABLE t ADD COLUMN x INT NOT NULL")
+    forced = apply_ddl(h.init, "ALTER TABLE t ADD COLUMN x INT NOT NULL")
     info = h.make_info("A", "ALTER TABLE t ADD COLUMN x INT NOT NULL", ignore_conflict=True)
     info.before, info.afters, info.ddls = forced.to_json(), [forced.to_json()], [""]
     out = h.send("A", info=info)

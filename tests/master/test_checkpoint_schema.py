@@ -4,7 +4,7 @@ import json
 from coordinator.etcdproto import LockKey, Store, TableRef
 from coordinator.etcdproto.records import TaskRecord
 from coordinator.master.checkpoint_schema import CheckpointSchemaSource
-from coordinator.schema import TableSchema
+from coordinator.schema.parse import parse_create_table
 
 TASK_YAML = """
 name: cps
@@ -20,7 +20,7 @@ def test_reads_table_info_from_checkpoint_row(etcd_client, etcd_prefix, downstre
     store = Store(etcd_client, etcd_prefix)
     fence = store.campaign("m1", "127.0.0.1:1", ttl=10)
     store.put_task(fence, TaskRecord(task="cps", yaml=TASK_YAML.format(meta=downstream_db.name, **p), sources=["s1"]))
-    schema = TableSchema.from_create_sql("CREATE TABLE t (id int NOT NULL, c varchar(20) DEFAULT NULL, PRIMARY KEY (id))")
+    schema = parse_create_table("CREATE TABLE t (id int NOT NULL, c varchar(20) DEFAULT NULL, PRIMARY KEY (id))")
     downstream_db.execute("CREATE TABLE cps_syncer_checkpoint (id VARCHAR(64), cp_schema VARCHAR(128), "
                           "cp_table VARCHAR(128), table_info LONGTEXT)")
     downstream_db.execute("INSERT INTO cps_syncer_checkpoint VALUES ('s1','db1','t1',%s), ('s1','db1','t2','null')",

@@ -14,12 +14,14 @@ from coordinator.obs import logger
 from coordinator.schema import TableSchema
 
 from .conftest import free_port, run_cli, source_yaml, wait_for, write
+from coordinator.schema.ddl import apply_ddl
+from coordinator.schema.parse import parse_create_table
 
 A = TableRef("s1", "shop_01", "orders_01")
 B = TableRef("s2", "shop_02", "orders_01")
 BASE_SQL = ("CREATE TABLE `orders` (`id` int(11) NOT NULL, `v` int(11) DEFAULT NULL, PRIMARY KEY (`id`)) "
             "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4")
-BASE = TableSchema.from_create_sql(BASE_SQL)
+BASE = parse_create_table(BASE_SQL)
 ADD_E = "ALTER TABLE `orders` ADD COLUMN `e` INT"
 
 
@@ -41,7 +43,7 @@ class Shards:
     def info(self, t: TableRef, ddl: str, before: TableSchema = BASE) -> Info:
         return Info(task="t1", source=t.source, up_schema=t.schema, up_table=t.table, down_schema=self.db,
                     down_table="orders", ddls=[ddl], before=before.to_json(),
-                    afters=[before.apply_ddl(ddl).to_json()])
+                    afters=[apply_ddl(before, ddl).to_json()])
 
     def send(self, t: TableRef, ddl: str, before: TableSchema = BASE):
         info = self.info(t, ddl, before)
@@ -338,7 +340,7 @@ def test_expectation_of_a_lock_in_error_cannot_be_checked():
     k.handle_info(info, target_tables=[A, B])
     exp = k.expectation(sh.lock)
     assert exp.error == "" and exp.now.column("e") is None and exp.issued.column("e") is not None
-    assert check(exp, BASE, "h:1").agree and check(exp, BASE.apply_ddl(ADD_E), "h:1").agree
+    assert check(exp, BASE, "h:1").agree and check(exp, apply_ddl(BASE, ADD_E), "h:1").agree
     k.mark_error(sh.lock, "unreadable record /x: not JSON", B)
     res = check(k.expectation(sh.lock), BASE, "h:1")
     assert not res.agree and "state error" in res.text and "not JSON" in res.text

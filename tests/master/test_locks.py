@@ -8,13 +8,14 @@ from coordinator.etcdproto import Info, LockKey, SourceTables, Stage, TableRef
 from coordinator.schema import TableSchema
 
 from .conftest import run_cli, wait_for
+from coordinator.schema.ddl import apply_ddl
+from coordinator.schema.parse import parse_create_table
 
 LOCK = LockKey("t1", "shop", "orders")
 LOCK_ID = "t1-`shop`.`orders`"
 A = TableRef("s1", "shop_01", "orders_01")
 B = TableRef("s2", "shop_02", "orders_01")
-BASE = TableSchema.from_create_sql(
-    "CREATE TABLE `orders` (`id` int(11) NOT NULL, `v` int(11) DEFAULT NULL, PRIMARY KEY (`id`)) "
+BASE = parse_create_table("CREATE TABLE `orders` (`id` int(11) NOT NULL, `v` int(11) DEFAULT NULL, PRIMARY KEY (`id`)) "
     "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4")
 
 
@@ -28,7 +29,7 @@ def publish_tables(store, *tables: TableRef):
 
 def send(store, t: TableRef, ddl: str, before: TableSchema = BASE) -> tuple[Info, int]:
     """Act as t's worker: put the Info for ``ddl`` (routed to shop.orders)."""
-    after = before.apply_ddl(ddl)
+    after = apply_ddl(before, ddl)
     info = Info(task=LOCK.task, source=t.source, up_schema=t.schema, up_table=t.table, down_schema="shop",
                 down_table="orders", ddls=[ddl], before=before.to_json(), afters=[after.to_json()])
     return info, store.put_info(info)
@@ -164,10 +165,10 @@ def test_unlock_exec_and_skip_end_to_end(leader, store, capsys):
 
     # exec: a second conflict on the same table, now executed
     _, rb2 = send(store, B, "ALTER TABLE `shop`.`orders` ADD COLUMN `d` INT",
-                  before=BASE.apply_ddl(ADD_C))
+                  before=apply_ddl(BASE, ADD_C))
     store.mark_done(op)
     op2 = answer(store, B, rb2)
-    _, ra2 = send(store, A, "ALTER TABLE `shop`.`orders` ADD COLUMN `d` VARCHAR(3)", before=BASE.apply_ddl(ADD_C))
+    _, ra2 = send(store, A, "ALTER TABLE `shop`.`orders` ADD COLUMN `d` VARCHAR(3)", before=apply_ddl(BASE, ADD_C))
     opa = answer(store, A, ra2)
     assert opa.stage is Stage.DETECTED
     rc, doc, _ = run_cli(capsys, leader, "unlock-ddl-lock", LOCK_ID, "-s", "s1", "-d", "shop_01", "-t",

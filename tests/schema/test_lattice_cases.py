@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from coordinator.schema import Incomparable, SchemaConflict, TableSchema, compare, join
+from coordinator.schema.parse import parse_create_table
 
 X = "conflict"
 INC = "incomparable"
@@ -92,7 +93,7 @@ CASES = [
 
 def table(coldef: str | None, extra: str = "") -> TableSchema:
     cols = "id INT NOT NULL" + (f", c {coldef}" if coldef else "") + extra
-    return TableSchema.from_create_sql(f"CREATE TABLE t ({cols}) DEFAULT CHARSET=utf8mb4")
+    return parse_create_table(f"CREATE TABLE t ({cols}) DEFAULT CHARSET=utf8mb4")
 
 
 @pytest.mark.parametrize("a,b,order,joined", CASES, ids=[f"{a} | {b}" for a, b, _, _ in CASES])
@@ -154,8 +155,8 @@ def test_indexes_side_with_index_is_smaller():
 
 
 def test_auto_increment_needs_common_key():
-    a = TableSchema.from_create_sql("CREATE TABLE t (id INT NOT NULL AUTO_INCREMENT, PRIMARY KEY (id))")
-    b = TableSchema.from_create_sql("CREATE TABLE t (id INT NOT NULL AUTO_INCREMENT, UNIQUE KEY u (id))")
+    a = parse_create_table("CREATE TABLE t (id INT NOT NULL AUTO_INCREMENT, PRIMARY KEY (id))")
+    b = parse_create_table("CREATE TABLE t (id INT NOT NULL AUTO_INCREMENT, UNIQUE KEY u (id))")
     with pytest.raises(SchemaConflict) as ei:
         join(a, b)
     assert ei.value.column == "id"
@@ -171,8 +172,8 @@ def test_contradicting_orders():
 
 
 def test_table_charset_widens():
-    a = TableSchema.from_create_sql("CREATE TABLE t (a INT) DEFAULT CHARSET=utf8")
-    b = TableSchema.from_create_sql("CREATE TABLE t (a INT) DEFAULT CHARSET=utf8mb4")
+    a = parse_create_table("CREATE TABLE t (a INT) DEFAULT CHARSET=utf8")
+    b = parse_create_table("CREATE TABLE t (a INT) DEFAULT CHARSET=utf8mb4")
     assert compare(a, b) == -1
     assert join(a, b).charset == "utf8mb4"
 

@@ -2,14 +2,14 @@
 coordinator.schema give the same schema the upstream reports after running them."""
 import pytest
 
-from coordinator.schema.model import TableSchema
 from coordinator.schema.split import split_ddl
 from worker.schema_tracker import SchemaTracker, SchemaTrackError, schema_from_json, schema_to_json
+from coordinator.schema.parse import parse_create_table
 
 
 def _upstream(db, table):
     sql = db.execute(f"SHOW CREATE TABLE `{table}`")[0][1]
-    return TableSchema.from_create_sql(sql)
+    return parse_create_table(sql)
 
 
 def test_tracker_follows_alters_of_a_real_upstream(source1_db):

@@ -33,7 +33,6 @@ from coordinator.config import SourceConfig, TaskConfig
 from coordinator.errors import ShardMergeError
 from coordinator.obs import logger
 from coordinator.routing import TableMapper
-from coordinator.schema import TableSchema
 from coordinator.sql import quote_table
 from worker.apply import connect_downstream
 from worker.checkpoint import CheckpointStore
@@ -46,6 +45,7 @@ from worker.load.snapshot import connect_reader, fingerprint
 from worker.load.store import ChunkRow, LoadStore, fq_name
 from worker.load.targets import ensure_target, joined, strip_counter
 from worker.schema_tracker import schema_to_json
+from coordinator.schema.parse import parse_create_table
 
 log = logger("worker.load")
 
@@ -181,7 +181,7 @@ class FullLoad:
                 t.est_rows = max(t.est_rows, (len(edges) - 1) * self.opts.chunk_rows)
                 info = t.to_json()
                 info.update(fingerprint=fingerprint(t.create_sql), down_key=down_key, chunks=len(edges),
-                            table_info=schema_to_json(TableSchema.from_create_sql(t.create_sql)))
+                            table_info=schema_to_json(parse_create_table(t.create_sql)))
                 trows[(t.schema, t.table)] = info
                 chunks += [ChunkRow(t.schema, t.table, i, lo, hi) for i, (lo, hi) in enumerate(edges)]
         finally:
@@ -220,7 +220,7 @@ class FullLoad:
         with connect_downstream(self.down_kwargs, autocommit=True) as d:
             for target, shards in sorted(by_target.items()):
                 name = f"{target[0]}.{target[1]}"
-                schemas = [(f"{self.sid}:{t.name}", strip_counter(TableSchema.from_create_sql(t.create_sql)))
+                schemas = [(f"{self.sid}:{t.name}", strip_counter(parse_create_table(t.create_sql)))
                            for t in shards]
                 ensure_target(d, target, joined(schemas, name, self.task.name, self.sid),
                               task=self.task.name, source=self.sid)

@@ -18,6 +18,7 @@ from coordinator.errors import ShardMergeError
 from coordinator.obs import logger
 from coordinator.schema import SchemaConflict, TableSchema, diff_ddls, join
 from coordinator.sql import quote_ident
+from coordinator.schema.parse import parse_create_table
 
 log = logger("worker.load.targets")
 
@@ -60,7 +61,7 @@ def ensure_target(conn, target: tuple[str, str], mine: TableSchema, *, task: str
             cur.execute(f"CREATE DATABASE IF NOT EXISTS {_q(ts)}")
             try:
                 cur.execute(f"SHOW CREATE TABLE {_q(ts)}.{_q(tt)}")
-                existing = TableSchema.from_create_sql(cur.fetchone()[1])
+                existing = parse_create_table(cur.fetchone()[1])
             except pymysql.err.ProgrammingError as e:
                 if e.args[0] != 1146:
                     raise
