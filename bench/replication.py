@@ -39,9 +39,10 @@ import yaml  # noqa: E402
 
 from coordinator.config import parse_source, parse_task  # noqa: E402
 from coordinator.routing import TableMapper  # noqa: E402
-from worker.binlog_source import decode_range  # noqa: E402
-from worker.binlog_spark import load_range  # noqa: E402
-from worker.syncer import Syncer, master_status  # noqa: E402
+from worker.binlog.source import decode_range  # noqa: E402
+from worker.binlog.spark_reader import load_range  # noqa: E402
+from worker.sync.syncer import Syncer  # noqa: E402
+from worker.upstream import master_status  # noqa: E402
 
 DDL = "(id BIGINT PRIMARY KEY, shard INT NOT NULL, item VARCHAR(40), qty INT, price DECIMAL(10,2), note VARCHAR(100))"
 
@@ -219,7 +220,7 @@ def main(argv=None) -> int:
         try:
             # Python workers started with the apply module loaded, as in a running worker
             spark.sparkContext.parallelize(range(args.parallelism), args.parallelism) \
-                .map(lambda x: bool(__import__("worker.apply"))).collect()
+                .map(lambda x: bool(__import__("worker.sync.apply"))).collect()
             runs = {r: _replicate(spark, mysql, conns, up_names, start, data_end, tag, r, args, len(all_rows))
                     for r in readers}
         finally:

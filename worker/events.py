@@ -93,7 +93,7 @@ def advance_gtid_set(text: str, gtid: str) -> str:
     return format_gtid_set(d)
 
 
-# Kinds of row changes and statement events (see worker.binlog_source).
+# Kinds of row changes and statement events (see worker.binlog.source).
 INSERT, UPDATE, DELETE, DDL, END = "insert", "update", "delete", "ddl", "end"
 DML_KINDS = (INSERT, UPDATE, DELETE)
 

@@ -85,7 +85,7 @@ def _retryable(e: BaseException) -> bool:
     from worker.load import KeyCollision, SchemaChangedDuringLoad
 
     from .shardddl import ShardDDLError
-    from .syncer import DownstreamDDLRejected, ReplicationKeyCollision, UpstreamChanged
+    from worker.sync.errors import DownstreamDDLRejected, ReplicationKeyCollision, UpstreamChanged
     if isinstance(e, TransientError):
         return True
     # SchemaChangedDuringLoad: a routed table dropped (or a keyless one altered) during the load; a
@@ -245,7 +245,7 @@ class Subtask:
                 handler.close()
 
     def _stream(self, log, cfg, handler) -> None:
-        from worker.syncer import Syncer
+        from worker.sync.syncer import Syncer
         if not self.worker.spark_started:
             self.status.starting("starting the Spark session (the worker's first subtask; 15-60 s)")
         spark = self.worker.spark()
@@ -257,7 +257,7 @@ class Subtask:
                 log.info("task-mode full: load finished, no binlog replication")
                 self.stop_event.wait()
                 return
-        from worker.binlog_skip import BinlogSkips
+        from worker.sync.binlog_skip import BinlogSkips
         syncer = Syncer(spark, cfg, self.source, handler,
                         reader=cfg.instance(self.source.source_id).syncer.binlog_reader,
                         skips=BinlogSkips(self.worker.store, cfg.name, self.source.source_id, self.worker.name))
@@ -300,7 +300,7 @@ class Subtask:
 
     def _events_behind(self, syncer) -> int | None:
         """Transactions the upstream has committed past the checkpoint (per GTID domain)."""
-        from worker.syncer import master_status
+        from worker.upstream import master_status
         try:
             up = master_status(self.source.db.pymysql_kwargs())
         except Exception:  # noqa: BLE001 — lag is informational; the next batch reports the error

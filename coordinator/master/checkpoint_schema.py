@@ -1,7 +1,7 @@
 """Where a shard table joining a lock starts: the schema its worker checkpointed downstream.
 
 Design doc §1.3: when a table joins a lock, its starting schema is the ``table_info`` of its
-row in ``<meta-schema>.<task>_syncer_checkpoint`` (written by ``worker.checkpoint``); if that
+row in ``<meta-schema>.<task>_syncer_checkpoint`` (written by ``worker.sync.checkpoint``); if that
 cannot be read (no task config, downstream unreachable for ``wait`` seconds, no row, JSON ``null``)
 the engine falls back to the lock's init schema.  Connections are cached per task, dropped on
 error and re-opened at once (a downstream restart kills the cached one).

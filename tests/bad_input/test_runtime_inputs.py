@@ -95,7 +95,7 @@ def test_unlock_of_a_lock_that_does_not_exist(lock_id):
 
 # ------------------------------------------------------------------ hosts and passwords
 def test_unreachable_downstream_for_checkpoints_names_task_and_source():
-    from worker.checkpoint import CheckpointError, CheckpointStore
+    from worker.sync.checkpoint import CheckpointError, CheckpointStore
     store = CheckpointStore({"host": "127.0.0.1", "port": 1, "user": "u", "password": "p"}, "meta", "t1", "s1")
     with pytest.raises(CheckpointError) as e:
         store.ensure_table()

@@ -11,10 +11,10 @@ import pytest
 
 from tests.load.conftest import Writer, create_shards, make_load_task
 from worker.check import check_task
-from worker.checkpoint import CheckpointStore
+from worker.sync.checkpoint import CheckpointStore
 from worker.load import KeyCollision, LoadHooks, run_full_load
 from worker.schema_tracker import schema_from_json
-from worker.syncer import Syncer
+from worker.sync.syncer import Syncer
 
 
 def test_all_mode_two_sources_with_live_writes_reaches_equal(spark, source1_db, source2_db, downstream_db):

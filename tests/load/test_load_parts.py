@@ -16,7 +16,7 @@ from worker.load import (LoadHooks, LoadOptions, LoadStopped, SchemaChangedDurin
                          load_options, run_full_load)
 from worker.load.plan import bounds, discover, key_where
 from worker.load.snapshot import connect_reader
-from worker.syncer import Syncer
+from worker.sync.syncer import Syncer
 
 
 def test_loader_options_come_from_dm_sections(source1_db, downstream_db):

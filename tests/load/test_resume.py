@@ -17,7 +17,7 @@ from tests.load.conftest import create_shards, make_load_task
 from worker.check import check_task
 from worker.load import run_full_load
 from worker.load.store import LoadStore
-from worker.syncer import Syncer
+from worker.sync.syncer import Syncer
 
 HERE = Path(__file__).resolve().parent
 

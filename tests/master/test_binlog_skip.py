@@ -104,7 +104,7 @@ def test_cli_binlog_skip_and_its_errors(leader, store, capsys, tmp_path, source1
     assert [r.position for r in store.list_binlog_skips("t1", "s1").items] == ["mysql-bin.000003:1234"]
 
     # -b must name where a DDL starts in the source's real binlog (s2's config points at source1)
-    from worker.syncer import master_status
+    from worker.upstream import master_status
     source1_db.execute("CREATE TABLE pre (id INT PRIMARY KEY)")
     source1_db.execute("INSERT INTO pre VALUES (1)")
     at_ddl = master_status(source1_db.params)

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from coordinator.config import parse_source, parse_task
-from worker.syncer import master_status
+from worker.upstream import master_status
 
 
 def db_yaml(params: dict) -> dict:

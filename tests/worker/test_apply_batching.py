@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from worker.apply import Literals, Partitioner, _statements, apply_changes, resolve_tls
-from worker.binlog_source import RowsTable
+from worker.sync.apply import Literals, Partitioner, _statements, apply_changes, resolve_tls
+from worker.binlog.source import RowsTable
 from worker.events import DELETE, INSERT, UPDATE, Position
 
 REF = RowsTable("up", "orders_1", "down", "orders", ("id", "v"), ("id",))
@@ -152,7 +152,7 @@ def test_replay_of_an_applied_partition_switches_to_safe_mode(downstream_db):
 def test_a_key_taken_by_another_shard_is_a_collision_not_an_overwrite(downstream_db):
     """DM's safe mode would REPLACE the other shard's row; here nothing of the partition is
     applied and the error names the key, the value, the shard table and the position."""
-    from worker.apply import KeyCollision
+    from worker.sync.apply import KeyCollision
 
     downstream_db.execute("CREATE TABLE orders (id INT PRIMARY KEY, v INT)")
     downstream_db.execute("INSERT INTO orders VALUES (2, 200)")            # shard 2's row
@@ -259,7 +259,7 @@ def test_a_lock_wait_timeout_reruns_the_partition(downstream_db):
 
 
 def test_a_lock_conflict_that_persists_is_a_typed_error_and_nothing_is_applied(downstream_db, monkeypatch):
-    import worker.apply as apply_mod
+    import worker.sync.apply as apply_mod
 
     monkeypatch.setattr(apply_mod, "LOCK_RETRIES", 1)
     part, kw, t, holder = _blocked_update(downstream_db, 4.0)

@@ -16,11 +16,12 @@ from prometheus_client import REGISTRY
 from coordinator.etcdproto import BinlogSkip, Stage, Store, parse_binlog_pos
 from coordinator.routing import TableMapper
 from tests.worker.conftest import make_task
-from worker.binlog_skip import BinlogSkips
+from worker.sync.binlog_skip import BinlogSkips
 from tests.worker_coord.conftest import AutoMaster
 from worker.shardddl import OptimisticDDLHandler, UnsupportedShardDDL
 from worker.schema_tracker import SchemaTracker
-from worker.syncer import SimulatedCrash, SyncError, Syncer
+from worker.sync.syncer import SimulatedCrash, Syncer
+from worker.sync.errors import SyncError
 
 
 class CrashOnAddColumn(BinlogSkips):

@@ -3,7 +3,7 @@ table, even when a stale second process flushes), the global point is clamped by
 and a reload rebuilds the same state."""
 from __future__ import annotations
 
-from worker.checkpoint import CheckpointStore
+from worker.sync.checkpoint import CheckpointStore
 from worker.events import Position
 
 

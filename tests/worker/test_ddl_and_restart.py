@@ -7,8 +7,9 @@ import pytest
 
 from tests.worker.conftest import make_task
 from worker.check import check_task
-from worker.ddl_handler import DDLDecision, DirectDDLHandler
-from worker.syncer import Hooks, SimulatedCrash, Syncer, master_status
+from worker.sync.ddl_handler import DDLDecision, DirectDDLHandler
+from worker.sync.syncer import Hooks, SimulatedCrash, Syncer
+from worker.upstream import master_status
 
 
 class RecordingHandler(DirectDDLHandler):

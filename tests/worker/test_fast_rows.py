@@ -10,8 +10,8 @@ import random
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from worker.fast_rows import RowDecoder
-from worker.syncer import master_status
+from worker.binlog.fast_rows import RowDecoder
+from worker.upstream import master_status
 
 COLS = """(id INT PRIMARY KEY, ti TINYINT, tu TINYINT UNSIGNED, si SMALLINT, su SMALLINT UNSIGNED,
   mi MEDIUMINT, mu MEDIUMINT UNSIGNED, i INT, iu INT UNSIGNED, bi BIGINT, bu BIGINT UNSIGNED,

@@ -2,11 +2,12 @@
 and downstream MariaDB: a table with a VIRTUAL and a STORED generated column from the start, a
 generated column added mid-stream, inserts/updates/deletes before and after (keyed and keyless);
 the downstream computes the generated values itself and `check` finds it equal."""
-from worker.apply import Literals, Partitioner, _statements, apply_changes, connect_downstream, resolve_tls
-from worker.binlog_source import RowsTable
+from worker.sync.apply import Literals, Partitioner, _statements, apply_changes, connect_downstream, resolve_tls
+from worker.binlog.source import RowsTable
 from worker.check import check_task
 from worker.events import DELETE, INSERT, UPDATE, Position
-from worker.syncer import Syncer, fetch_generated, fetch_keys
+from worker.sync.syncer import Syncer
+from worker.downstream import fetch_generated, fetch_keys
 
 from .conftest import make_task
 

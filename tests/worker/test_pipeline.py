@@ -5,9 +5,10 @@ replicates exactly (the rows after the DDL are split by the new key, no batch cu
 from __future__ import annotations
 
 from tests.worker.conftest import make_task
-from worker.binlog_source import BinlogPrefetch, Chunk, DecoderProcess, End, Statement
+from worker.binlog.source import BinlogPrefetch, Chunk, DecoderProcess, End, Statement
 from worker.check import check_task
-from worker.syncer import Syncer, master_status
+from worker.sync.syncer import Syncer
+from worker.upstream import master_status
 
 
 def test_chunks_are_bounded_and_stop_at_statements(source1_db, downstream_db, positions):
@@ -84,7 +85,7 @@ def test_one_batch_with_mixed_changes_and_a_key_changing_ddl(spark, source1_db, 
             source1_db.execute("SELECT COUNT(*) FROM kv")[0][0]
     finally:
         syncer.close()
-    assert syncer.decoder.proc is None
+    assert syncer.binlog.decoder.proc is None
 
 
 def test_timestamps_keep_their_instant_whatever_the_driver_time_zone(spark, source1_db, downstream_db,
@@ -112,7 +113,7 @@ def test_timestamps_keep_their_instant_whatever_the_driver_time_zone(spark, sour
 
 
 def test_same_syncer_resumes_after_a_failure_mid_batch(spark, source1_db, downstream_db, positions):
-    from worker.syncer import Hooks, SimulatedCrash
+    from worker.sync.syncer import Hooks, SimulatedCrash
     import pytest
     (p1,) = positions(source1_db)
     task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})
@@ -164,7 +165,7 @@ def test_shards_with_the_same_key_stop_with_a_collision_instead_of_overwriting(s
     """Two shards insert id 7: DM would let the later row silently replace the earlier one.
     The syncer stops with a typed, non-retryable error naming both the key and the shard."""
     from worker.process import _retryable
-    from worker.syncer import ReplicationKeyCollision
+    from worker.sync.errors import ReplicationKeyCollision
     import pytest
     (p1,) = positions(source1_db)
     task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})

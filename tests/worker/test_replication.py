@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.worker.conftest import make_task
 from worker.check import check_task
-from worker.syncer import Syncer
+from worker.sync.syncer import Syncer
 
 
 def _shards(db, base: int, n: int = 2, rows: int = 30):

@@ -12,11 +12,13 @@ import pytest
 from coordinator.config import ConfigError, parse_task
 from coordinator.routing import TableMapper
 from tests.worker.conftest import make_task
-from worker.binlog_source import BinlogPrefetch, BinlogReadError, Chunk, DecoderProcess, End, Statement, decode_range
-from worker.binlog_spark import SparkBinlogReader, load_range
+from worker.binlog.source import BinlogPrefetch, BinlogReadError, Chunk, DecoderProcess, End, Statement, decode_range
+from worker.binlog.spark_reader import SparkBinlogReader, load_range
 from worker.check import check_task
 from worker.events import Position
-from worker.syncer import Hooks, SimulatedCrash, SyncError, Syncer, master_status
+from worker.sync.syncer import Hooks, SimulatedCrash, Syncer
+from worker.sync.errors import SyncError
+from worker.upstream import master_status
 
 
 def _flatten(items):
@@ -132,12 +134,12 @@ def test_syncer_with_spark_reader_replicates_with_ddl_and_crash(spark, source1_d
     first = Syncer(spark, task, srcs["s1"], hooks=Hooks(after_apply=crash_once), apply_rows=30, reader="spark")
     with pytest.raises(SimulatedCrash):
         first.sync_until_caught_up()
-    assert first.decoder.proc is None          # the spark reader starts no decoder process
+    assert not hasattr(first.binlog, "decoder")   # the spark reader starts no decoder process
     source1_db.execute("UPDATE orders_1 SET s = 'while-down' WHERE id < 30")
     for sid in ("s1", "s2"):
         s = Syncer(spark, task, srcs[sid], reader="spark")
         s.sync_until_caught_up()
-        assert s.decoder.proc is None
+        assert not hasattr(s.binlog, "decoder")
     rep = check_task(task, srcs)
     assert rep.equal, rep.to_json()
     assert downstream_db.execute("SELECT COUNT(*) FROM orders WHERE note = 'after'")[0][0] > 0

@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from worker.syncer import SyncError, check_upstream, require_mariadb
+from worker.sync.errors import SyncError
+from worker.upstream import check_upstream, require_mariadb
 
 
 def test_the_local_mariadb_sources_pass(source1_db, source2_db):
@@ -33,7 +34,9 @@ def test_checkpoints_taken_at_dml_and_ddl_boundaries_match_their_upstream(spark,
     file the server does not have, stops the syncer with a typed, non-retryable error."""
     from tests.worker.conftest import make_task
     from worker.process import _retryable
-    from worker.syncer import Syncer, UpstreamChanged, check_checkpoint_on_upstream, master_status
+    from worker.sync.syncer import Syncer
+    from worker.sync.errors import UpstreamChanged
+    from worker.upstream import check_checkpoint_on_upstream, master_status
 
     p1 = master_status(source1_db.params)
     task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})
@@ -100,7 +103,9 @@ def test_a_ddl_the_downstream_refuses_stops_the_subtask_for_good(spark, source1_
     statement, position and both exits in the message."""
     from tests.worker.conftest import make_task
     from worker.process import _retryable
-    from worker.syncer import DownstreamDDLRejected, Syncer, master_status
+    from worker.sync.errors import DownstreamDDLRejected
+    from worker.sync.syncer import Syncer
+    from worker.upstream import master_status
 
     task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": master_status(source1_db.params)})
     source1_db.execute("CREATE TABLE items (id INT PRIMARY KEY, v INT)")

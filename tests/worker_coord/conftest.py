@@ -16,7 +16,8 @@ from tests.worker.conftest import make_task
 from worker.schema_tracker import SchemaTracker
 from worker.shardddl import OptimisticDDLHandler, list_upstream_tables
 from worker.status import StatusReporter
-from worker.syncer import Syncer, master_status
+from worker.sync.syncer import Syncer
+from worker.upstream import master_status
 
 TASK = "t1"
 SOURCE = "s1"

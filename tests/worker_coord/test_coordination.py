@@ -9,7 +9,7 @@ from coordinator.etcdproto import Info, Stage
 from coordinator.schema.model import TableSchema
 from worker.shardddl import CoordinationStopped, StrictConflict
 from worker.status import ERROR, PAUSED, RUNNING
-from worker.syncer import master_status
+from worker.upstream import master_status
 
 from .conftest import SOURCE, TASK, wait_for
 

@@ -6,7 +6,7 @@ real syncer replays the binlog from before the CREATE."""
 import pytest
 
 from coordinator.etcdproto import Stage
-from worker.syncer import master_status
+from worker.upstream import master_status
 
 from .conftest import AutoMaster
 

@@ -73,7 +73,7 @@ def test_retry_policy():
     assert not _retryable(ConfigError("bad", file="f"))
     assert not _retryable(StrictConflict("c", tables=["a"]))
     from worker.load import KeyCollision, SchemaChangedDuringLoad
-    from worker.syncer import DownstreamDDLRejected, ReplicationKeyCollision, SyncError, UpstreamChanged
+    from worker.sync.errors import DownstreamDDLRejected, ReplicationKeyCollision, SyncError, UpstreamChanged
     for final in (KeyCollision("k"), SchemaChangedDuringLoad("altered"), ReplicationKeyCollision("dup"),
                   UpstreamChanged("failover"), DownstreamDDLRejected("1064")):
         assert not _retryable(final), final

@@ -8,7 +8,7 @@ from worker.check import check_task
 from worker.shardddl import OptimisticDDLHandler
 from worker.schema_tracker import SchemaTracker
 from worker.status import PAUSED, RUNNING, StatusReporter
-from worker.syncer import Syncer
+from worker.sync.syncer import Syncer
 
 from ..worker.conftest import make_task, positions  # noqa: F401 (fixture)
 from .conftest import AutoMaster, wait_for

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from coordinator.obs import logger
 from coordinator.routing import SYSTEM_SCHEMAS, TableMapper
 from coordinator.sql import quote_ident
-from worker.binlog_source import dec, enc
+from worker.binlog.source import dec, enc
 
 log = logger("worker.load.plan")
 

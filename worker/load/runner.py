@@ -8,7 +8,7 @@ Order of work (each step is safe to repeat after a crash):
    chunk bounds.  Stored in the load checkpoint in one transaction.
 2. **Load**: one Spark task per pending chunk (``worker.load.chunk``); each reads its own
    consistent snapshot at position ``P_c`` and commits its rows + its "done" mark together.
-3. **Hand over**: the syncer checkpoint (``worker.checkpoint``) gets, per shard table, the point
+3. **Hand over**: the syncer checkpoint (``worker.sync.checkpoint``) gets, per shard table, the point
    ``min P_c`` over the table's chunks (``P0`` for a table altered during the load: its changes
    and the DDL are all replayed) and the shard's planned schema as ``table_info``; the
    global point ``P0``; safe-until ``max P_c``.  Then the load is marked finished.
@@ -34,8 +34,8 @@ from coordinator.errors import ShardMergeError
 from coordinator.obs import logger
 from coordinator.routing import TableMapper
 from coordinator.sql import quote_table
-from worker.apply import connect_downstream
-from worker.checkpoint import CheckpointStore
+from worker.sync.apply import connect_downstream
+from worker.sync.checkpoint import CheckpointStore
 from worker.events import Position
 from worker.load import chunk as chunkmod
 from worker.load.options import LoadOptions, load_options
@@ -148,7 +148,8 @@ class FullLoad:
 
     # ------------------------------------------------------------------ plan
     def _plan(self) -> None:
-        from worker.syncer import check_upstream, fetch_keys, master_status
+        from worker.upstream import check_upstream, master_status
+        from worker.downstream import fetch_keys
         cp = CheckpointStore(self.down_kwargs, self.task.meta_schema, self.task.name, self.sid)
         cp.ensure_table()
         if cp.load().global_pos is not None:

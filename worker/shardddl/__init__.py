@@ -6,7 +6,7 @@
 * ``source_tables`` - this source's SourceTables record (the lock's membership);
 * ``errors``        - typed errors with lock ID, source, table, position.
 
-Execution downstream is the syncer's (``worker.ddl_exec``), for every DDL alike.  The life of
+Execution downstream is the syncer's (``worker.sync.ddl_exec``), for every DDL alike.  The life of
 one Info is told step by step in docs/ARCHITECTURE.md.
 """
 from .decision import TableDDL

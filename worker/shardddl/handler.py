@@ -3,12 +3,12 @@
 ``Syncer`` (all earlier rows applied and flushed) -> :meth:`OptimisticDDLHandler.handle_ddl`:
 split the statement (dm#613), preview it on the tracked schema, publish an Info, wait for the
 Operation answering it (``lock_client``), turn the answer into a decision (``decision``) ->
-the syncer executes it (``worker.ddl_exec``) -> :meth:`ddl_executed` marks the Operation done
+the syncer executes it (``worker.sync.ddl_exec``) -> :meth:`ddl_executed` marks the Operation done
 and commits the tracked schema -> the syncer advances the table checkpoint.  A skip-and-wait
 answer holds the table; a waiter thread asks the syncer to rewind when the lock redirects it.
 
 Tables that are not shards of a merged target take the direct path
-(``worker.ddl_handler.direct_decision``); the schema tracker follows them too.  ``restore``
+(``worker.sync.ddl_handler.direct_decision``); the schema tracker follows them too.  ``restore``
 rebuilds everything from the checkpoints alone (tiflow#9588: nothing survives a resume that the
 checkpoints do not say).
 """
@@ -28,7 +28,7 @@ from coordinator.schema.errors import SchemaError
 from coordinator.schema.kinds import StatementKind
 from coordinator.schema.split import rename_ddl_table, split_ddl
 from coordinator.schema.statement import parse_statement
-from worker.ddl_handler import DDLContext, DDLDecision, direct_decision, follow_skipped
+from worker.sync.ddl_handler import DDLContext, DDLDecision, direct_decision, follow_skipped
 from worker.events import DDLEvent
 from worker.schema_tracker import Preview, SchemaTracker, SchemaTrackError, schema_to_json
 from worker.status import StatusReporter
@@ -74,7 +74,7 @@ class _Pending:
 
 
 class OptimisticDDLHandler:
-    """``worker.ddl_handler.DDLHandler`` for a task in optimistic shard mode (one task+source)."""
+    """``worker.sync.ddl_handler.DDLHandler`` for a task in optimistic shard mode (one task+source)."""
 
     def __init__(self, store: Store, task: str, source: str, mapper: TableMapper, tracker: SchemaTracker,
                  status: StatusReporter | None = None, *, strict: bool = False,
@@ -171,7 +171,7 @@ class OptimisticDDLHandler:
 
     def ddl_skipped(self, event: DDLEvent, ctx: DDLContext) -> None:
         """``shardctl binlog skip``: no Info is sent and nothing runs downstream; the tracker
-        follows the upstream (``worker.ddl_handler.follow_skipped``) and a skipped CREATE/DROP of
+        follows the upstream (``worker.sync.ddl_handler.follow_skipped``) and a skipped CREATE/DROP of
         a shard table still updates this source's SourceTables (the table exists upstream)."""
         kind = StatementKind(event.kind)
         if event.table is None or not kind.on_table:

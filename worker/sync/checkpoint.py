@@ -51,7 +51,7 @@ from coordinator.obs import logger
 from coordinator.sql import checkpoint_table, quote_ident
 from worker.events import Position
 
-log = logger("worker.checkpoint")
+log = logger("worker.sync.checkpoint")
 
 
 class CheckpointError(ShardMergeError):

@@ -56,11 +56,11 @@ from pymysql.constants import SERVER_STATUS
 from coordinator.errors import ShardMergeError
 from coordinator.obs import logger
 from coordinator.sql import quote_ident
-from worker.ddl_exec import server_error
+from worker.sync.ddl_exec import server_error
 from worker.events import DELETE, INSERT, UPDATE, Position
 
 
-log = logger("worker.apply")
+log = logger("worker.sync.apply")
 
 LOCK_CONFLICT = {1205, 1213}   # lock wait timeout, deadlock: the transaction is rerun
 LOCK_RETRIES = 6
@@ -179,7 +179,7 @@ class Partitioner:
 
     def split(self, txns, *, held: set = frozenset(), points: dict | None = None,
               safe_until: Position | None = None, force_safe: bool = False) -> list[list]:
-        """``txns`` as in :class:`worker.binlog_source.Chunk`; changes of ``held`` tables and
+        """``txns`` as in :class:`worker.binlog.source.Chunk`; changes of ``held`` tables and
         of transactions at or before their table's point (``points``) are left out.  Returns
         the non-empty partitions."""
         n = self.n

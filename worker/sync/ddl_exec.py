@@ -14,7 +14,7 @@ import pymysql
 
 from coordinator.obs import logger
 
-_log = logger("worker.ddl_exec")
+_log = logger("worker.sync.ddl_exec")
 
 # MariaDB error code -> why a repeat of an applied change fails with it.
 IGNORABLE_DDL_ERRORS: dict[int, str] = {

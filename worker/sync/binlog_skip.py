@@ -22,7 +22,7 @@ from worker.events import Position, PositionError, parse_gtid_set
 SKIPPED = Counter("shardmerge_worker_binlog_skips_total",
                   "Statement events skipped on an operator's `shardctl binlog skip`", ["task", "source"])
 
-_log = logger("worker.binlog_skip")
+_log = logger("worker.sync.binlog_skip")
 
 
 def _now() -> str:

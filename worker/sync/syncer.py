@@ -4,20 +4,20 @@ Per micro-batch (``run_once``):
 
 1. ``end`` = the upstream's ``SHOW MASTER STATUS``; a background thread decodes ``[read_pos,
    end)`` (at most ``max_batch_events`` changes, cut at a transaction boundary) ahead of the
-   apply (``worker.binlog_source``; with ``reader="spark"`` a Spark executor decodes it through
-   the ``mysql-binlog`` data source, ``worker.binlog_spark``: same items, same order).
+   apply (``worker.binlog.source``; with ``reader="spark"`` a Spark executor decodes it through
+   the ``mysql-binlog`` data source, ``worker.binlog.spark_reader``: same items, same order).
 2. Before the first change is applied, *safe-until* = ``end`` is stored (checkpoint rule 7).
 3. The decoded stream arrives as chunks of whole transactions (up to ``apply_rows`` rows, cut
    at every statement event).  A chunk is split by (target, key hash) in the driver and applied
    by one Spark job, one downstream transaction per task, binlog order kept per partition
-   (``worker.apply``).  Table points advance from the tasks' acknowledgements, the global point
+   (``worker.sync.apply``).  Table points advance from the tasks' acknowledgements, the global point
    to the chunk's end; flush.
 4. At a DDL (all earlier DML is downstream and flushed) ask the :class:`DDLHandler`
-   (``worker.ddl_handler`` has the full contract), execute its statements, advance and flush.
+   (``worker.sync.ddl_handler`` has the full contract), execute its statements, advance and flush.
    If the DDL created the target or changed its key, the following chunks are split by the new
    key.
 
-Checkpoint rules: ``worker.checkpoint``.  Crash tests inject failures through :class:`Hooks`.
+Checkpoint rules: ``worker.sync.checkpoint``.  Crash tests inject failures through :class:`Hooks`.
 """
 from __future__ import annotations
 
@@ -37,48 +37,26 @@ from coordinator.obs import logger
 from coordinator.routing import TableMapper
 from coordinator.schema import kinds as ddlmod
 from coordinator.schema.replacement import ReplacementError, plan_replacement
-from coordinator.sql import show_create_table
-from worker.apply import Partitioner, apply_partition, connect_downstream, resolve_tls
-from worker.binlog_source import BinlogPrefetch, Chunk, DecoderProcess, Statement
-from worker.checkpoint import CheckpointStore
-from worker.ddl_exec import run_ddls, server_error
+from worker.sync.apply import Partitioner, apply_partition, connect_downstream, resolve_tls
+from worker.binlog import READERS, BinlogReader, make_reader
+from worker.binlog.source import Chunk, Statement
+from worker.sync.checkpoint import CheckpointStore
+from worker.sync.ddl_exec import run_ddls, server_error
 from worker.shardddl.errors import SkipRequested
-from worker.ddl_handler import DDLContext, DDLDecision, DDLHandler, DirectDDLHandler
+from worker.sync.ddl_handler import DDLContext, DDLDecision, DDLHandler, DirectDDLHandler
+from worker.downstream import fetch_generated, fetch_keys
 from worker.events import DDLEvent, Position
+from worker.sync.errors import DownstreamDDLRejected, ReplicationKeyCollision, SyncError, SyncPaused
+from worker.upstream import check_checkpoint_on_upstream, check_upstream, gtid_at, master_status, show_create
 from coordinator.schema.ddl import apply_ddl
 from coordinator.schema.parse import parse_create_table
 
-log = logger("worker.syncer")
+log = logger("worker.sync.syncer")
 
 ROWS = Counter("shardmerge_worker_rows_applied_total", "Row changes applied downstream", ["task", "source"])
 DDLS = Counter("shardmerge_worker_ddls_total", "DDL statements handled", ["task", "source", "action"])
 BATCHES = Counter("shardmerge_worker_batches_total", "Micro-batches run", ["task", "source"])
 LAG = Gauge("shardmerge_worker_lag_bytes", "Upstream binlog bytes not yet read (same file)", ["task", "source"])
-
-class SyncError(ShardMergeError):
-    """The syncer cannot continue; names task, source and binlog position."""
-
-
-class ReplicationKeyCollision(SyncError):
-    """A replicated row collided with another shard's row on the target's key
-    (:class:`worker.apply.KeyCollision`): a retry cannot fix it, the subtask stops in Error."""
-
-
-class DownstreamDDLRejected(SyncError):
-    """The downstream refused a DDL of a non-sharded table with a non-transient error (syntax,
-    data that does not fit, an unsupported ALTER): retrying cannot fix it; the subtask stops in
-    Error until the target is fixed (``resume-task``) or the statement skipped (``binlog skip``)."""
-
-
-class UpstreamChanged(SyncError):
-    """The upstream's binlog at the checkpoint is not the one the checkpoint was taken on (a
-    failover to another server, RESET MASTER, purged files): file positions no longer mean the
-    same changes, so the subtask stops instead of skipping or repeating them."""
-
-
-class SyncPaused(ShardMergeError):
-    """The DDL handler asked to stop before a DDL; a restart handles the same DDL again."""
-
 
 class SimulatedCrash(Exception):
     """Raised by test hooks to stop the syncer at an exact point, like a killed process."""
@@ -108,133 +86,12 @@ class BatchResult:
     timings: dict = field(default_factory=dict)
 
 
-def master_status(db_kwargs: dict) -> Position:
-    """The upstream's current binlog end with the exact GTID state there.
-
-    ``@@gtid_binlog_pos`` read before and after ``SHOW MASTER STATUS``: when both agree no
-    transaction got a GTID in between, so it is the state at that position.  Otherwise ask
-    ``BINLOG_GTID_POS``, which scans the binlog file (~0.1 s per 300 MB; too slow for every
-    batch and idle poll)."""
-    with pymysql.connect(**db_kwargs) as c, c.cursor() as cur:
-        cur.execute("SELECT @@gtid_binlog_pos")
-        (before,) = cur.fetchone()
-        cur.execute("SHOW MASTER STATUS")
-        row = cur.fetchone()
-        if not row:
-            raise SyncError("upstream has no binary log (SHOW MASTER STATUS is empty); enable log_bin")
-        cur.execute("SELECT @@gtid_binlog_pos")
-        (after,) = cur.fetchone()
-        file, pos = row[0], int(row[1])
-        return Position(file, pos, before if before == after else gtid_at(cur, file, pos))
-
-
-def gtid_at(cur, file: str, pos: int) -> str:
-    """The GTID state exactly at file:pos (MariaDB ``BINLOG_GTID_POS``; "" if unknown)."""
-    cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
-    (gtid,) = cur.fetchone()
-    return gtid or ""
-
-
-def require_mariadb(version: str, source_id: str, where: str = "") -> None:
-    """Positions are MariaDB GTIDs (``@@gtid_binlog_pos``, ``BINLOG_GTID_POS``): a MySQL server
-    would fail later with an unknown-variable error, so say it up front."""
-    if "mariadb" not in version.lower():
-        raise SyncError(f"upstream {where or source_id} runs {version!r}, which is not MariaDB; replication "
-                        "reads MariaDB GTIDs and supports MariaDB upstreams only (10.5 or later)", source=source_id)
-
-
-def _gtid_domains(state: str) -> dict[str, str]:
-    return {g.split("-", 1)[0]: g for g in (x.strip() for x in state.split(",")) if g.count("-") == 2}
-
-
-def check_checkpoint_on_upstream(db_kwargs: dict, pos: Position, source_id: str) -> None:
-    """The GTID state at the checkpoint's file:pos on the upstream must be the one recorded
-    with it (every domain recorded): otherwise the server behind the source is not the one the
-    checkpoint came from, and reading on from file:pos would skip or repeat changes (DM pain
-    #26: a MariaDB failover).  Checkpoints without a GTID are not checked."""
-    if not pos.gtid or not pos.file:
-        return
-    with pymysql.connect(**db_kwargs) as c, c.cursor() as cur:
-        cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (pos.file, pos.pos))
-        (at,) = cur.fetchone()
-    want = _gtid_domains(pos.gtid)
-    have = _gtid_domains(at or "")
-    if at is not None and all(have.get(d) == g for d, g in want.items()):
-        return
-    found = (f"{pos.file}:{pos.pos} is not a position in its binlog (file missing or purged, or not an "
-             "event boundary)" if at is None else f"the GTID state at {pos.file}:{pos.pos} is {at or 'empty'!r}")
-    raise UpstreamChanged(
-        f"upstream {db_kwargs.get('host')}:{db_kwargs.get('port')} does not match the checkpoint: it was taken at "
-        f"GTID {pos.gtid!r}, but {found}. The source now points at another server (failover?), or its binlog "
-        "was reset or purged; replicating from file positions would skip or repeat changes. See "
-        "docs/reliability.md, 'The upstream changed', for how to continue from the GTID",
-        source=source_id, position=str(pos))
-
-
-def check_upstream(db_kwargs: dict, source_id: str) -> None:
-    """The row images must carry column names and full rows (DML is named from the image)."""
-    with pymysql.connect(**db_kwargs) as c, c.cursor() as cur:
-        cur.execute("SELECT VERSION()")
-        require_mariadb(cur.fetchone()[0], source_id, f"{db_kwargs.get('host')}:{db_kwargs.get('port')}")
-        cur.execute("SELECT @@binlog_format, @@binlog_row_image, @@binlog_row_metadata")
-        fmt, image, meta = cur.fetchone()
-    if (fmt, image, meta) != ("ROW", "FULL", "FULL"):
-        raise SyncError(f"upstream binlog settings are binlog_format={fmt}, binlog_row_image={image}, "
-                        f"binlog_row_metadata={meta}; set them to ROW, FULL, FULL", source=source_id)
-
-
-def fetch_keys(conn) -> dict[str, list[str]]:
-    """{"schema.table": key columns} of every downstream table: the primary key, else the first
-    unique key whose columns are all NOT NULL."""
-    with conn.cursor() as cur:
-        cur.execute("""SELECT s.TABLE_SCHEMA, s.TABLE_NAME, s.INDEX_NAME, s.COLUMN_NAME, c.IS_NULLABLE
-                       FROM information_schema.STATISTICS s JOIN information_schema.COLUMNS c
-                         ON c.TABLE_SCHEMA = s.TABLE_SCHEMA AND c.TABLE_NAME = s.TABLE_NAME
-                        AND c.COLUMN_NAME = s.COLUMN_NAME
-                       WHERE s.NON_UNIQUE = 0 AND s.TABLE_SCHEMA NOT IN
-                         ('mysql', 'information_schema', 'performance_schema', 'sys')
-                       ORDER BY s.TABLE_SCHEMA, s.TABLE_NAME, s.INDEX_NAME = 'PRIMARY' DESC,
-                                s.INDEX_NAME, s.SEQ_IN_INDEX""")
-        idx: dict[str, dict[str, list]] = {}
-        for schema, table, index, col, nullable in cur.fetchall():
-            idx.setdefault(f"{schema}.{table}", {}).setdefault(index, []).append((col, nullable))
-    out = {}
-    for t, indexes in idx.items():
-        for cols in indexes.values():   # PRIMARY first (ORDER BY)
-            if all(n == "NO" for _, n in cols):
-                out[t] = [c for c, _ in cols]
-                break
-    return out
-
-
-def fetch_generated(conn) -> dict[str, set[str]]:
-    """"schema.table" -> its generated (VIRTUAL/STORED) columns, for every downstream table that
-    has some: MariaDB refuses a value for them, so DML never names them."""
-    with conn.cursor() as cur:
-        cur.execute("""SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS
-                       WHERE IS_GENERATED = 'ALWAYS' AND TABLE_SCHEMA NOT IN
-                         ('mysql', 'information_schema', 'performance_schema', 'sys')""")
-        out: dict[str, set[str]] = {}
-        for schema, table, col in cur.fetchall():
-            out.setdefault(f"{schema}.{table}", set()).add(col)
-    return out
-
-
-def show_create(conn, schema: str, table: str) -> str | None:
-    """The target's definition for rule 8's intent; None when it cannot be read (the DDL then
-    counts as not yet run, and "already applied" errors are ignored on the rerun)."""
-    try:
-        return show_create_table(conn, schema, table)
-    except pymysql.MySQLError:
-        return None
-
-
 class Syncer:
     def __init__(self, spark, task: TaskConfig, source: SourceConfig, handler: DDLHandler | None = None, *,
                  max_batch_events: int = 50_000, parallelism: int | None = None, hooks: Hooks | None = None,
                  apply_rows: int = 20_000, reader: str | None = None, skips=None):
         """``skips``: the operator's pending ``binlog skip`` records
-        (``worker.binlog_skip.BinlogSkips``); None = no skips (no etcd)."""
+        (``worker.sync.binlog_skip.BinlogSkips``); None = no skips (no etcd)."""
         self.spark, self.task, self.source = spark, task, source
         self.skips = skips
         self.inst = task.instance(source.source_id)
@@ -244,8 +101,8 @@ class Syncer:
         # how the binlog is read: "process" (decoder child process of the driver, the default)
         # or "spark" (the mysql-binlog data source, decoded in an executor); None = task config
         self.reader = reader or self.inst.syncer.binlog_reader
-        if self.reader not in ("process", "spark"):
-            raise SyncError(f"binlog reader {self.reader!r} is unknown; use reader='process' or 'spark' "
+        if self.reader not in READERS:
+            raise SyncError(f"binlog reader {self.reader!r} is unknown; use one of {', '.join(sorted(READERS))} "
                             f"(task key syncer.binlog-reader)", task=task.name, source=source.source_id)
         self.mapper = TableMapper(self.inst, task.meta_schema)
         self.handler: DDLHandler = handler or DirectDDLHandler()
@@ -260,7 +117,7 @@ class Syncer:
         # process's zone), so the apply sessions read them back in UTC
         self.time_zone = "+00:00"
         self._parts: Partitioner | None = None
-        self.decoder = DecoderProcess(source.source_id)
+        self.binlog: BinlogReader = make_reader(self.reader, spark, source.source_id)
         self._parts_keys = None
         self.parallelism = parallelism or self.inst.syncer.worker_count
         self.hooks = hooks or Hooks()
@@ -311,11 +168,7 @@ class Syncer:
             self.store.flush()
         with connect_downstream(self.down_kwargs, autocommit=True) as c:
             self.keys, self.generated = fetch_keys(c), fetch_generated(c)
-        if self.reader == "process":
-            self.decoder.ensure()    # started ahead of the first batch, reused by all of them
-        else:
-            from worker.binlog_spark import register
-            register(self.spark)
+        self.binlog.prepare()    # e.g. the decoder process, started ahead of the first batch
         self._started = True
         self.log.info("syncer started", position=str(self.read_pos),
                       safe_until=str(loaded.safe_until) if loaded.safe_until else "",
@@ -324,7 +177,7 @@ class Syncer:
 
     def close(self) -> None:
         """Stop the binlog decoder process (also done when the syncer is garbage-collected)."""
-        self.decoder.kill()
+        self.binlog.close()
 
     def request_rewind(self) -> None:
         """Restart from the checkpoints before the next batch (held tables replay their DDL)."""
@@ -422,10 +275,7 @@ class Syncer:
         """The batch's binlog reader: both hand out Chunk/Statement/End the same way."""
         args = (self.up_kwargs, (self.inst, self.task.meta_schema), start, end)
         kw = dict(max_events=self.max_batch_events, source_id=self.source.source_id, max_rows=self.apply_rows)
-        if self.reader == "spark":
-            from worker.binlog_spark import SparkBinlogReader
-            return SparkBinlogReader(self.spark, *args, **kw)
-        return BinlogPrefetch(self.decoder, *args, **kw)
+        return self.binlog.open(*args, **kw)
 
     def _advance_global(self, pos: Position, tm: dict | None = None) -> None:
         """Everything before ``pos`` is handled: store it as the global point (rule 2)."""

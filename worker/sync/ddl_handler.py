@@ -1,6 +1,6 @@
 """The seam between the syncer (data path) and whoever decides what a DDL does downstream.
 
-The syncer (``worker.syncer.Syncer``) owns reading, routing, DML apply and checkpoints.  At
+The syncer (``worker.sync.syncer.Syncer``) owns reading, routing, DML apply and checkpoints.  At
 every DDL of the binlog it stops and asks a :class:`DDLHandler`.  The contract:
 
 1. **Before** ``handle_ddl`` is called, every change that precedes the DDL in the binlog has
@@ -19,7 +19,7 @@ every DDL of the binlog it stops and asks a :class:`DDLHandler`.  The contract:
    ``pause=<reason>`` stops the syncer with :class:`SyncPaused` *before* the DDL (checkpoint
    stays at ``event.start``); a restart handles the same DDL again.  ``hold=True`` executes
    nothing, does not advance this table's point, drops the table's later DML and keeps the
-   global point at ``event.start`` until :meth:`worker.syncer.Syncer.request_rewind` makes
+   global point at ``event.start`` until :meth:`worker.sync.syncer.Syncer.request_rewind` makes
    the syncer restart from its checkpoints (the held table then replays from this DDL).
 4. ``ddl_skipped(event, ctx)`` (optional) replaces steps 2-3 for a statement the operator told
    the syncer to skip (``shardctl binlog skip``): nothing is executed downstream and nothing is
@@ -225,7 +225,7 @@ def follow_skipped(event: DDLEvent, ctx: DDLContext, apply, reload, forget) -> s
     upstream's current ``SHOW CREATE TABLE`` (warned: it may be ahead of this binlog position);
     when even that fails, ``forget()`` it (re-read on next use).  Returns what was done."""
     from coordinator.obs import logger
-    log = logger("worker.ddl_handler").bind(task=ctx.task, source=ctx.source_id, table=event.upstream,
+    log = logger("worker.sync.ddl_handler").bind(task=ctx.task, source=ctx.source_id, table=event.upstream,
                                             position=str(event.start))
     if event.table is None:
         return "none"

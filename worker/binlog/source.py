@@ -17,7 +17,7 @@ syncer's checkpoints in the downstream are the one source of truth for where to 
 
 Rows are tuples of values pymysql binds directly (no JSON in between); ``rows`` of an update is
 a list of ``(before, after)`` pairs.  Row images of common column types are decoded by
-``worker.fast_rows``, the rest by mysql-replication.  Tables the task's block-allow-list filters
+``worker.binlog.fast_rows``, the rest by mysql-replication.  Tables the task's block-allow-list filters
 produce nothing; unrouted tables map one to one.  Memory stays bounded: at most about
 ``max_rows`` decoded rows wait in the queue (a single larger transaction is kept whole).
 """
@@ -42,7 +42,7 @@ from typing import NamedTuple
 
 from coordinator.errors import ShardMergeError
 from worker.events import DELETE, INSERT, UPDATE, Position, advance_gtid_set
-from worker.fast_rows import RowDecoder
+from worker.binlog.fast_rows import RowDecoder
 
 STALL_SECONDS = 60
 IDLE_EXIT_SECONDS = 300     # an idle decoder process exits (a syncer left unclosed costs nothing)
@@ -350,7 +350,7 @@ class DecoderProcess:
             env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
             try:
                 self.proc = subprocess.Popen(
-                    [sys.executable, "-c", "from worker.binlog_source import _child_main; _child_main()"],
+                    [sys.executable, "-c", "from worker.binlog.source import _child_main; _child_main()"],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
             except OSError as e:
                 raise BinlogReadError(f"cannot start the binlog decoder process ({sys.executable}): {e}",

@@ -1,6 +1,6 @@
 """Reading one upstream's binlog through a Spark source: the ``mysql-binlog`` Python data source.
 
-The default reader (``worker.binlog_source.BinlogPrefetch``) decodes in a child process of the
+The default reader (``worker.binlog.source.BinlogPrefetch``) decodes in a child process of the
 driver.  This one decodes in a Spark executor instead, for deployments that keep every
 data-path step inside Spark (a small driver pod, executors with the CPU):
 
@@ -33,7 +33,7 @@ import weakref
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from worker.binlog_source import BinlogPrefetch, BinlogReadError, Chunk, End, _Failed, _pieces
+from worker.binlog.source import BinlogPrefetch, BinlogReadError, Chunk, End, _Failed, _pieces
 from worker.events import Position
 
 FORMAT = "mysql-binlog"
@@ -72,7 +72,7 @@ def _request(options) -> dict:
                 "source_id": options.get("source_id") or ""}
     except (KeyError, ValueError, TypeError, pickle.UnpicklingError) as e:
         raise BinlogReadError(f"data source {FORMAT!r} needs the options start, {DB_OPTION} and mapper as "
-                              f"written by worker.binlog_spark.read_options ({type(e).__name__}: {e})",
+                              f"written by worker.binlog.spark_reader.read_options ({type(e).__name__}: {e})",
                               source=options.get("source_id") or "") from None
 
 

@@ -1,0 +1,41 @@
+"""What the worker reads of the downstream's tables: the key each target's rows are matched by,
+and its generated columns (never written by DML).  Shared by the syncer, the full load and
+``shardctl check``."""
+from __future__ import annotations
+
+
+def fetch_keys(conn) -> dict[str, list[str]]:
+    """{"schema.table": key columns} of every downstream table: the primary key, else the first
+    unique key whose columns are all NOT NULL."""
+    with conn.cursor() as cur:
+        cur.execute("""SELECT s.TABLE_SCHEMA, s.TABLE_NAME, s.INDEX_NAME, s.COLUMN_NAME, c.IS_NULLABLE
+                       FROM information_schema.STATISTICS s JOIN information_schema.COLUMNS c
+                         ON c.TABLE_SCHEMA = s.TABLE_SCHEMA AND c.TABLE_NAME = s.TABLE_NAME
+                        AND c.COLUMN_NAME = s.COLUMN_NAME
+                       WHERE s.NON_UNIQUE = 0 AND s.TABLE_SCHEMA NOT IN
+                         ('mysql', 'information_schema', 'performance_schema', 'sys')
+                       ORDER BY s.TABLE_SCHEMA, s.TABLE_NAME, s.INDEX_NAME = 'PRIMARY' DESC,
+                                s.INDEX_NAME, s.SEQ_IN_INDEX""")
+        idx: dict[str, dict[str, list]] = {}
+        for schema, table, index, col, nullable in cur.fetchall():
+            idx.setdefault(f"{schema}.{table}", {}).setdefault(index, []).append((col, nullable))
+    out = {}
+    for t, indexes in idx.items():
+        for cols in indexes.values():   # PRIMARY first (ORDER BY)
+            if all(n == "NO" for _, n in cols):
+                out[t] = [c for c, _ in cols]
+                break
+    return out
+
+
+def fetch_generated(conn) -> dict[str, set[str]]:
+    """"schema.table" -> its generated (VIRTUAL/STORED) columns, for every downstream table that
+    has some: MariaDB refuses a value for them, so DML never names them."""
+    with conn.cursor() as cur:
+        cur.execute("""SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS
+                       WHERE IS_GENERATED = 'ALWAYS' AND TABLE_SCHEMA NOT IN
+                         ('mysql', 'information_schema', 'performance_schema', 'sys')""")
+        out: dict[str, set[str]] = {}
+        for schema, table, col in cur.fetchall():
+            out.setdefault(f"{schema}.{table}", set()).add(col)
+    return out

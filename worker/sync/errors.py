@@ -1,0 +1,30 @@
+"""Why a syncer stops: each error names the task, source and binlog position (see
+``worker.process`` for which are retried and which stop the subtask in Error)."""
+from __future__ import annotations
+
+from coordinator.errors import ShardMergeError
+
+
+class SyncError(ShardMergeError):
+    """The syncer cannot continue; names task, source and binlog position."""
+
+
+class ReplicationKeyCollision(SyncError):
+    """A replicated row collided with another shard's row on the target's key
+    (:class:`worker.sync.apply.KeyCollision`): a retry cannot fix it, the subtask stops in Error."""
+
+
+class DownstreamDDLRejected(SyncError):
+    """The downstream refused a DDL of a non-sharded table with a non-transient error (syntax,
+    data that does not fit, an unsupported ALTER): retrying cannot fix it; the subtask stops in
+    Error until the target is fixed (``resume-task``) or the statement skipped (``binlog skip``)."""
+
+
+class UpstreamChanged(SyncError):
+    """The upstream's binlog at the checkpoint is not the one the checkpoint was taken on (a
+    failover to another server, RESET MASTER, purged files): file positions no longer mean the
+    same changes, so the subtask stops instead of skipping or repeating them."""
+
+
+class SyncPaused(ShardMergeError):
+    """The DDL handler asked to stop before a DDL; a restart handles the same DDL again."""
