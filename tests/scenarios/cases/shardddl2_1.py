@@ -10,13 +10,15 @@ _AB = "a INT PRIMARY KEY, b VARCHAR(10)"
 _AB_INT = "a INT PRIMARY KEY, b INT"
 
 
-def _rounds(alter1: str, alter2: str, alter3: str, rows: tuple, *, a2: str = "tb1", a3: str = "tb2") -> tuple:
+def _rounds(alter1: str, alter2: str, alter3: str, rows: tuple, *, held: bool = False) -> tuple:
     """The shape every case of this file shares: ``alter1`` on source 1's tb1, ``alter2`` on source 2's
     tb1, ``alter3`` on its tb2, each followed by one row a table (``rows``: nine (source, table,
-    values) in write order)."""
-    return (("s1", f"alter table tb1 {alter1}"), *(_ins(r) for r in rows[0:3]),
-            ("s2", f"alter table {a2} {alter2}"), *(_ins(r) for r in rows[3:6]),
-            ("s2", f"alter table {a3} {alter3}"), *(_ins(r) for r in rows[6:9]))
+    values) in write order).  ``held``: source 1's change waits in the lock for the others, and source
+    2's change is only written once the lock holds it (DM waits for its worker's log line there)."""
+    wait = (("expect", "locks", 1),) if held else ()
+    return (("s1", f"alter table tb1 {alter1}"), *(_ins(r) for r in rows[0:3]), *wait,
+            ("s2", f"alter table tb1 {alter2}"), *(_ins(r) for r in rows[3:6]),
+            ("s2", f"alter table tb2 {alter3}"), *(_ins(r) for r in rows[6:9]))
 
 
 def _ins(row: tuple) -> tuple:
@@ -60,12 +62,12 @@ CASES = (
     # source 1 renames a to c, source 2 renames a to d: the second rename cannot join the first
     Case("dm050_rename_one_column_to_two_names", "shardddl2_1 DM_050_CASE (double-source-optimistic)", _THREE,
          (*_rounds("change a c int", "change a d int", "change a d int",
-                   _nine(lambda n, i: f"values({n},'{_word(n)}')")),
+                   _nine(lambda n, i: f"values({n},'{_word(n)}')"), held=True),
           ("expect", "stage", "s2", "Paused", "CHANGE COLUMN `a` `d` INT", "on s2-`")), columns=_AB),
     # source 1 renames a to c, source 2 renames b to c: two columns would take one name
     Case("dm051_rename_two_columns_to_one_name", "shardddl2_1 DM_051_CASE (double-source-optimistic)", _THREE,
          (*_rounds("change a c int", "change b c int", "change b c int",
-                   _nine(lambda n, i: f"values({n},{n})")),
+                   _nine(lambda n, i: f"values({n},{n})"), held=True),
           ("expect", "stage", "s2", "Paused", "CHANGE COLUMN `b` `c` INT", "on s2-`")), columns=_AB_INT),
     # the same rename with different positions: the order of columns does not block the merge;
     # then source 1 moves its column to the front as well
@@ -80,7 +82,7 @@ CASES = (
     # a rename with DEFAULT 1 on source 1 and DEFAULT 2 on source 2
     Case("dm058_rename_with_two_defaults", "shardddl2_1 DM_058_CASE (double-source-optimistic)", _THREE,
          (*_rounds("change id new_col int default 1", "change id new_col int default 2",
-                   "change id new_col int default 2", _nine(lambda n, i: f"values({n})")),
+                   "change id new_col int default 2", _nine(lambda n, i: f"values({n})"), held=True),
           ("expect", "stage", "s2", "Paused", "CHANGE COLUMN `id` `new_col` INT DEFAULT 2", "on s2-`"))),
     Case("dm059_rename_to_a_datetime_defaulting_to_now",
          "shardddl2_1 DM_059_CASE (run_case ... optimistic; DM passes its pessimistic task file)", _THREE,
@@ -118,7 +120,7 @@ CASES = (
     # DEFAULT 1 on source 1, DEFAULT 2 on source 2: two explicit defaults are a conflict
     Case("dm067_modify_with_two_defaults", "shardddl2_1 DM_067_CASE (double-source-optimistic)", _THREE,
          (*_rounds("modify id int default 1", "modify id int default 2", "modify id int default 2",
-                   _nine(lambda n, i: f"values({n})")),
+                   _nine(lambda n, i: f"values({n})"), held=True),
           ("expect", "stage", "s2", "Paused", "MODIFY COLUMN `id` INT DEFAULT 2", "on s2-`"))),
     Case("dm068_datetime_defaulting_to_now", "shardddl2_1 DM_068_CASE (double-source-optimistic)", _THREE,
          (*_rounds("modify id datetime default now()", "modify id datetime default now()",
