@@ -14,6 +14,7 @@ from pathlib import Path
 
 import etcd3
 import etcd3.watch as _watch
+import grpc
 
 if not hasattr(_watch, "six"):
     _watch.six = types.SimpleNamespace(itervalues=lambda d: list(d.values()))
@@ -146,7 +147,6 @@ def connect(spec: str, timeout: float = 10, security: EtcdSecurity | None = None
         return client
     creds = None
     if sec.ca:
-        import grpc
         read = lambda path: Path(path).read_bytes() if path else None  # noqa: E731
         creds = grpc.ssl_channel_credentials(read(sec.ca), read(sec.key), read(sec.cert))
     endpoints = [etcd3.Endpoint(host, port, secure=creds is not None, creds=creds) for host, port in eps]

@@ -15,6 +15,10 @@ import threading
 import time
 from typing import Callable, TypeVar
 
+import etcd3.exceptions as ee
+import grpc
+import pymysql
+
 from coordinator.errors import ShardMergeError, TransientError
 
 T = TypeVar("T")
@@ -38,27 +42,14 @@ def is_transient(exc: BaseException) -> bool:
         return True
     if isinstance(exc, OSError) and exc.errno in _OS_TRANSIENT:
         return True
-    try:
-        import pymysql
-        if isinstance(exc, pymysql.err.OperationalError) and exc.args and exc.args[0] in MYSQL_TRANSIENT:
-            return True
-        if isinstance(exc, pymysql.err.InterfaceError):
-            return True
-    except ImportError:  # pragma: no cover - pymysql is a dependency
-        pass
-    try:
-        import etcd3.exceptions as ee
-        if isinstance(exc, (ee.ConnectionFailedError, ee.ConnectionTimeoutError)):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        import grpc
-        if isinstance(exc, grpc.RpcError) and exc.code() in (
-                grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(exc, pymysql.err.OperationalError) and exc.args and exc.args[0] in MYSQL_TRANSIENT:
+        return True
+    if isinstance(exc, pymysql.err.InterfaceError):
+        return True
+    if isinstance(exc, (ee.ConnectionFailedError, ee.ConnectionTimeoutError)):
+        return True
+    if isinstance(exc, grpc.RpcError) and exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return True
     return False
 
 

@@ -25,6 +25,7 @@ from coordinator.config import SourceConfig, TaskConfig
 from coordinator.errors import ShardMergeError
 from coordinator.routing import SYSTEM_SCHEMAS, TableMapper
 from coordinator.sql import quote_ident
+from worker.downstream import fetch_keys
 
 
 class CheckError(ShardMergeError):
@@ -124,7 +125,6 @@ def _jsonable(k: tuple) -> list:
 def check_task(task_cfg: TaskConfig, sources: dict[str, SourceConfig], *, chunk_rows: int = 10_000,
                max_keys: int = 10) -> CheckReport:
     """Compare every downstream target of the task with the merge of its upstream shards."""
-    from worker.downstream import fetch_keys
     missing = [s for s in task_cfg.sources if s not in sources]
     if missing:
         raise CheckError(f"no source config given for source(s) {', '.join(missing)} of task "

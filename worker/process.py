@@ -34,14 +34,24 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from coordinator.config import SourceConfig, parse_source, parse_task
+import pymysql
+from prometheus_client import Counter, Gauge
+
+from coordinator.config import SourceConfig, load_source, parse_source, parse_task
 from coordinator.errors import ConfigError, ShardMergeError, TransientError
 from coordinator.etcd_client import connect
 from coordinator.etcdproto import EtcdUnavailable, Store, WorkerRegistration
 from coordinator.etcdproto.keys import DEFAULT_PREFIX
 from coordinator.obs import ObsServer, logger
-
-from prometheus_client import Counter, Gauge
+from coordinator.retry import RetryExhausted, WaitBoard, retry
+from coordinator.routing import TableMapper
+from worker.load import KeyCollision, SchemaChangedDuringLoad, run_full_load
+from worker.schema_tracker import SchemaTracker
+from worker.shardddl import OptimisticDDLHandler, ShardDDLError, SourceTablesWriter, list_upstream_tables
+from worker.sync.binlog_skip import BinlogSkips
+from worker.sync.errors import DownstreamDDLRejected, ReplicationKeyCollision, UpstreamChanged
+from worker.sync.syncer import Syncer
+from worker.upstream import master_status
 
 from .status import DUMP, LOAD, PAUSED, SYNC, StatusReporter
 
@@ -82,10 +92,6 @@ def _retryable(e: BaseException) -> bool:
     """Errors that a retry cannot fix (bad config, a strict-mode conflict, a DDL the lock
     cannot take) stop the subtask in Error; everything else (connections, etcd, Spark, a
     downstream hiccup) is retried with backoff, status Error meanwhile (resume from checkpoints)."""
-    from worker.load import KeyCollision, SchemaChangedDuringLoad
-
-    from .shardddl import ShardDDLError
-    from worker.sync.errors import DownstreamDDLRejected, ReplicationKeyCollision, UpstreamChanged
     if isinstance(e, TransientError):
         return True
     # SchemaChangedDuringLoad: a routed table dropped (or a keyless one altered) during the load; a
@@ -181,7 +187,6 @@ class Subtask:
         """After a failure: which server this subtask depends on does not answer right now
         (downstream, upstream, etcd), e.g. ``downstream 10.0.0.5:3306 unreachable: ...``; "" if
         all answer (then the failure is not a connectivity problem)."""
-        import pymysql
         try:
             cfg = parse_task(self.task_rec.yaml, f"<task {self.task_rec.task} in etcd>")
             ends = [("downstream", cfg.target), ("upstream", self.source.db)]
@@ -206,13 +211,6 @@ class Subtask:
         return ""
 
     def _serve(self, log) -> None:
-        import pymysql
-
-        from coordinator.routing import TableMapper
-
-        from .schema_tracker import SchemaTracker
-        from .shardddl import OptimisticDDLHandler, SourceTablesWriter, list_upstream_tables
-
         cfg = parse_task(self.task_rec.yaml, f"<task {self.task_rec.task} in etcd>")
         inst = cfg.instance(self.source.source_id)
         if inst is None:
@@ -245,7 +243,6 @@ class Subtask:
                 handler.close()
 
     def _stream(self, log, cfg, handler) -> None:
-        from worker.sync.syncer import Syncer
         if not self.worker.spark_started:
             self.status.starting("starting the Spark session (the worker's first subtask; 15-60 s)")
         spark = self.worker.spark()
@@ -257,7 +254,6 @@ class Subtask:
                 log.info("task-mode full: load finished, no binlog replication")
                 self.stop_event.wait()
                 return
-        from worker.sync.binlog_skip import BinlogSkips
         syncer = Syncer(spark, cfg, self.source, handler,
                         reader=cfg.instance(self.source.source_id).syncer.binlog_reader,
                         skips=BinlogSkips(self.worker.store, cfg.name, self.source.source_id, self.worker.name))
@@ -300,7 +296,6 @@ class Subtask:
 
     def _events_behind(self, syncer) -> int | None:
         """Transactions the upstream has committed past the checkpoint (per GTID domain)."""
-        from worker.upstream import master_status
         try:
             up = master_status(self.source.db.pymysql_kwargs())
         except Exception:  # noqa: BLE001 — lag is informational; the next batch reports the error
@@ -312,8 +307,6 @@ class Subtask:
     def _full_load(self, log, cfg, spark) -> None:
         """Dump + load (worker.load); resumable, so a restarted or rebound subtask continues
         where the load stopped.  The syncer then starts at the snapshot in safe mode."""
-        from worker.load import run_full_load
-
         self.status.running(unit=DUMP)          # planning: position, definitions, targets, bounds
 
         def on_progress(p: dict) -> None:
@@ -352,7 +345,6 @@ class WorkerProcess:
         self.local_source: SourceConfig | None = None
         self.local_source_text = ""
         if opts.source_file:
-            from coordinator.config import load_source
             self.local_source = load_source(opts.source_file)   # ConfigError names file and key
             self.local_source_text = Path(opts.source_file).read_text()
         default = f"worker-{socket.gethostname()}-{os.getpid()}"
@@ -377,14 +369,12 @@ class WorkerProcess:
         self._threads: list[threading.Thread] = []
         self.obs: ObsServer | None = None
         self.log = _log.bind(worker=self.name)
-        from coordinator.retry import WaitBoard
         self.board = WaitBoard()      # what start-up is waiting for (shown by /readyz)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> "WorkerProcess":
         """Serve probes, then connect to etcd: an unreachable etcd is waited for (backoff capped
         at 5 s, shown by /readyz) for up to ``etcd_wait`` seconds before giving up."""
-        from coordinator.retry import RetryExhausted, retry
         if self.opts.metrics_addr:
             host, _, port = self.opts.metrics_addr.rpartition(":")
             self.obs = ObsServer(host or "127.0.0.1", int(port), ready=self.ready).start()
@@ -441,7 +431,7 @@ class WorkerProcess:
         """One SparkSession per process, created when the first subtask needs it."""
         with self._spark_lock:
             if self._spark is None:
-                from pyspark.sql import SparkSession
+                from pyspark.sql import SparkSession   # pyspark (a JVM) only once a subtask needs Spark
                 # Spark's Python workers must run this interpreter (its venv has pymysql, the
                 # worker package...): without this they start the first `python3` on PATH
                 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -20,12 +20,13 @@ import threading
 from dataclasses import dataclass
 
 from coordinator.errors import ShardMergeError
+from coordinator.schema.ddl import apply_ddl
 from coordinator.schema.errors import SchemaError
 from coordinator.schema.kinds import StatementKind
 from coordinator.schema.model import TableSchema
-from coordinator.sql import show_create_table
-from coordinator.schema.ddl import apply_ddl
 from coordinator.schema.parse import parse_create_table
+from coordinator.schema.statement import parse_statement
+from coordinator.sql import show_create_table
 
 
 class SchemaTrackError(ShardMergeError):
@@ -233,7 +234,6 @@ class SchemaTracker:
 
 
 def _kind(sql: str) -> StatementKind:
-    from coordinator.schema.statement import parse_statement
     try:
         return parse_statement(sql).kind
     except SchemaError:

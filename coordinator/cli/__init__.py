@@ -13,6 +13,8 @@ import importlib
 import sys
 
 from coordinator import __version__
+from coordinator.cli.common import CLIError
+from coordinator.errors import ShardMergeError
 
 # Add a module here to add its commands.
 COMMAND_MODULES = (
@@ -38,8 +40,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from coordinator.cli.common import CLIError
-    from coordinator.errors import ShardMergeError
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -12,6 +12,9 @@ as in DM.  ``revert`` removes a pending one; ``list`` shows them and what became
 from __future__ import annotations
 
 from coordinator.cli.common import CLIError, add_sources_flag, call, common, common_table, emit
+from coordinator.cli.tasks import task_name
+from coordinator.etcdproto import parse_binlog_pos
+from protos import master_pb2 as pb
 
 
 def _one_source(args, cmd: str) -> str:
@@ -22,9 +25,6 @@ def _one_source(args, cmd: str) -> str:
 
 
 def run(args, op: str) -> int:
-    from coordinator.cli.tasks import task_name
-    from coordinator.etcdproto import parse_binlog_pos
-    from protos import master_pb2 as pb
     cmd = f"binlog {op}"
     # DM's runbook form `binlog skip TASK`: every source stopped at a statement
     statements = [" ".join(args.sql)] if getattr(args, "sql", None) else []

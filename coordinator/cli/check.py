@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from coordinator.config import load_source, load_task
 from coordinator.errors import ShardMergeError
 
 
@@ -23,7 +24,6 @@ def register(subparsers) -> None:
 
 
 def _cli(args) -> int:
-    from coordinator.config import load_source, load_task
     from worker.check import check_task       # pymysql and the comparison: only when the command runs
     try:
         task = load_task(args.task_file)

@@ -8,6 +8,8 @@ from typing import Callable
 
 import grpc
 
+from protos import master_pb2_grpc as pbg
+
 RPC_TIMEOUT = 60.0
 
 
@@ -16,7 +18,6 @@ class CLIError(Exception):
 
 
 def stub(args):
-    from protos import master_pb2_grpc as pbg
     addr = args.master_addr
     return pbg.MasterStub(grpc.insecure_channel(addr)), addr
 

@@ -13,7 +13,10 @@ removes the lock anyway.  A refused or unapplied command exits 1.
 """
 from __future__ import annotations
 
+import argparse
+
 from coordinator.cli.common import CLIError, add_sources_flag, call, common, emit, render_table
+from protos import master_pb2 as pb
 
 USAGE = ("usage: shard-ddl-lock [-s SOURCE ...] [TASK] | shard-ddl-lock unlock LOCK_ID -s SOURCE -d DATABASE "
          "-t TABLE [--action exec|skip] | shard-ddl-lock unlock LOCK_ID --force-remove [--no-check] | "
@@ -50,7 +53,6 @@ def _locks_table(doc: dict) -> str:
 
 
 def show(args, task: str) -> int:
-    from protos import master_pb2 as pb
     try:
         resp = call(args, "ShowDDLLocks", pb.ShowDDLLocksRequest(task=task, sources=args.sources))
     except CLIError as e:
@@ -60,7 +62,6 @@ def show(args, task: str) -> int:
 
 
 def unlock(args, lock_id: str, remove_table: bool = False) -> int:
-    from protos import master_pb2 as pb
     if args.action not in ("exec", "skip"):
         raise CLIError("please check --action argument, only exec/skip are acceptable")
     if args.no_check and not args.force_remove:
@@ -128,7 +129,6 @@ def _add(sub, name: str, func, help_text: str, words_help: str) -> None:
 
 
 def _raw():
-    import argparse
     return argparse.RawDescriptionHelpFormatter
 
 

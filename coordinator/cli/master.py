@@ -4,16 +4,15 @@ from __future__ import annotations
 import signal
 import sys
 
-from coordinator.etcd_client import add_security_args
+from coordinator.errors import ShardMergeError
+from coordinator.etcd_client import add_security_args, security_from_args, set_default_security
+from coordinator.obs import setup_logging
 
 
 def run(args) -> int:
-    from coordinator.errors import ShardMergeError
-    from coordinator.obs import setup_logging
 
-    from coordinator.master.node import MasterNode
+    from coordinator.master.node import MasterNode   # the whole master: only when this command runs
     setup_logging(args.log_level)
-    from coordinator.etcd_client import security_from_args, set_default_security
     set_default_security(security_from_args(args))
     try:
         node = MasterNode(args.etcd, args.listen, advertise=args.advertise_addr, name=args.name,

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import os
 
+import yaml
+
 from coordinator.cli.common import CLIError, add_sources_flag, call, emit, render_table
+from protos import master_pb2 as pb
 
 
 def _read(path: str) -> str:
@@ -17,7 +20,6 @@ def _read(path: str) -> str:
 def _source_id(arg: str) -> str:
     """stop accepts a source ID or a source config file (like dmctl)."""
     if os.path.isfile(arg):
-        import yaml
         data = yaml.safe_load(_read(arg)) or {}
         if isinstance(data, dict) and isinstance(data.get("source-id"), str):
             return data["source-id"]
@@ -26,7 +28,6 @@ def _source_id(arg: str) -> str:
 
 
 def operate_source(args) -> int:
-    from protos import master_pb2 as pb
     op = args.op
     if op == "create":
         if not args.items:
@@ -52,14 +53,12 @@ def operate_source(args) -> int:
 
 
 def get_config(args) -> int:
-    from protos import master_pb2 as pb
     resp = call(args, "GetConfig", pb.GetConfigRequest(type=args.type, name=args.name))
     doc = {"result": resp.result, "msg": resp.msg, "cfg": resp.cfg}
     return emit(args, doc, lambda d: d["cfg"] if d["result"] else f"FAILED: {d['msg']}")
 
 
 def list_member(args) -> int:
-    from protos import master_pb2 as pb
     resp = call(args, "ListMember", pb.ListMemberRequest())
     doc = {"result": resp.result, "msg": resp.msg, "leader": resp.leader,
            "members": [{"name": m.name, "addr": m.addr, "role": m.role, "state": m.state,

@@ -8,6 +8,7 @@ import os
 import yaml
 
 from coordinator.cli.common import CLIError, add_sources_flag, call, common, common_table, emit, render_table
+from protos import master_pb2 as pb
 
 
 def _read(path: str) -> str:
@@ -19,7 +20,6 @@ def _read(path: str) -> str:
 
 
 def start_task(args) -> int:
-    from protos import master_pb2 as pb
     text = _read(args.config)
     resp = call(args, "StartTask", pb.StartTaskRequest(task_yaml=text, file=args.config, sources=args.sources,
                                                         remove_meta=args.remove_meta))
@@ -40,19 +40,16 @@ def task_name(arg: str) -> str:
 
 
 def stop_task(args) -> int:
-    from protos import master_pb2 as pb
     resp = call(args, "StopTask", pb.StopTaskRequest(name=task_name(args.task), sources=args.sources))
     return emit(args, common(resp), common_table)
 
 
 def pause_task(args) -> int:
-    from protos import master_pb2 as pb
     resp = call(args, "PauseTask", pb.PauseTaskRequest(name=task_name(args.task), sources=args.sources))
     return emit(args, common(resp), common_table)
 
 
 def resume_task(args) -> int:
-    from protos import master_pb2 as pb
     resp = call(args, "ResumeTask", pb.ResumeTaskRequest(name=task_name(args.task), sources=args.sources))
     return emit(args, common(resp), common_table)
 
@@ -109,7 +106,6 @@ def status_doc(resp, name: str) -> dict:
 
 
 def query_status(args) -> int:
-    from protos import master_pb2 as pb
     name = task_name(args.task) if args.task else ""
     resp = call(args, "QueryStatus", pb.QueryStatusRequest(name=name, sources=args.sources))
     doc = status_doc(resp, name)
@@ -117,7 +113,7 @@ def query_status(args) -> int:
     def table(_doc):
         if not resp.result:
             return f"FAILED: {resp.msg}"
-        from worker.load.progress import format_progress
+        from worker.load.progress import format_progress   # worker.load pulls in the loader: only for --more
         rows = [[st.task, st.source, st.worker or "-", st.stage, st.unit or "-", st.lock_id or "-",
                  st.error or st.waiting_for or "-"] for st in resp.subtasks]
         loads = [format_progress(_detail(st)["load"]) for st in resp.subtasks

@@ -6,17 +6,15 @@ from __future__ import annotations
 import signal
 import sys
 
-from coordinator.etcd_client import add_security_args
+from coordinator.errors import ShardMergeError
+from coordinator.etcd_client import EtcdEndpointError, add_security_args, security_from_args, set_default_security
+from coordinator.obs import setup_logging
 
 
 def run(args) -> int:
-    from coordinator.errors import ShardMergeError
-    from coordinator.etcd_client import EtcdEndpointError
-    from coordinator.obs import setup_logging
 
-    from worker.process import WorkerOptions, WorkerProcess
+    from worker.process import WorkerOptions, WorkerProcess   # the whole worker: only when this command runs
     setup_logging(args.log_level)
-    from coordinator.etcd_client import security_from_args, set_default_security
     set_default_security(security_from_args(args))
     try:
         proc = WorkerProcess(WorkerOptions(

@@ -20,9 +20,10 @@ from coordinator.config import parse_task
 from coordinator.errors import ShardMergeError
 from coordinator.etcdproto import LockKey, Store, TableRef
 from coordinator.obs import logger
+from coordinator.retry import retry
 from coordinator.schema import TableSchema
-from coordinator.sql import checkpoint_table, quote_table
 from coordinator.schema.parse import parse_create_table
+from coordinator.sql import checkpoint_table, quote_table
 
 log = logger("master.checkpoint_schema")
 
@@ -80,7 +81,6 @@ class CheckpointSchemaSource:
             raise
 
     def __call__(self, lock: LockKey, table: TableRef) -> TableSchema | None:
-        from coordinator.retry import retry
         try:
             # a dead cached connection (downstream restarted) or a downstream that is briefly down
             # must not make a joining table start from the init schema: retry with a fresh

@@ -9,13 +9,17 @@ import json
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
+import pymysql
 import yaml
 
 from coordinator.config import parse_source, parse_task
 from coordinator.errors import ConfigError, ShardMergeError
-from coordinator.etcdproto import Fence, SourceBinding, SourceRecord, Store, SubtaskStatus, TaskRecord
+from coordinator.etcdproto import (BinlogSkip, Fence, SourceBinding, SourceRecord, Store, SubtaskStatus, TaskRecord,
+                                   binlog_pos_gtid, parse_binlog_pos)
 from coordinator.obs import logger
+from coordinator.schema.replacement import ReplacementError, plan_replacement
 
 from . import metrics
 
@@ -408,7 +412,6 @@ HANDLE_ERROR_OPS = ("skip", "replace", "revert", "list")
 
 
 def _utc_now() -> str:
-    from datetime import datetime, timezone
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -478,8 +481,6 @@ def _skip_on_every_source(cluster: Cluster, fence: Fence, task: str, op: str = "
 
 def _handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: str, binlog_pos: str,
                   statements: list[str] | None = None) -> CommandResult:
-    from coordinator.etcdproto import BinlogSkip, binlog_pos_gtid, parse_binlog_pos
-    from coordinator.schema.replacement import ReplacementError, plan_replacement
     cmd = f"binlog {op or '?'}"
     if op not in HANDLE_ERROR_OPS:
         raise RequestError(f"binlog operation {op!r} is not supported; use one of {', '.join(HANDLE_ERROR_OPS)}")
@@ -568,7 +569,6 @@ def _require_statement_start(cluster: Cluster, task: str, source: str, file: str
     transaction's GTID event, then the statement): a skip armed anywhere else would never match
     and silently skip nothing.  The upstream is asked with ``SHOW BINLOG EVENTS``; an unreachable
     upstream is refused too (nothing is armed on a guess)."""
-    import pymysql
     rec = cluster.store.get_source(source)
     if rec is None:
         raise RequestError(f"{cmd}: source {source!r} is not registered; `shardctl operate-source show` "
@@ -608,7 +608,6 @@ def _require_statement_start(cluster: Cluster, task: str, source: str, file: str
 
 
 def _pos_or_none(text) -> tuple[str, int] | None:
-    from coordinator.etcdproto import parse_binlog_pos
     try:
         return parse_binlog_pos(str(text))
     except ValueError:

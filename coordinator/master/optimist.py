@@ -18,8 +18,8 @@ import time
 from concurrent.futures import Future
 from typing import Callable
 
-from coordinator.etcdproto import (Fence, Fenced, RecordEvent, SourceTables,
-                                   Store, TableRef, parse_lock_id)
+from coordinator.etcdproto import Fence, Fenced, RecordEvent, SourceTables, Store, TableRef, parse_lock_id
+from coordinator.master.locks import Locks
 from coordinator.obs import logger
 
 from . import metrics
@@ -126,7 +126,6 @@ class Optimist:
         self._watches = []
 
     def _rebuild(self) -> None:
-        from .locks import Locks
         t0 = time.monotonic()
         self._cancel_watches()
         self._gen += 1

@@ -14,9 +14,9 @@ import grpc
 
 from coordinator.errors import ShardMergeError
 from coordinator.etcdproto import EtcdUnavailable, Fenced, Store
+from coordinator.master.cluster import handle_error
 from coordinator.obs import logger
-from protos import master_pb2 as pb
-from protos import master_pb2_grpc as pbg
+from protos import master_pb2 as pb, master_pb2_grpc as pbg
 
 from .cluster import Cluster, RequestError
 from .election import Election
@@ -162,7 +162,6 @@ class MasterService(pbg.MasterServicer):
 
     def HandleError(self, request, context):  # noqa: N802
         def run(fence):
-            from .cluster import handle_error
             out = handle_error(self.node.cluster, fence, request.task, request.source,
                                request.op or "skip", request.binlog_pos, list(request.statements))
             return _common(out)

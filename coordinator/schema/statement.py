@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from sqlglot.tokens import TokenType
 
+from coordinator.schema.parse import parse_table_options
+
 from .errors import UnsupportedDDL
 from .kinds import DDLParseError, StatementKind, parse_ddl
 from .parse import raw, tokenize, word
@@ -193,7 +195,6 @@ def parse_clause(sql, tokens, i, j) -> list[Clause]:
               "COALESCE", "REORGANIZE", "EXCHANGE", "ANALYZE", "CHECK", "OPTIMIZE", "REBUILD",
               "REPAIR", "TRUNCATE", "ADD", "WITH", "WITHOUT", "UPGRADE"):
         raise unsupported(w0)
-    from .parse import parse_table_options
     try:
         cs, coll, opts, part = parse_table_options(sql, tokens, i, j, statement=sql)
     except UnsupportedDDL:

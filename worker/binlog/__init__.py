@@ -52,7 +52,7 @@ class SparkReader:
         register(self.spark)
 
     def open(self, db_kwargs, mapper_args, start, end, **kw) -> BinlogPrefetch:
-        from .spark_reader import SparkBinlogReader
+        from .spark_reader import SparkBinlogReader   # as in prepare()
         return SparkBinlogReader(self.spark, db_kwargs, mapper_args, start, end, **kw)
 
     def close(self) -> None:

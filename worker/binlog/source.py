@@ -41,8 +41,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from coordinator.errors import ShardMergeError
-from worker.events import DELETE, INSERT, UPDATE, Position, advance_gtid_set
+from coordinator.routing import TableMapper
 from worker.binlog.fast_rows import RowDecoder
+from worker.events import DELETE, INSERT, Position, UPDATE, advance_gtid_set
 
 STALL_SECONDS = 60
 IDLE_EXIT_SECONDS = 300     # an idle decoder process exits (a syncer left unclosed costs nothing)
@@ -163,6 +164,7 @@ def decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None,
 
     Reading stops at ``end`` (which exists: it came from SHOW MASTER STATUS) or, at a
     transaction boundary, once ``max_events`` rows were produced."""
+    # the protocol library is loaded where the binlog is decoded (decoder process, Spark executor)
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import MariadbGtidEvent, QueryEvent, XidEvent
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
@@ -280,7 +282,6 @@ def decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None,
 # ------------------------------------------------------------------ decoder process
 def _pieces(req: dict):
     """Decode one request, grouping transactions into pieces of about ``piece_rows`` rows."""
-    from coordinator.routing import TableMapper
     mapper = TableMapper(*req["mapper"])
     t0 = time.monotonic()
     txns, rows, last = [], 0, None

@@ -31,6 +31,7 @@ import threading
 import uuid
 import weakref
 
+from pyspark import InheritableThread
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from worker.binlog.source import BinlogPrefetch, BinlogReadError, Chunk, End, _Failed, _pieces
@@ -157,7 +158,6 @@ class SparkBinlogReader(BinlogPrefetch):
                  segment_rows: int | None = None):
         super().__init__(None, db_kwargs, mapper_args, start, end, max_events=max_events, source_id=source_id,
                          max_rows=max_rows, piece_rows=piece_rows)
-        from pyspark import InheritableThread
         self.spark = spark
         self.end = end
         self.max_events = max_events

@@ -21,6 +21,7 @@ from coordinator.obs import logger
 from coordinator.routing import SYSTEM_SCHEMAS, TableMapper
 from coordinator.sql import quote_ident
 from worker.binlog.source import dec, enc
+from worker.load.snapshot import show_create
 
 log = logger("worker.load.plan")
 
@@ -58,7 +59,6 @@ class ShardTable:
 
 def discover(conn, mapper: TableMapper) -> list[ShardTable]:
     """Every base table of the upstream that the task routes somewhere (filters applied)."""
-    from worker.load.snapshot import show_create
     with conn.cursor() as cur:
         cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, COALESCE(TABLE_ROWS, 0) FROM information_schema.TABLES "
                     "WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_SCHEMA, TABLE_NAME")

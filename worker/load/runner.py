@@ -33,9 +33,9 @@ from coordinator.config import SourceConfig, TaskConfig
 from coordinator.errors import ShardMergeError
 from coordinator.obs import logger
 from coordinator.routing import TableMapper
+from coordinator.schema.parse import parse_create_table
 from coordinator.sql import quote_table
-from worker.sync.apply import connect_downstream
-from worker.sync.checkpoint import CheckpointStore
+from worker.downstream import fetch_keys
 from worker.events import Position
 from worker.load import chunk as chunkmod
 from worker.load.options import LoadOptions, load_options
@@ -45,7 +45,9 @@ from worker.load.snapshot import connect_reader, fingerprint
 from worker.load.store import ChunkRow, LoadStore, fq_name
 from worker.load.targets import ensure_target, joined, strip_counter
 from worker.schema_tracker import schema_to_json
-from coordinator.schema.parse import parse_create_table
+from worker.sync.apply import connect_downstream
+from worker.sync.checkpoint import CheckpointStore
+from worker.upstream import check_upstream, master_status
 
 log = logger("worker.load")
 
@@ -148,8 +150,6 @@ class FullLoad:
 
     # ------------------------------------------------------------------ plan
     def _plan(self) -> None:
-        from worker.upstream import check_upstream, master_status
-        from worker.downstream import fetch_keys
         cp = CheckpointStore(self.down_kwargs, self.task.meta_schema, self.task.name, self.sid)
         cp.ensure_table()
         if cp.load().global_pos is not None:

@@ -430,7 +430,7 @@ def apply_changes(changes: list, *, db_kwargs: dict, batch: int, source_id: str,
 
 def apply_partition(parts, **kw):
     """Spark ``mapPartitions`` function: each element is one partition's list of changes."""
-    from pyspark import TaskContext
+    from pyspark import TaskContext   # on the executor: the driver imports this module without pyspark
     tc = TaskContext.get()
     attempt = tc.attemptNumber() if tc is not None else 0
     for changes in parts:

@@ -46,11 +46,13 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from coordinator.errors import ShardMergeError
+from coordinator.obs import logger
 from coordinator.routing import TableMapper
 from coordinator.schema import kinds as ddlmod
-from worker.events import DDLEvent
 from coordinator.schema.ddl import apply_ddl
+from coordinator.schema.model import TableSchema
 from coordinator.schema.parse import parse_create_table
+from worker.events import DDLEvent
 
 
 class UnsupportedDDL(ShardMergeError):
@@ -135,7 +137,6 @@ class DirectDDLHandler:
         self.schemas: dict[tuple[str, str], object] = {}
 
     def restore(self, table_infos: dict[tuple[str, str], str | None]) -> None:
-        from coordinator.schema.model import TableSchema
         self.schemas = {}
         for k, text in table_infos.items():
             data = json.loads(text) if text else None
@@ -224,7 +225,6 @@ def follow_skipped(event: DDLEvent, ctx: DDLContext, apply, reload, forget) -> s
     else leave it for partition maintenance (no column/index change); else ``reload()`` the
     upstream's current ``SHOW CREATE TABLE`` (warned: it may be ahead of this binlog position);
     when even that fails, ``forget()`` it (re-read on next use).  Returns what was done."""
-    from coordinator.obs import logger
     log = logger("worker.sync.ddl_handler").bind(task=ctx.task, source=ctx.source_id, table=event.upstream,
                                             position=str(event.start))
     if event.table is None:
