@@ -5,7 +5,11 @@ A master and two workers (``shardctl`` subprocesses, the local services) replica
 column, one after another.  The downstream may drop it only when the last shard has, so the
 latency measured is: last shard's ``ALTER ... DROP COLUMN`` committed upstream -> the column gone
 downstream.  Prints p50/p99 over the rounds, the same-run cost of one plain downstream ALTER
-(the limit) as a ratio, and the workers' peak RSS (process tree: Python driver + Spark JVM).
+(the limit) as a ratio, the workers' peak RSS (process tree: Python driver + Spark JVM), and
+where the time goes (medians, from the processes' structured logs; one clock, one machine):
+commit -> Info put (binlog read, the rows before the DDL applied, schema preview), Info put ->
+Operation written (master: watch, lock decision, fenced write), Operation -> done (worker: sees
+the Operation, runs the DDL downstream, marks it done), done -> seen (checkpoint, bench poll).
 
     .venv/bin/python bench/ddl_latency.py [--locks 50] [--short]
 """
@@ -23,6 +27,7 @@ import tempfile
 import threading
 import time
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pymysql
@@ -64,6 +69,41 @@ def tree_rss_kb(pid: int) -> int:
             pass
         todo.extend(children.get(p, []))
     return total
+
+
+def _ts(line: dict) -> float:
+    return datetime.strptime(line["ts"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
+
+
+def stage_breakdown(work: Path, commits: list[float], seen: list[float]) -> dict[str, float]:
+    """Median per stage over the locks, read from the master's and workers' JSON log lines: the
+    Operation that carries lock i's DROP (``c{i}``) names the Info revision it answers; that
+    Info's put and the table's next "done" bound the other stages."""
+    logs = []
+    for p in work.glob("*.log"):
+        for raw in p.read_text(errors="replace").splitlines():
+            if raw.startswith("{"):
+                try:
+                    logs.append(json.loads(raw))
+                except ValueError:
+                    pass
+    puts = {d.get("info_revision"): d for d in logs if d.get("msg") == "shard DDL info put"}
+    dones = [d for d in logs if d.get("msg") == "shard DDL done"]
+    rows = []
+    for i, (c, s) in enumerate(zip(commits, seen)):
+        op = next((d for d in logs if d.get("msg") == "operation written" and f"`c{i}`" in str(d.get("ddls"))), None)
+        put = puts.get(op.get("info_revision")) if op else None
+        if op is None or put is None:
+            continue
+        done = next((d for d in sorted(dones, key=_ts) if d.get("table") == put.get("table") and _ts(d) >= _ts(op)),
+                    None)
+        if done is None:
+            continue
+        rows.append({"commit->Info put": _ts(put) - c, "put->Operation": _ts(op) - _ts(put),
+                     "Operation->done": _ts(done) - _ts(op), "done->seen": s - _ts(done)})
+    if not rows:
+        return {}
+    return {k: statistics.median(r[k] for r in rows) * 1000 for k in rows[0]}
 
 
 def main() -> int:
@@ -114,7 +154,8 @@ def main() -> int:
     try:
         spawn("master", "master", "--etcd", info["etcd"], "--listen", addr, "--prefix", prefix, "--election-ttl", "5")
         workers = [spawn(f"worker-{s}", "worker", "--etcd", info["etcd"], "--source", str(work / f"{s}.yaml"),
-                         "--prefix", prefix, "--name", f"bench-{s}-{tag}", "--spark-master", "local[1]")
+                         "--prefix", prefix, "--name", f"bench-{s}-{tag}", "--spark-master", "local[1]",
+                         "--log-level", os.environ.get("BENCH_LOG_LEVEL", "INFO"))
                    for s in shards]
 
         def sample():
@@ -147,7 +188,7 @@ def main() -> int:
             assert time.monotonic() < deadline, f"task not running: {st}"
             time.sleep(0.5)
         ups = {sid: db(params) for sid, (_, params) in shards.items()}
-        lat = []
+        lat, commits = [], []
         for i in range(n_locks):
             for si, (sid, (schema, _)) in enumerate(shards.items()):
                 for ti, t in enumerate(("t_0", "t_1")):
@@ -155,6 +196,7 @@ def main() -> int:
                         cur.execute(f"INSERT INTO {schema}.{t} (id, v) VALUES (%s, %s)", (i * 10 + si * 2 + ti, i))
                         cur.execute(f"ALTER TABLE {schema}.{t} DROP COLUMN c{i}")
             t_last = time.monotonic()
+            commits.append(time.time())
             deadline, next_look, errors_seen = t_last + 120, t_last + 5, 0
             while has_col(f"c{i}"):
                 assert time.monotonic() < deadline, f"lock {i}: c{i} still downstream after 120 s"
@@ -177,12 +219,15 @@ def main() -> int:
                 cur.execute(f"ALTER TABLE {target}.limit_probe ADD COLUMN y INT NULL")
                 cur.execute(f"ALTER TABLE {target}.limit_probe DROP COLUMN y")
                 direct.append((time.monotonic() - t0) / 2)
+        stages = stage_breakdown(work, commits, [c + x for c, x in zip(commits, lat)])
         p50 = statistics.median(lat)
         p99 = sorted(lat)[max(0, int(round(0.99 * len(lat))) - 1)]
         limit = statistics.median(direct)
         print(f"DDL coordination latency over {n_locks} locks (2 sources x 2 shards, DROP COLUMN, last shard -> "
               f"downstream): p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms; direct downstream ALTER "
               f"{limit * 1000:.1f} ms; p50/limit ratio {p50 / limit:.1f}; worker peak RSS {peak['kb'] / 1024:.0f} MB")
+        if stages:
+            print("where the time goes (median ms): " + ", ".join(f"{k} {v:.0f}" for k, v in stages.items()))
         return 0
     finally:
         stop.set()

@@ -4,18 +4,26 @@ and its generated columns (never written by DML).  Shared by the syncer, the ful
 from __future__ import annotations
 
 
-def fetch_keys(conn) -> dict[str, list[str]]:
-    """{"schema.table": key columns} of every downstream table: the primary key, else the first
-    unique key whose columns are all NOT NULL."""
+def _only(table: tuple[str, str] | None, alias: str) -> tuple[str, tuple]:
+    """SQL restricting a query to one table (``(schema, table)``), or to none of the system ones."""
+    if table is None:
+        return (f"{alias}TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')", ())
+    return f"{alias}TABLE_SCHEMA = %s AND {alias}TABLE_NAME = %s", table
+
+
+def fetch_keys(conn, table: tuple[str, str] | None = None) -> dict[str, list[str]]:
+    """{"schema.table": key columns} of every downstream table (or of ``table`` only: after a
+    DDL, asking about every table of a big server costs tens of ms): the primary key, else the
+    first unique key whose columns are all NOT NULL."""
+    where, args = _only(table, "s.")
     with conn.cursor() as cur:
-        cur.execute("""SELECT s.TABLE_SCHEMA, s.TABLE_NAME, s.INDEX_NAME, s.COLUMN_NAME, c.IS_NULLABLE
-                       FROM information_schema.STATISTICS s JOIN information_schema.COLUMNS c
-                         ON c.TABLE_SCHEMA = s.TABLE_SCHEMA AND c.TABLE_NAME = s.TABLE_NAME
-                        AND c.COLUMN_NAME = s.COLUMN_NAME
-                       WHERE s.NON_UNIQUE = 0 AND s.TABLE_SCHEMA NOT IN
-                         ('mysql', 'information_schema', 'performance_schema', 'sys')
-                       ORDER BY s.TABLE_SCHEMA, s.TABLE_NAME, s.INDEX_NAME = 'PRIMARY' DESC,
-                                s.INDEX_NAME, s.SEQ_IN_INDEX""")
+        cur.execute(f"""SELECT s.TABLE_SCHEMA, s.TABLE_NAME, s.INDEX_NAME, s.COLUMN_NAME, c.IS_NULLABLE
+                        FROM information_schema.STATISTICS s JOIN information_schema.COLUMNS c
+                          ON c.TABLE_SCHEMA = s.TABLE_SCHEMA AND c.TABLE_NAME = s.TABLE_NAME
+                         AND c.COLUMN_NAME = s.COLUMN_NAME
+                        WHERE s.NON_UNIQUE = 0 AND {where}
+                        ORDER BY s.TABLE_SCHEMA, s.TABLE_NAME, s.INDEX_NAME = 'PRIMARY' DESC,
+                                 s.INDEX_NAME, s.SEQ_IN_INDEX""", args)
         idx: dict[str, dict[str, list]] = {}
         for schema, table, index, col, nullable in cur.fetchall():
             idx.setdefault(f"{schema}.{table}", {}).setdefault(index, []).append((col, nullable))
@@ -28,13 +36,13 @@ def fetch_keys(conn) -> dict[str, list[str]]:
     return out
 
 
-def fetch_generated(conn) -> dict[str, set[str]]:
+def fetch_generated(conn, table: tuple[str, str] | None = None) -> dict[str, set[str]]:
     """"schema.table" -> its generated (VIRTUAL/STORED) columns, for every downstream table that
-    has some: MariaDB refuses a value for them, so DML never names them."""
+    has some (or for ``table`` only): MariaDB refuses a value for them, so DML never names them."""
+    where, args = _only(table, "")
     with conn.cursor() as cur:
-        cur.execute("""SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS
-                       WHERE IS_GENERATED = 'ALWAYS' AND TABLE_SCHEMA NOT IN
-                         ('mysql', 'information_schema', 'performance_schema', 'sys')""")
+        cur.execute(f"""SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS
+                        WHERE IS_GENERATED = 'ALWAYS' AND {where}""", args)
         out: dict[str, set[str]] = {}
         for schema, table, col in cur.fetchall():
             out.setdefault(f"{schema}.{table}", set()).add(col)

@@ -45,13 +45,13 @@ from coordinator.etcdproto.keys import DEFAULT_PREFIX
 from coordinator.obs import ObsServer, logger
 from coordinator.retry import RetryExhausted, WaitBoard, retry
 from coordinator.routing import TableMapper
+from worker.binlog.doorbell import wait_for_binlog
 from worker.load import KeyCollision, SchemaChangedDuringLoad, run_full_load
 from worker.schema_tracker import SchemaTracker
 from worker.shardddl import OptimisticDDLHandler, ShardDDLError, SourceTablesWriter, list_upstream_tables
 from worker.sync.binlog_skip import BinlogSkips
 from worker.sync.errors import DownstreamDDLRejected, ReplicationKeyCollision, UpstreamChanged
 from worker.sync.syncer import Syncer
-from worker.upstream import master_status
 
 from .status import DUMP, LOAD, PAUSED, SYNC, StatusReporter
 
@@ -291,14 +291,14 @@ class Subtask:
             for stage, secs in r.timings.items():
                 if stage != "total" and secs > 0:
                     BATCH_SECONDS.labels(*labels, stage).inc(secs)
-            if r.idle:
-                self.stop_event.wait(self.worker.poll_interval)
+            if r.idle:   # until the upstream writes (or a held table's redirect, or the fallback poll)
+                wait_for_binlog(self.source.db.pymysql_kwargs(), syncer.read_pos, self.worker.poll_interval,
+                                self.stop_event, wake=syncer.rewind_requested)
 
     def _events_behind(self, syncer) -> int | None:
         """Transactions the upstream has committed past the checkpoint (per GTID domain)."""
-        try:
-            up = master_status(self.source.db.pymysql_kwargs())
-        except Exception:  # noqa: BLE001 — lag is informational; the next batch reports the error
+        up = syncer.last_upstream_end      # asked by the batch just run: no extra round trip
+        if up is None:
             return None
         done = syncer.store.global_pos
         return gtid_behind(up.gtid, done.gtid if done else "")
@@ -335,7 +335,7 @@ class WorkerOptions:
     metrics_addr: str = ""
     ttl: int = 10
     resync_interval: float = 5.0
-    poll_interval: float = 0.5
+    poll_interval: float = 5.0     # idle: the binlog doorbell wakes the syncer sooner
     etcd_wait: float = 300.0      # how long start() waits for an unreachable etcd
 
 

@@ -11,23 +11,58 @@ from worker.sync.errors import SyncError, UpstreamChanged
 
 
 def master_status(db_kwargs: dict) -> Position:
-    """The upstream's current binlog end with the exact GTID state there.
+    """The upstream's current binlog end with the exact GTID state there (a new connection; a
+    loop asking often keeps an :class:`UpstreamEnd` instead)."""
+    with pymysql.connect(**db_kwargs) as c, c.cursor() as cur:
+        return _master_status(cur)
 
-    ``@@gtid_binlog_pos`` read before and after ``SHOW MASTER STATUS``: when both agree no
+
+def _master_status(cur) -> Position:
+    """``@@gtid_binlog_pos`` read before and after ``SHOW MASTER STATUS``: when both agree no
     transaction got a GTID in between, so it is the state at that position.  Otherwise ask
     ``BINLOG_GTID_POS``, which scans the binlog file (~0.1 s per 300 MB; too slow for every
     batch and idle poll)."""
-    with pymysql.connect(**db_kwargs) as c, c.cursor() as cur:
-        cur.execute("SELECT @@gtid_binlog_pos")
-        (before,) = cur.fetchone()
-        cur.execute("SHOW MASTER STATUS")
-        row = cur.fetchone()
-        if not row:
-            raise SyncError("upstream has no binary log (SHOW MASTER STATUS is empty); enable log_bin")
-        cur.execute("SELECT @@gtid_binlog_pos")
-        (after,) = cur.fetchone()
-        file, pos = row[0], int(row[1])
-        return Position(file, pos, before if before == after else gtid_at(cur, file, pos))
+    cur.execute("SELECT @@gtid_binlog_pos")
+    (before,) = cur.fetchone()
+    cur.execute("SHOW MASTER STATUS")
+    row = cur.fetchone()
+    if not row:
+        raise SyncError("upstream has no binary log (SHOW MASTER STATUS is empty); enable log_bin")
+    cur.execute("SELECT @@gtid_binlog_pos")
+    (after,) = cur.fetchone()
+    file, pos = row[0], int(row[1])
+    return Position(file, pos, before if before == after else gtid_at(cur, file, pos))
+
+
+class UpstreamEnd:
+    """:func:`master_status` on one kept connection: the syncer asks before every batch, and a
+    new connection each time cost more than the question (tens of ms on a busy machine).  A
+    broken connection is replaced once per call; a second failure propagates."""
+
+    def __init__(self, db_kwargs: dict):
+        self.db_kwargs = db_kwargs
+        self._conn: pymysql.connections.Connection | None = None
+
+    def position(self) -> Position:
+        for attempt in (0, 1):
+            try:
+                if self._conn is None:
+                    self._conn = pymysql.connect(**self.db_kwargs, autocommit=True)
+                with self._conn.cursor() as cur:
+                    return _master_status(cur)
+            except (pymysql.err.OperationalError, pymysql.err.InterfaceError):
+                self.close()
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 — closing a broken connection
+                pass
 
 
 def gtid_at(cur, file: str, pos: int) -> str:

@@ -2,6 +2,8 @@
 through Spark micro-batches, checked with ``check_task`` as the oracle."""
 from __future__ import annotations
 
+import pytest
+
 from tests.worker.conftest import make_task
 from worker.check import check_task
 from worker.sync.syncer import Syncer
@@ -16,7 +18,10 @@ def _shards(db, base: int, n: int = 2, rows: int = 30):
         db.execute(f"INSERT INTO orders_{k:02d} VALUES {vals}")
 
 
-def test_shards_of_two_sources_merge_and_check_equal(spark, source1_db, source2_db, downstream_db, positions):
+@pytest.mark.parametrize("local_apply_rows", [0, 10_000], ids=["spark_jobs", "driver_for_small_chunks"])
+def test_shards_of_two_sources_merge_and_check_equal(spark, source1_db, source2_db, downstream_db, positions,
+                                                     local_apply_rows):
+    """Both apply paths: every chunk as a Spark job, and (the default for trickles) in the driver."""
     p1, p2 = positions(source1_db, source2_db)
     task, srcs, _ = make_task(downstream_db, {"s1": source1_db, "s2": source2_db}, start={"s1": p1, "s2": p2})
     _shards(source1_db, 100_000)
@@ -34,7 +39,7 @@ def test_shards_of_two_sources_merge_and_check_equal(spark, source1_db, source2_
         cur.execute("DELETE FROM orders_01 WHERE id = 201000")
         c.commit()
 
-    syncers = [Syncer(spark, task, srcs[s]) for s in ("s1", "s2")]
+    syncers = [Syncer(spark, task, srcs[s], local_apply_rows=local_apply_rows) for s in ("s1", "s2")]
     for s in syncers:
         s.sync_until_caught_up()
     rep = check_task(task, srcs)

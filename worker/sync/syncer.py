@@ -37,7 +37,8 @@ from coordinator.obs import logger
 from coordinator.routing import TableMapper
 from coordinator.schema import kinds as ddlmod
 from coordinator.schema.replacement import ReplacementError, plan_replacement
-from worker.sync.apply import Partitioner, apply_partition, connect_downstream, resolve_tls
+from worker.sync.apply import (KeyCollision, Partitioner, apply_changes, apply_partition, connect_downstream,
+                               resolve_tls)
 from worker.binlog import READERS, BinlogReader, make_reader
 from worker.binlog.source import Chunk, Statement
 from worker.sync.checkpoint import CheckpointStore
@@ -47,11 +48,16 @@ from worker.sync.ddl_handler import DDLContext, DDLDecision, DDLHandler, DirectD
 from worker.downstream import fetch_generated, fetch_keys
 from worker.events import DDLEvent, Position
 from worker.sync.errors import DownstreamDDLRejected, ReplicationKeyCollision, SyncError, SyncPaused
-from worker.upstream import check_checkpoint_on_upstream, check_upstream, gtid_at, master_status, show_create
+from worker.upstream import (UpstreamEnd, check_checkpoint_on_upstream, check_upstream, gtid_at, master_status,
+                             show_create)
 from coordinator.schema.ddl import apply_ddl
 from coordinator.schema.parse import parse_create_table
 
 log = logger("worker.sync.syncer")
+
+# Chunks of at most this many row changes are applied in the driver: a Spark job's scheduling
+# (~0.1 s on 2 cores) would dominate them, and a DDL waits for the rows before it.
+LOCAL_APPLY_ROWS = 256
 
 ROWS = Counter("shardmerge_worker_rows_applied_total", "Row changes applied downstream", ["task", "source"])
 DDLS = Counter("shardmerge_worker_ddls_total", "DDL statements handled", ["task", "source", "action"])
@@ -89,11 +95,14 @@ class BatchResult:
 class Syncer:
     def __init__(self, spark, task: TaskConfig, source: SourceConfig, handler: DDLHandler | None = None, *,
                  max_batch_events: int = 50_000, parallelism: int | None = None, hooks: Hooks | None = None,
-                 apply_rows: int = 20_000, reader: str | None = None, skips=None):
+                 apply_rows: int = 20_000, reader: str | None = None, skips=None,
+                 local_apply_rows: int = LOCAL_APPLY_ROWS):
         """``skips``: the operator's pending ``binlog skip`` records
         (``worker.sync.binlog_skip.BinlogSkips``); None = no skips (no etcd)."""
         self.spark, self.task, self.source = spark, task, source
         self.skips = skips
+        self.local_apply_rows = local_apply_rows
+        self.last_upstream_end: Position | None = None    # the upstream's end at the last batch
         self.inst = task.instance(source.source_id)
         if self.inst is None:
             raise SyncError(f"task {task.name!r} has no mysql-instances entry for source "
@@ -110,6 +119,7 @@ class Syncer:
         if attach is not None:
             attach(self.request_rewind, lambda pos: self.skips.find(pos) if self.skips is not None else None)
         self.up_kwargs = source.db.pymysql_kwargs()
+        self.upstream_end = UpstreamEnd(self.up_kwargs)
         self.down_kwargs = task.target.pymysql_kwargs()
         self.max_batch_events = max_batch_events
         self.apply_rows = apply_rows            # rows per Spark apply job (decoding runs ahead)
@@ -142,6 +152,8 @@ class Syncer:
         check_upstream(self.up_kwargs, self.source.source_id)
         # many short connections follow (checkpoint flushes, DDLs, apply tasks): connect cheaply
         self.up_kwargs = resolve_tls(self.up_kwargs)
+        self.upstream_end.close()
+        self.upstream_end = UpstreamEnd(self.up_kwargs)
         self.down_kwargs = self.store.db_kwargs = resolve_tls(self.down_kwargs)
         self.store.ensure_table()
         loaded = self.store.load()
@@ -178,10 +190,14 @@ class Syncer:
     def close(self) -> None:
         """Stop the binlog decoder process (also done when the syncer is garbage-collected)."""
         self.binlog.close()
+        self.upstream_end.close()
 
     def request_rewind(self) -> None:
         """Restart from the checkpoints before the next batch (held tables replay their DDL)."""
         self._rewind.set()
+
+    def rewind_requested(self) -> bool:
+        return self._rewind.is_set()
 
     def status(self) -> dict:
         return {"read_pos": str(self.read_pos) if self.read_pos else "",
@@ -220,7 +236,8 @@ class Syncer:
             self.start()
         start = self.read_pos
         tb = time.monotonic()
-        end = master_status(self.up_kwargs)
+        end = self.upstream_end.position()
+        self.last_upstream_end = end
         if start.file == end.file:
             LAG.labels(self.task.name, self.source.source_id).set(max(0, end.pos - start.pos))
         if start >= end:
@@ -268,6 +285,9 @@ class Syncer:
         tm["decode"] = reader.decode_seconds
         result.end = self.read_pos
         tm["total"] = time.monotonic() - t0
+        if result.ddls:
+            self.log.debug("batch with statements", ddls=result.ddls, rows=result.rows,
+                           **{f"{k}_ms": round(v * 1000, 1) for k, v in tm.items()})
         BATCHES.labels(self.task.name, self.source.source_id).inc()
         return result
 
@@ -297,7 +317,8 @@ class Syncer:
         return self._parts
 
     def _apply_chunk(self, chunk: Chunk, tm: dict) -> int:
-        """One Spark job: the chunk's changes split by key, one downstream transaction per task."""
+        """One Spark job: the chunk's changes split by key, one downstream transaction per task
+        (up to ``local_apply_rows`` changes: the same parts applied in the driver, no job)."""
         tp = time.monotonic()
         read_pos = self.read_pos
         points = {k: p.pos for k, p in self.store.tables.items() if p.pos > read_pos}
@@ -307,9 +328,22 @@ class Syncer:
         ta = time.monotonic()
         tm["plan"] = tm.get("plan", 0.0) + ta - tp
         acks = []
-        if parts:
-            fn = functools.partial(apply_partition, db_kwargs=self.down_kwargs, batch=self.inst.syncer.batch,
-                                   source_id=self.source.source_id, time_zone=self.time_zone)
+        kw = dict(db_kwargs=self.down_kwargs, batch=self.inst.syncer.batch, source_id=self.source.source_id,
+                  time_zone=self.time_zone)
+        if parts and sum(len(p) for p in parts) <= self.local_apply_rows:
+            # a trickle (a few rows, e.g. before a DDL): scheduling a Spark job costs more than the
+            # apply; the same function runs in the driver, one downstream transaction per part
+            try:
+                acks = [apply_changes(changes, attempt=0, **kw) for changes in parts]
+            except KeyCollision as e:
+                raise ReplicationKeyCollision(f"applying changes failed: KeyCollision: {e}", task=self.task.name,
+                                              source=self.source.source_id, position=str(self.read_pos)) from e
+            except Exception as e:
+                raise SyncError(f"applying changes failed: {type(e).__name__}: {e}", task=self.task.name,
+                                source=self.source.source_id, position=str(self.read_pos)) from e
+            tm["apply_local"] = tm.get("apply_local", 0.0) + time.monotonic() - ta
+        elif parts:
+            fn = functools.partial(apply_partition, **kw)
             try:
                 acks = self.spark.sparkContext.parallelize(parts, len(parts)).mapPartitions(fn).collect()
             except Exception as e:
@@ -317,7 +351,7 @@ class Syncer:
                 cls = ReplicationKeyCollision if cause.startswith("KeyCollision:") else SyncError
                 raise cls(f"applying changes failed: {cause}", task=self.task.name,
                           source=self.source.source_id, position=str(self.read_pos)) from e
-        tm["apply"] = tm.get("apply", 0.0) + time.monotonic() - ta
+            tm["apply"] = tm.get("apply", 0.0) + time.monotonic() - ta
         merged: dict[tuple[str, str], list] = {}
         for ack in acks:
             for k, (f, p, g, n) in ack.items():
@@ -503,16 +537,18 @@ class Syncer:
         if ev.table is not None:
             self.store.save_table(ev.schema, ev.table, ev.end, self.handler.table_info(ev.schema, ev.table),
                                   keep_info=False)
-        if ev.target_table is None:
-            return
+        if ev.target_table is None or not executed:
+            return      # the downstream did not change here (a skip, or run before a restart: loaded at start)
         # a DDL may create the target, change its key or its generated columns: later chunks
         # are split by the new key and leave out the new generated columns
+        target = (ev.target_schema, ev.target_table)
+        name = f"{target[0]}.{target[1]}"
         with connect_downstream(self.down_kwargs, autocommit=True) as c:
-            new_keys, new_gen = fetch_keys(c), fetch_generated(c)
-        if new_keys != self.keys:
-            self.keys = new_keys
-        if new_gen != self.generated:
-            self.generated = new_gen
+            key, gen = fetch_keys(c, target).get(name), fetch_generated(c, target).get(name)
+        if key != self.keys.get(name):      # new maps: the partitioner is rebuilt on identity change
+            self.keys = {k: v for k, v in self.keys.items() if k != name} | ({name: key} if key else {})
+        if gen != self.generated.get(name):
+            self.generated = {k: v for k, v in self.generated.items() if k != name} | ({name: gen} if gen else {})
 
     def _execute_ddl(self, ev: DDLEvent, decision: DDLDecision) -> bool:
         """Execute with the at-most-once intent of rule 8; False when it had already run."""
