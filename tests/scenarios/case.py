@@ -20,7 +20,10 @@ DM's case does not use is left out) and the steps in order.  Steps:
 * ``("down_rows", sql, rows)``: the downstream query returns exactly ``rows`` (a list of tuples),
   waited for;
 * ``("count", n)``: the target holds ``n`` rows, waited for;
-* ``("restart", "master")`` / ``("restart", "worker", source)``: SIGKILL the process and start it again;
+* ``("restart", "master")`` / ``("restart", "worker", source)``: SIGKILL the process and start it again
+  (a master: until it leads again); ``("kill", ...)`` and ``("revive", ...)`` do the two halves, so
+  upstream statements can run while the process is down;
+* ``("expect", "different")``: ``shardctl check`` reports the data different (DM's "not equal" end);
 * ``("stop_task",)`` / ``("start_task",)``: ``stop-task`` then ``start-task`` again (resumes from the
   checkpoints, as DM does without ``--remove-meta``);
 * ``("wait_equal",)``: ``shardctl check`` equal (the last step of every case that expects equal data).

@@ -56,12 +56,21 @@ def _run(sc, case: Case, step: tuple) -> None:
     elif kind == "count":
         sc.c.wait(lambda: sc.down.execute("SELECT COUNT(*) FROM orders")[0][0] == step[1], 90,
                   f"{step[1]} rows downstream")
-    elif kind == "restart" and step[1] == "master":
-        sc.c.master.kill(signal.SIGKILL)
-        sc.c.restart_master()
-    elif kind == "restart" and step[1] == "worker":
-        sc.c.workers[step[2]].kill(signal.SIGKILL)
-        sc.c.restart_worker(step[2])
+    elif kind in ("restart", "kill", "revive"):
+        proc = sc.c.master if step[1] == "master" else sc.c.workers[step[2]]
+        if kind in ("restart", "kill"):
+            proc.kill(signal.SIGKILL)
+        if kind in ("restart", "revive"):
+            if step[1] == "master":
+                sc.c.restart_master()
+                # /readyz answers as a follower too: wait until this master leads again
+                sc.c.wait(lambda: sc.c.ctl("shard-ddl-lock", sc.name)[0] == 0, 60, "the restarted master leading")
+            else:
+                sc.c.restart_worker(step[2])
+    elif kind == "expect" and step[1] == "different":
+        sc.wait_running()
+        sc.c.wait(lambda: (lambda rc_rep: rc_rep[0] == 1 and not rc_rep[1].get("equal"))(sc.check()), 90,
+                  "shardctl check: different")
     elif kind == "stop_task":
         sc.c.ctl_ok("stop-task", sc.name)
     elif kind == "start_task":
