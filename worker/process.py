@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ from worker.binlog.doorbell import wait_for_binlog
 from worker.load import KeyCollision, SchemaChangedDuringLoad, run_full_load
 from worker.schema_tracker import SchemaTracker
 from worker.shardddl import OptimisticDDLHandler, ShardDDLError, SourceTablesWriter, list_upstream_tables
+from worker.spark_session import SparkStarter
 from worker.sync.binlog_skip import BinlogSkips
 from worker.sync.errors import DownstreamDDLRejected, ReplicationKeyCollision, UpstreamChanged
 from worker.sync.syncer import Syncer
@@ -243,9 +243,13 @@ class Subtask:
                 handler.close()
 
     def _stream(self, log, cfg, handler) -> None:
-        if not self.worker.spark_started:
+        reader = cfg.instance(self.source.source_id).syncer.binlog_reader
+        # the full load and the Spark binlog reader need the session; binlog replication starts
+        # at once and applies in the driver until the session is up
+        needs_spark = cfg.task_mode in ("all", "full") or reader == "spark"
+        if needs_spark and not self.worker.spark_started:
             self.status.starting("starting the Spark session (the worker's first subtask; 15-60 s)")
-        spark = self.worker.spark()
+        spark = self.worker.spark() if needs_spark else self.worker.spark_handle()
         self.status.starting("reading checkpoints and connecting to the binlog")
         if cfg.task_mode in ("all", "full"):
             self._full_load(log, cfg, spark)
@@ -254,8 +258,7 @@ class Subtask:
                 log.info("task-mode full: load finished, no binlog replication")
                 self.stop_event.wait()
                 return
-        syncer = Syncer(spark, cfg, self.source, handler,
-                        reader=cfg.instance(self.source.source_id).syncer.binlog_reader,
+        syncer = Syncer(spark, cfg, self.source, handler, reader=reader,
                         skips=BinlogSkips(self.worker.store, cfg.name, self.source.source_id, self.worker.name))
         self.syncer = syncer
         try:
@@ -364,8 +367,7 @@ class WorkerProcess:
         self._stop = threading.Event()
         self._changed = threading.Event()
         self._watch_ids: list = []
-        self._spark = None
-        self._spark_lock = threading.Lock()
+        self.spark_starter = SparkStarter(f"shardmerge-{self.name}", opts.spark_master)
         self._threads: list[threading.Thread] = []
         self.obs: ObsServer | None = None
         self.log = _log.bind(worker=self.name)
@@ -389,6 +391,7 @@ class WorkerProcess:
                 self.obs.stop()
             raise WorkerError(f"etcd at {self.opts.etcd} did not answer within {self.opts.etcd_wait:.0f}s: "
                               f"{e.message}; start etcd or fix --etcd", worker=self.name) from e
+        self._changed.set()     # reconcile at once: a restarted worker's binding is already there
         for fn, name in ((self._keepalive_loop, "lease-keepalive"), (self._reconcile_loop, "reconcile")):
             t = threading.Thread(target=fn, name=name, daemon=True)
             t.start()
@@ -425,20 +428,15 @@ class WorkerProcess:
 
     @property
     def spark_started(self) -> bool:
-        return self._spark is not None
+        return self.spark_starter.started
 
     def spark(self):
-        """One SparkSession per process, created when the first subtask needs it."""
-        with self._spark_lock:
-            if self._spark is None:
-                from pyspark.sql import SparkSession   # pyspark (a JVM) only once a subtask needs Spark
-                # Spark's Python workers must run this interpreter (its venv has pymysql, the
-                # worker package...): without this they start the first `python3` on PATH
-                os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-                b = SparkSession.builder.appName(f"shardmerge-{self.name}")
-                b = b.master(self.opts.spark_master or "local[2]")
-                self._spark = b.config("spark.ui.enabled", "false").getOrCreate()
-            return self._spark
+        """One SparkSession per process, waited for (see :meth:`spark_handle`)."""
+        return self.spark_starter.get()
+
+    def spark_handle(self) -> SparkStarter:
+        """The session being started in the background: a syncer streams before it is up."""
+        return self.spark_starter.start()
 
     def ready(self) -> tuple[bool, str]:
         if not self.registered:

@@ -18,10 +18,18 @@ def _shards(db, base: int, n: int = 2, rows: int = 30):
         db.execute(f"INSERT INTO orders_{k:02d} VALUES {vals}")
 
 
-@pytest.mark.parametrize("local_apply_rows", [0, 10_000], ids=["spark_jobs", "driver_for_small_chunks"])
+class _StillStarting:
+    """A ``SparkStarter`` whose session is not up yet."""
+    def peek(self):
+        return None
+
+
+@pytest.mark.parametrize("local_apply_rows, starting", [(0, False), (10_000, False), (0, True)],
+                         ids=["spark_jobs", "driver_for_small_chunks", "driver_while_spark_starts"])
 def test_shards_of_two_sources_merge_and_check_equal(spark, source1_db, source2_db, downstream_db, positions,
-                                                     local_apply_rows):
-    """Both apply paths: every chunk as a Spark job, and (the default for trickles) in the driver."""
+                                                     local_apply_rows, starting):
+    """Every apply path: each chunk as a Spark job; in the driver for trickles (the default); in
+    the driver for every chunk while the worker's Spark session is still starting."""
     p1, p2 = positions(source1_db, source2_db)
     task, srcs, _ = make_task(downstream_db, {"s1": source1_db, "s2": source2_db}, start={"s1": p1, "s2": p2})
     _shards(source1_db, 100_000)
@@ -39,7 +47,8 @@ def test_shards_of_two_sources_merge_and_check_equal(spark, source1_db, source2_
         cur.execute("DELETE FROM orders_01 WHERE id = 201000")
         c.commit()
 
-    syncers = [Syncer(spark, task, srcs[s], local_apply_rows=local_apply_rows) for s in ("s1", "s2")]
+    session = _StillStarting() if starting else spark
+    syncers = [Syncer(session, task, srcs[s], local_apply_rows=local_apply_rows) for s in ("s1", "s2")]
     for s in syncers:
         s.sync_until_caught_up()
     rep = check_task(task, srcs)

@@ -103,6 +103,7 @@ class Syncer:
         self.skips = skips
         self.local_apply_rows = local_apply_rows
         self.last_upstream_end: Position | None = None    # the upstream's end at the last batch
+        self._driver_apply_noted = False
         self.inst = task.instance(source.source_id)
         if self.inst is None:
             raise SyncError(f"task {task.name!r} has no mysql-instances entry for source "
@@ -330,9 +331,11 @@ class Syncer:
         acks = []
         kw = dict(db_kwargs=self.down_kwargs, batch=self.inst.syncer.batch, source_id=self.source.source_id,
                   time_zone=self.time_zone)
-        if parts and sum(len(p) for p in parts) <= self.local_apply_rows:
+        session = self._session() if parts and sum(len(p) for p in parts) > self.local_apply_rows else None
+        if parts and session is None:
             # a trickle (a few rows, e.g. before a DDL): scheduling a Spark job costs more than the
-            # apply; the same function runs in the driver, one downstream transaction per part
+            # apply; or the worker's Spark session is still starting.  The same function runs in
+            # the driver, one downstream transaction per part
             try:
                 acks = [apply_changes(changes, attempt=0, **kw) for changes in parts]
             except KeyCollision as e:
@@ -341,11 +344,11 @@ class Syncer:
             except Exception as e:
                 raise SyncError(f"applying changes failed: {type(e).__name__}: {e}", task=self.task.name,
                                 source=self.source.source_id, position=str(self.read_pos)) from e
-            tm["apply_local"] = tm.get("apply_local", 0.0) + time.monotonic() - ta
+            tm["apply"] = tm.get("apply", 0.0) + time.monotonic() - ta
         elif parts:
             fn = functools.partial(apply_partition, **kw)
             try:
-                acks = self.spark.sparkContext.parallelize(parts, len(parts)).mapPartitions(fn).collect()
+                acks = session.sparkContext.parallelize(parts, len(parts)).mapPartitions(fn).collect()
             except Exception as e:
                 cause = _root_apply_error(e)
                 cls = ReplicationKeyCollision if cause.startswith("KeyCollision:") else SyncError
@@ -367,6 +370,17 @@ class Syncer:
         self.rows_applied += rows
         ROWS.labels(self.task.name, self.source.source_id).inc(rows)
         return rows
+
+    def _session(self):
+        """The Spark session for a job, or None while a background start is still under way
+        (``spark`` is a session, or a ``worker.spark_session.SparkStarter``)."""
+        if hasattr(self.spark, "sparkContext"):
+            return self.spark
+        session = self.spark.peek()
+        if session is None and not self._driver_apply_noted:
+            self._driver_apply_noted = True
+            self.log.info("applying in the driver until the Spark session is up")
+        return session
 
     @property
     def _safe_at_start(self) -> Position | None:

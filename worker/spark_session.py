@@ -1,0 +1,70 @@
+"""The worker's one Spark session, started in the background.
+
+Starting a local Spark session takes 15-60 s on a busy 2-core machine, and a worker used to wait
+for it before reading a single binlog event, so a restarted worker's sources stood still that
+long.  :class:`SparkStarter` starts it on a thread at the first subtask; a syncer streaming in
+the meantime applies its chunks in the driver (the same apply function on the same parts) and
+takes Spark jobs once the session is up.  The full load and the Spark binlog reader need the
+session and wait for it (:meth:`get`).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+from coordinator.obs import logger
+
+_log = logger("worker.spark_session")
+
+
+class SparkStarter:
+    def __init__(self, app_name: str, master: str = ""):
+        self.app_name, self.master = app_name, master or "local[2]"
+        self._session = None
+        self._error: BaseException | None = None
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "SparkStarter":
+        """Begin creating the session (once); returns at once."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._create, name="spark-start", daemon=True)
+                self._thread.start()
+        return self
+
+    def _create(self) -> None:
+        try:
+            from pyspark.sql import SparkSession   # pyspark (a JVM) only once a subtask needs Spark
+            # Spark's Python workers must run this interpreter (its venv has pymysql, the worker
+            # package...): without this they start the first `python3` on PATH
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            b = SparkSession.builder.appName(self.app_name).master(self.master)
+            self._session = b.config("spark.ui.enabled", "false").getOrCreate()
+            _log.info("Spark session up", master=self.master)
+        except BaseException as e:  # noqa: BLE001 — handed to whoever waits for the session
+            self._error = e
+            _log.error(f"Spark session failed to start: {e}", master=self.master)
+        finally:
+            self._done.set()
+
+    @property
+    def started(self) -> bool:
+        return self._session is not None
+
+    def peek(self):
+        """The session if it is up, else None (never waits; a failed start raises)."""
+        if self._error is not None:
+            raise self._error
+        return self._session
+
+    def get(self, timeout: float | None = None):
+        """The session, waiting for it (and starting it if nobody did)."""
+        self.start()
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"Spark session ({self.master}) not up after {timeout} s")
+        if self._error is not None:
+            raise self._error
+        return self._session
