@@ -77,7 +77,7 @@ CASES = (
     # conflicts and is held, tb1's first, then tb2's; the operator skips them one at a time (DM uses
     # `shard-ddl-lock unlock ... --action skip` per table; the step language can only name source 1's
     # database, so source 2's held DDL is skipped with `binlog skip -s s2`, which our message offers too)
-    Case("dm130_different_defaults_skipped_by_unlock", "shardddl4 DM_130_CASE (double-source-optimistic)", _THREE,
+    Case("dm130_different_defaults_held_then_skipped", "shardddl4 DM_130_CASE (double-source-optimistic)", _THREE,
          (*_round(2, 1), ("s1", "alter table tb1 modify b int default 0"),
           ("s1", "insert into tb1(a) values(4)"), ("s2", "insert into tb1 values(5,5)"), ("s2", "insert into tb2 values(6,6)"),
           ("count", 6),
