@@ -3,8 +3,9 @@
 A master campaigns by creating the leader key (``Store.campaign``); the key's create revision
 is its ``Fence``, which every leader write carries, so a master whose lease expired can never
 overwrite state even if it has not noticed yet.  The loop polls: a follower re-campaigns when the
-key is gone; a leader refreshes its lease and checks the key is still its own.  Takeover after a
-leader dies therefore takes at most one TTL plus one poll interval.
+key is gone (it looks every 0.1 s: one single-key read), a leader refreshes its lease and checks the
+key is still its own every TTL/3.  Takeover after a leader dies therefore takes at most one TTL
+plus 0.1 s, plus the new leader's lock rebuild (``bench/master_failover.py``).
 """
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ class Election:
                  on_elected: Callable[[Fence], None], on_deposed: Callable[[], None]):
         self.store, self.member, self.addr, self.ttl = store, member, addr, max(1, int(ttl))
         self.on_elected, self.on_deposed = on_elected, on_deposed
-        self.poll = min(1.0, self.ttl / 3)
+        self.poll = min(1.0, self.ttl / 3)        # leader: lease refresh
+        self.follow_poll = 0.1                    # follower: is the leader key gone?
         self.fence: Fence | None = None
         self.leader: LeaderRecord | None = None     # last seen leader (self or other)
         self.etcd_ok = False
@@ -87,7 +89,7 @@ class Election:
                 self.log.warning("election round failed", error=str(e))
                 if self.fence is not None and not self._lease_alive():
                     self._depose("lease could not be refreshed")
-            self._wake.wait(self.poll)
+            self._wake.wait(self.poll if self.fence is not None else self.follow_poll)
             self._wake.clear()
 
     def _follow(self) -> None:
