@@ -18,14 +18,14 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from coordinator.schema.ddl import apply_ddl
-from coordinator.schema.parse import parse_create_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from coordinator.etcd_client import connect  # noqa: E402
 from coordinator.etcdproto import Info, LockKey, SourceTables, Stage, Store, TableRef  # noqa: E402
 from coordinator.lock import LockKeeper  # noqa: E402
+from coordinator.schema.ddl import apply_ddl  # noqa: E402
+from coordinator.schema.parse import parse_create_table  # noqa: E402
 
 INIT = "CREATE TABLE t (id BIGINT NOT NULL, v VARCHAR(64) DEFAULT NULL, PRIMARY KEY (id))"
 
