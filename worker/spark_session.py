@@ -12,8 +12,12 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from coordinator.obs import logger
+
+if TYPE_CHECKING:     # pyspark is imported where the session is made (a JVM start)
+    from pyspark.sql import SparkSession
 
 _log = logger("worker.spark_session")
 
@@ -21,7 +25,7 @@ _log = logger("worker.spark_session")
 class SparkStarter:
     def __init__(self, app_name: str, master: str = ""):
         self.app_name, self.master = app_name, master or "local[2]"
-        self._session = None
+        self._session: "SparkSession | None" = None
         self._error: BaseException | None = None
         self._done = threading.Event()
         self._lock = threading.Lock()
