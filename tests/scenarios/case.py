@@ -8,14 +8,14 @@ DM's case does not use is left out) and the steps in order.  Steps:
   standing for the shard tables;
 * ``("start",)``: start the task here (steps before it run before ``start-task``; without it the task
   starts before the first step);
-* ``("expect", "stage", source, stage, phrase...)``: the subtask reaches ``stage`` and its error
-  contains every phrase (DM's phrases where DM's test greps one); source ``any``: one of them;
+* ``("expect", "stage", source, stage, phrase...)``: the subtask reaches ``stage`` with an error
+  that contains every phrase (waited for) (DM's phrases where DM's test greps one); source ``any``: one of them;
 * ``("expect", "locks", n, phrase...)``: ``shard-ddl-lock TASK`` shows ``n`` locks and its JSON text
   contains every phrase (e.g. a DDL, ``"unsynced"`` member);
 * ``("running",)``: every source's subtask is Running;
 * ``("ctl", arg...)``: a ``shardctl`` command that must succeed (``{task}`` is the case's task,
-  ``{down}`` the downstream database, ``{db}`` the upstream database; ``tb1``.. are renamed as in
-  statements);
+  ``{down}`` the downstream database, ``{db}`` / ``{db:s1}`` / ``{db:s2}`` a source's upstream database;
+  ``tb1``.. are renamed as in statements);
 * ``("down", sql)``: a statement on the downstream (an operator's fix);
 * ``("down_rows", sql, rows)``: the downstream query returns exactly ``rows`` (a list of tuples),
   waited for;
