@@ -44,6 +44,7 @@ class Case:
     columns: str = "id INT PRIMARY KEY"
     table_options: str = ""                   # e.g. a PARTITION BY clause for every shard table
     mode: str = "incremental"                 # task-mode: "all" dumps what steps before ("start",) wrote
+    task_options: tuple = ()                  # extra task keys, e.g. (("strict-optimistic-shard-mode", True),)
 
 
 

@@ -14,8 +14,10 @@ def _modules() -> list:
 
 
 CASES: tuple[Case, ...] = tuple(c for m in _modules() for c in m.CASES)
+PENDING: tuple[Case, ...] = tuple(c for m in _modules() for c in getattr(m, "PENDING", ()))   # not run, not counted
 NOT_APPLICABLE: dict[str, str] = {k: v for m in _modules() for k, v in getattr(m, "NOT_APPLICABLE", {}).items()}
 
-_dupes = sorted({c.name for c in CASES if sum(d.name == c.name for d in CASES) > 1})
+_all = CASES + PENDING
+_dupes = sorted({c.name for c in _all if sum(d.name == c.name for d in _all) > 1})
 if _dupes:
     raise ValueError(f"tests/scenarios: scenario names used twice: {_dupes} (each case needs its own name)")

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import re
 import signal
+from pathlib import Path
 
 import pytest
+import yaml
 
 from .case import Case
 from .registry import CASES
@@ -87,6 +89,10 @@ def test_dm_case(scenario, case: Case):
     shards = {sid: tuple(_sql(t) for t in tabs) for sid, tabs in case.tables.items()}
     sc = scenario(columns=case.columns, rows=0, shards={"s1": shards.get("s1", ()), "s2": shards.get("s2", ())},
                   table_options=case.table_options, mode=case.mode)
+    if case.task_options:
+        doc = yaml.safe_load(Path(sc.task_file).read_text())
+        doc.update(dict(case.task_options))
+        Path(sc.task_file).write_text(yaml.safe_dump(doc))
     if ("start",) not in case.steps:
         sc.start()
     for step in case.steps:

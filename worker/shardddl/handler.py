@@ -277,7 +277,8 @@ class OptimisticDDLHandler:
                 return Hold(f"skip-and-wait on lock {op.lock_id}")
             if isinstance(answer, Fail):
                 tables = self.client.pending_tables(info.lock, owner)
-                err = StrictConflict(f"strict optimistic shard mode: conflicting DDL {info.ddls} on {owner}: "
+                err = StrictConflict(f"strict optimistic shard mode: conflicting DDL {info.ddls} on {owner} stops the task "
+                                     f"because schema conflict detected: "
                                      f"{answer.message}; conflicting tables: {', '.join(tables)}",
                                      tables=tables, stage=op.stage.value, **ctx)
                 if self.status is not None:

@@ -183,7 +183,30 @@ NOT_APPLICABLE = {
     "shardddl4_1 DM_153, DM_154 (re-add of a dropped column fixed by binlog-schema update --from-target / "
         "--from-source)": "needs binlog-schema update (and binlog replace for DM_153); the skip-only fix of "
         "the same conflict is DM_147's translation",
-    "shardddl4_1 DM_STRICT_OPTIMISTIC_SINGLE_SOURCE, DM_STRICT_OPTIMISTIC_DOUBLE_SOURCE": "need DM's "
-        "strict-optimistic shard mode (every incompatible DDL stops the task)",
     "shardddl4_1 DM_131..DM_151 pessimistic runs": "pessimistic mode only",
 }
+
+_STRICT = (("strict-optimistic-shard-mode", True),)
+
+CASES = CASES + (
+    Case("dm_strict_optimistic_single_source_two_types_stop",
+         "shardddl4_1 DM_STRICT_OPTIMISTIC_SINGLE_SOURCE_CASE (single-source-strict-optimistic)",
+         {"s1": ("tb1", "tb2")},
+         (("s1", "insert into tb1 values(1,1)"), ("s1", "insert into tb2 values(2,2)"),
+          ("s1", "alter table tb1 add c int not null default 10"), ("s1", "insert into tb1 values(3,3,3)"),
+          ("s1", "insert into tb2 values(4,4)"), ("count", 4),
+          # the same column with another type: strict mode stops instead of holding the table
+          ("s1", "alter table tb2 add c varchar(30) not null default '10'"),
+          # DM shows Paused; here a stop that needs the operator is Error (docs/dm-phrases.md), same phrase
+          ("expect", "stage", "s1", "Error", "because schema conflict detected", "VARCHAR(30)")),
+         columns="a INT PRIMARY KEY, b INT", task_options=_STRICT),
+    Case("dm_strict_optimistic_double_source_not_null_column_stops",
+         "shardddl4_1 DM_STRICT_OPTIMISTIC_DOUBLE_SOURCE_CASE (double-source-strict-optimistic)",
+         {"s1": ("tb1",), "s2": ("tb1",)},
+         (("s1", "insert into tb1 values(1,1)"), ("s2", "insert into tb1 values(2,2)"),
+          ("s1", "alter table tb1 add c int"), ("s1", "insert into tb1 values(3,3,3)"),
+          ("s2", "insert into tb1 values(4,4)"), ("count", 4),
+          ("s1", "alter table tb1 add d int not null"),
+          ("expect", "stage", "any", "Error", "because schema conflict detected", "ADD COLUMN `d` INT NOT NULL")),
+         columns="a INT PRIMARY KEY, b INT", task_options=_STRICT),
+)
