@@ -20,6 +20,7 @@ import typing
 from dataclasses import dataclass, field
 
 from .errors import GarbageRecord, UnknownVersion
+from .keys import LockKey, TableRef
 
 
 def _meta(default=0):
@@ -183,13 +184,11 @@ class Info(Record):
                 raise ValueError(f"{n} is empty")
 
     @property
-    def lock(self):
-        from .keys import LockKey
+    def lock(self) -> LockKey:
         return LockKey(self.task, self.down_schema, self.down_table)
 
     @property
-    def table(self):
-        from .keys import TableRef
+    def table(self) -> TableRef:
         return TableRef(self.source, self.up_schema, self.up_table)
 
 
@@ -216,13 +215,11 @@ class Operation(Record):
     revision: int = _meta()
 
     @property
-    def lock(self):
-        from .keys import LockKey
+    def lock(self) -> LockKey:
         return LockKey(self.task, self.down_schema, self.down_table)
 
     @property
-    def table(self):
-        from .keys import TableRef
+    def table(self) -> TableRef:
         return TableRef(self.source, self.up_schema, self.up_table)
 
     def same_answer(self, other: "Operation") -> bool:
