@@ -13,7 +13,7 @@ DM's case does not use is left out) and the steps in order.  Steps:
 * ``("expect", "locks", n, phrase...)``: ``shard-ddl-lock TASK`` shows ``n`` locks and its JSON text
   contains every phrase (e.g. a DDL, ``"unsynced"`` member);
 * ``("running",)``: every source's subtask is Running;
-* ``("ctl", arg...)``: a ``shardctl`` command that must succeed (``{task}`` is the case's task,
+* ``("ctl", arg...)``: a ``shardctl`` command that must succeed (``{task}`` is the case's task, ``{task_file}`` its task file,
   ``{down}`` the downstream database, ``{db}`` / ``{db:s1}`` / ``{db:s2}`` a source's upstream database;
   ``tb1``.. are renamed as in statements);
 * ``("down", sql)``: a statement on the downstream (an operator's fix);

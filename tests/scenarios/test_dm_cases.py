@@ -28,7 +28,7 @@ def _locks(sc) -> list:
 
 def _run(sc, case: Case, step: tuple) -> None:
     kind = step[0]
-    fill = {"{task}": sc.name, "{down}": sc.down.name, "{db}": sc.dbs["s1"].name,
+    fill = {"{task}": sc.name, "{task_file}": sc.task_file, "{down}": sc.down.name, "{db}": sc.dbs["s1"].name,
             **{f"{{db:{sid}}}": db.name for sid, db in sc.dbs.items()}}
     if kind in sc.dbs:
         sc.dbs[kind].execute(_sql(step[1]))
