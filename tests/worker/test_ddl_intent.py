@@ -38,3 +38,14 @@ def test_drop_column_not_yet_run():
 def test_unknown_means_run_again():
     assert not ddl_in_effect(None, BEFORE, [ADD_X])
     assert not ddl_in_effect(BEFORE, "not sql", [ADD_X])
+
+
+def test_a_rename_another_shard_ran_is_in_effect():
+    """The shard still has `v`; the target already has it renamed to `w` (another shard's table
+    ran the agreed rename): in effect.  A target with neither, or with `v` still there, is not."""
+    rename = ["ALTER TABLE `db`.`items` CHANGE COLUMN `v` `w` INT"]
+    renamed = "CREATE TABLE `items` (\n  `id` int(11) NOT NULL,\n  `w` int(11) DEFAULT NULL,\n  PRIMARY KEY (`id`)\n)"
+    assert ddl_in_effect(BEFORE, renamed, rename)
+    assert not ddl_in_effect(BEFORE, BEFORE, rename)
+    neither = "CREATE TABLE `items` (\n  `id` int(11) NOT NULL,\n  PRIMARY KEY (`id`)\n)"
+    assert not ddl_in_effect(BEFORE, neither, rename)

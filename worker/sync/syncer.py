@@ -47,6 +47,7 @@ from worker.shardddl.errors import SkipRequested
 from worker.sync.ddl_handler import DDLContext, DDLDecision, DDLHandler, DirectDDLHandler
 from worker.downstream import fetch_generated, fetch_keys
 from worker.events import DDLEvent, Position
+from worker.schema_tracker import schema_from_json
 from worker.sync.errors import DownstreamDDLRejected, ReplicationKeyCollision, SyncError, SyncPaused
 from worker.upstream import (UpstreamEnd, check_checkpoint_on_upstream, check_upstream, gtid_at, master_status,
                              show_create)
@@ -564,6 +565,25 @@ class Syncer:
         if gen != self.generated.get(name):
             self.generated = {k: v for k, v in self.generated.items() if k != name} | ({name: gen} if gen else {})
 
+    def _rename_in_effect(self, e: pymysql.MySQLError, ev: DDLEvent, decision: DDLDecision, conn) -> bool:
+        """A rename the downstream refuses with "Unknown column 'old'" (1054) may already have run:
+        another shard's table ran the agreed change and this one, told to run it too (e.g. after
+        a master restart re-decided the lock), meets it done.  In effect when every column the
+        statements touch, going from this shard's schema before the DDL, already looks as they
+        would make it downstream (:func:`ddl_in_effect`); then nothing is run and it is logged."""
+        if not (e.args and e.args[0] == 1054) or ev.table is None or ev.target_table is None:
+            return False
+        shard_before = schema_from_json(self.handler.table_info(ev.schema, ev.table))
+        now = show_create(conn, ev.target_schema, ev.target_table)
+        if shard_before is None or now is None:
+            return False
+        if not ddl_in_effect(shard_before.to_create_sql(ev.target_table), now, decision.execute):
+            return False
+        self.log.warning("DDL already in effect downstream (another shard's table ran it); not run again",
+                         table=ev.upstream, position=str(ev.start), statements="; ".join(decision.execute),
+                         error=server_error(e))
+        return True
+
     def _execute_ddl(self, ev: DDLEvent, decision: DDLDecision) -> bool:
         """Execute with the at-most-once intent of rule 8; False when it had already run."""
         key_s, key_t = ev.schema, ev.table or ""
@@ -584,6 +604,8 @@ class Syncer:
                 run_ddls(conn, decision.execute, timestamp=ev.timestamp, ignorable=decision.ignorable,
                          task=self.task.name, source=self.source.source_id, table=ev.upstream)
             except pymysql.MySQLError as e:
+                if self._rename_in_effect(e, ev, decision, conn):
+                    return False
                 cls = SyncError if is_transient(e) else DownstreamDDLRejected
                 failed = getattr(e, "statement", "; ".join(decision.execute))
                 raise cls(f"downstream DDL failed: {server_error(e)}; statement: {failed}; "
