@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from coordinator.obs import logger
@@ -21,13 +22,17 @@ if TYPE_CHECKING:     # pyspark is imported where the session is made (a JVM sta
 
 _log = logger("worker.spark_session")
 
+GIVE_UP_AFTER = 3          # failed starts before get() raises (the thread keeps trying)
+_BACKOFF = (2.0, 5.0, 15.0, 30.0, 60.0)
+
 
 class SparkStarter:
     def __init__(self, app_name: str, master: str = ""):
         self.app_name, self.master = app_name, master or "local[2]"
         self._session: "SparkSession | None" = None
-        self._error: BaseException | None = None
-        self._done = threading.Event()
+        self._error: BaseException | None = None   # the last failed start
+        self.failures = 0
+        self._done = threading.Event()             # up, or failed GIVE_UP_AFTER times
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
@@ -40,35 +45,42 @@ class SparkStarter:
         return self
 
     def _create(self) -> None:
-        try:
-            from pyspark.sql import SparkSession   # pyspark (a JVM) only once a subtask needs Spark
-            # Spark's Python workers must run this interpreter (its venv has pymysql, the worker
-            # package...): without this they start the first `python3` on PATH
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            b = SparkSession.builder.appName(self.app_name).master(self.master)
-            self._session = b.config("spark.ui.enabled", "false").getOrCreate()
-            _log.info("Spark session up", master=self.master)
-        except BaseException as e:  # noqa: BLE001 — handed to whoever waits for the session
-            self._error = e
-            _log.error(f"Spark session failed to start: {e}", master=self.master)
-        finally:
-            self._done.set()
+        while True:
+            try:
+                from pyspark.sql import SparkSession   # pyspark (a JVM) only once a subtask needs Spark
+                # Spark's Python workers must run this interpreter (its venv has pymysql, the
+                # worker package...): without this they start the first `python3` on PATH
+                os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+                b = SparkSession.builder.appName(self.app_name).master(self.master)
+                self._session = b.config("spark.ui.enabled", "false").getOrCreate()
+                _log.info("Spark session up", master=self.master, failed_starts=self.failures)
+                self._done.set()
+                return
+            except Exception as e:  # noqa: BLE001 — retried; handed to get() after GIVE_UP_AFTER
+                self._error = e
+                self.failures += 1
+                wait = _BACKOFF[min(self.failures, len(_BACKOFF)) - 1]
+                _log.error(f"Spark session failed to start ({self.failures}): {e}; retrying in {wait:.0f} s"
+                           " (chunks apply in the driver meanwhile)", master=self.master)
+                if self.failures >= GIVE_UP_AFTER:
+                    self._done.set()
+                time.sleep(wait)
 
     @property
     def started(self) -> bool:
         return self._session is not None
 
     def peek(self):
-        """The session if it is up, else None (never waits; a failed start raises)."""
-        if self._error is not None:
-            raise self._error
+        """The session if it is up, else None (never waits, never raises: a failed start is
+        being retried and the caller can apply in the driver)."""
         return self._session
 
     def get(self, timeout: float | None = None):
-        """The session, waiting for it (and starting it if nobody did)."""
+        """The session, waiting for it (and starting it if nobody did); raises the last start
+        error once ``GIVE_UP_AFTER`` starts failed."""
         self.start()
         if not self._done.wait(timeout):
             raise TimeoutError(f"Spark session ({self.master}) not up after {timeout} s")
-        if self._error is not None:
+        if self._session is None and self._error is not None:
             raise self._error
         return self._session

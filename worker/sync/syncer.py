@@ -63,6 +63,9 @@ LOCAL_APPLY_ROWS = 256
 ROWS = Counter("shardmerge_worker_rows_applied_total", "Row changes applied downstream", ["task", "source"])
 DDLS = Counter("shardmerge_worker_ddls_total", "DDL statements handled", ["task", "source", "action"])
 BATCHES = Counter("shardmerge_worker_batches_total", "Micro-batches run", ["task", "source"])
+SPARK_JOBS = Counter("shardmerge_worker_spark_apply_jobs_total",
+                     "Chunks applied by a Spark job (the rest, small or while Spark starts, in the driver)",
+                     ["task", "source"])
 LAG = Gauge("shardmerge_worker_lag_bytes", "Upstream binlog bytes not yet read (same file)", ["task", "source"])
 
 class SimulatedCrash(Exception):
@@ -350,6 +353,7 @@ class Syncer:
             fn = functools.partial(apply_partition, **kw)
             try:
                 acks = session.sparkContext.parallelize(parts, len(parts)).mapPartitions(fn).collect()
+                SPARK_JOBS.labels(self.task.name, self.source.source_id).inc()
             except Exception as e:
                 cause = _root_apply_error(e)
                 cls = ReplicationKeyCollision if cause.startswith("KeyCollision:") else SyncError
