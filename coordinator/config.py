@@ -9,6 +9,7 @@ never part of ``repr`` or logs.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -250,6 +251,22 @@ class SyncerConfig:
 
 BINLOG_READERS = ("process", "spark")
 
+# DM's default names of the online schema change tools' tables (group 1 = the real table):
+# pt-online-schema-change `_t_new` / `_t_old`, gh-ost `_t_gho` / `_t_ghc`, `_t_del`
+DEFAULT_SHADOW_RULES = (r"^_(.+)_(?:new|gho)$",)
+DEFAULT_TRASH_RULES = (r"^_(.+)_(?:ghc|del|old)$",)
+ONLINE_DDL_SCHEMES = ("pt", "gh-ost")
+
+
+@dataclass(frozen=True)
+class OnlineDDLRules:
+    """Task option ``online-ddl: true``: which upstream table names are an online schema change
+    tool's shadow tables (their DDLs are remembered and run at the cut-over RENAME) and trash
+    tables (ignored).  Regular expressions, matched case-insensitively; group 1 of a shadow rule
+    is the real table's name."""
+    shadow: tuple[str, ...] = DEFAULT_SHADOW_RULES
+    trash: tuple[str, ...] = DEFAULT_TRASH_RULES
+
 
 @dataclass(frozen=True)
 class Instance:
@@ -258,6 +275,7 @@ class Instance:
     block_allow_list: BlockAllowList | None
     meta: BinlogMeta | None
     syncer: SyncerConfig
+    online_ddl: OnlineDDLRules | None = None    # the task's online-ddl option, on every instance
 
 
 @dataclass(frozen=True)
@@ -282,7 +300,6 @@ class TaskConfig:
 
 _TASK_DM_ONLY = {"is-sharding", "ignore-checking-items", "enable-heartbeat", "heartbeat-update-interval",
                  "heartbeat-report-interval", "timezone", "case-sensitive", "collation_compatible",
-                 "online-ddl", "online-ddl-scheme", "shadow-table-rules", "trash-table-rules",
                  "clean-dump-file", "ansi-quotes", "remove-meta", "filters", "column-mappings",
                  "expression-filter", "validators", "experimental",
                  "enable-ansi-quotes", "tidb", "export-dir", "import-dir"}
@@ -344,9 +361,40 @@ def _named(root: _Node, k: str, build) -> dict:
     return out
 
 
+def _online_ddl(root: _Node) -> OnlineDDLRules | None:
+    """``online-ddl: true`` (or DM's older ``online-ddl-scheme: pt|gh-ost``) with optional
+    ``shadow-table-rules`` / ``trash-table-rules``; None when online DDL is off."""
+    on = root.get("online-ddl", bool, default=False)
+    scheme = root.get("online-ddl-scheme", str, default="")
+    if scheme and scheme not in ONLINE_DDL_SCHEMES:
+        raise ConfigError(f"`online-ddl-scheme` must be one of {', '.join(ONLINE_DDL_SCHEMES)}, got {scheme!r}; "
+                          f"or use `online-ddl: true`, which recognises both tools", file=root.file,
+                          key="online-ddl-scheme")
+    rules = {}
+    for key, default in (("shadow-table-rules", DEFAULT_SHADOW_RULES), ("trash-table-rules", DEFAULT_TRASH_RULES)):
+        given = root.str_list(key)
+        for i, pat in enumerate(given):
+            try:
+                groups = re.compile(pat).groups
+            except re.error as e:
+                raise ConfigError(f"`{key}[{i}]` {pat!r} is not a regular expression: {e}", file=root.file,
+                                  key=f"{key}[{i}]") from None
+            if key == "shadow-table-rules" and groups < 1:
+                raise ConfigError(f"`{key}[{i}]` {pat!r} has no group: group 1 must capture the real table's "
+                                  f"name, e.g. \"^_(.+)_(?:new|gho)$\"", file=root.file, key=f"{key}[{i}]")
+        rules[key] = tuple(given) or default
+    if not (on or scheme):
+        if root.data.get("shadow-table-rules") or root.data.get("trash-table-rules"):
+            root.warnings.append(f"{root.file}: `shadow-table-rules` / `trash-table-rules` have no effect "
+                                 f"without `online-ddl: true`")
+        return None
+    return OnlineDDLRules(rules["shadow-table-rules"], rules["trash-table-rules"])
+
+
 def parse_task(text: str, file: str = "<task>") -> TaskConfig:
     warnings: list[str] = []
     root = _Node(_load_yaml(text, file), "", file, warnings)
+    online = _online_ddl(root)
     name = root.get("name", str, required=True)
     if not name.strip() or "/" in name:
         raise ConfigError(f"`name` must be a non-empty name without '/', got {name!r}", file=file, key="name")
@@ -402,7 +450,7 @@ def parse_task(text: str, file: str = "<task>") -> TaskConfig:
             syncer = _syncer(inline)
         n.used.update({"mydumper-config-name", "mydumper", "loader-config-name", "loader"})
         n.finish(_INSTANCE_DM_ONLY)
-        instances.append(Instance(sid, tuple(rr), bal, meta, syncer))
+        instances.append(Instance(sid, tuple(rr), bal, meta, syncer, online))
     cfg = TaskConfig(
         name=name, task_mode=mode, shard_mode=shard,
         meta_schema=root.get("meta-schema", str, default="dm_meta"),

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from coordinator.config import BlockAllowList, Instance, RouteRule, TablePattern
+from coordinator.config import BlockAllowList, Instance, OnlineDDLRules, RouteRule, TablePattern
 from coordinator.errors import ShardMergeError
 from coordinator.sql import quote_table
 
@@ -116,15 +116,42 @@ class Filter:
         return not self.bal.do_tables
 
 
+class OnlineTables:
+    """Names of an online schema change tool's tables (task option ``online-ddl``)."""
+
+    def __init__(self, rules: OnlineDDLRules):
+        self.rules = rules
+        self.shadow = [re.compile(p, re.IGNORECASE) for p in rules.shadow]
+        self.trash = [re.compile(p, re.IGNORECASE) for p in rules.trash]
+
+    def real_of_shadow(self, table: str) -> str | None:
+        """The real table a shadow table (``_t_new``, ``_t_gho``) stands for, else None."""
+        for r in self.shadow:
+            m = r.search(table)
+            if m:
+                return m.group(1)
+        return None
+
+    def is_trash(self, table: str) -> bool:
+        return any(r.search(table) for r in self.trash)
+
+    def is_tool_table(self, table: str) -> bool:
+        return self.real_of_shadow(table) is not None or self.is_trash(table)
+
+
 class TableMapper:
     """Filter + router for one task instance: the one question the worker asks per event."""
 
     def __init__(self, inst: Instance, meta_schema: str = ""):
         self.router = Router(inst.routes)
         self.filter = Filter(inst.block_allow_list, (meta_schema,) if meta_schema else ())
+        self.online = OnlineTables(inst.online_ddl) if inst.online_ddl is not None else None
 
     def target(self, schema: str, table: str) -> Target | None:
-        """The downstream table for an upstream table, or None if it is filtered out."""
+        """The downstream table for an upstream table, or None if it is filtered out (an online
+        schema change tool's shadow and trash tables are: their rows are the tool's copy)."""
         if not self.filter.table_allowed(schema, table):
+            return None
+        if self.online is not None and self.online.is_tool_table(table):
             return None
         return self.router.route(schema, table)

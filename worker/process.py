@@ -285,7 +285,7 @@ class Subtask:
             # of the replication delay); lag_events: upstream transactions not yet checkpointed.
             lag = round(time.monotonic() - caught_up_at, 1)
             self.status.progress(synced_position=s["read_pos"], checkpoint=s["checkpoint"],
-                                 rows_applied=s["rows_applied"], held_tables=s["held_tables"],
+                                 rows_applied=s["rows_applied"], held_tables=s["held_tables"], online_ddl=s["online_ddl"],
                                  caught_up=bool(r.idle), lag_seconds=lag, lag_events=behind)
             labels = self.key
             LAG_SECONDS.labels(*labels).set(lag)
@@ -295,6 +295,7 @@ class Subtask:
                 if stage != "total" and secs > 0:
                     BATCH_SECONDS.labels(*labels, stage).inc(secs)
             if r.idle:   # until the upstream writes (or a held table's redirect, or the fallback poll)
+                self.status.settle()
                 wait_for_binlog(self.source.db.pymysql_kwargs(), syncer.read_pos, self.worker.poll_interval,
                                 self.stop_event, wake=syncer.rewind_requested)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
 from typing import TYPE_CHECKING
 
 from coordinator.obs import logger
@@ -33,6 +32,7 @@ class SparkStarter:
         self._error: BaseException | None = None   # the last failed start
         self.failures = 0
         self._done = threading.Event()             # up, or failed GIVE_UP_AFTER times
+        self._closed = threading.Event()           # stop retrying (the worker is shutting down)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
@@ -45,7 +45,7 @@ class SparkStarter:
         return self
 
     def _create(self) -> None:
-        while True:
+        while not self._closed.is_set():
             try:
                 from pyspark.sql import SparkSession   # pyspark (a JVM) only once a subtask needs Spark
                 # Spark's Python workers must run this interpreter (its venv has pymysql, the
@@ -64,7 +64,13 @@ class SparkStarter:
                            " (chunks apply in the driver meanwhile)", master=self.master)
                 if self.failures >= GIVE_UP_AFTER:
                     self._done.set()
-                time.sleep(wait)
+                self._closed.wait(wait)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop retrying a failed start (a start under way still finishes)."""
+        self._closed.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
 
     @property
     def started(self) -> bool:

@@ -241,6 +241,13 @@ class StatusReporter:
             self._last_write = time.monotonic()
             return True
 
+    def settle(self) -> bool:
+        """Write now what a throttled update left pending (before the subtask goes idle: the
+        next update may be seconds away, and query-status would show the state before it)."""
+        with self._lock:
+            pending = self._dirty
+        return self.flush(force=True) if pending else True
+
     def _snapshot(self) -> SubtaskStatus:
         s = self._st
         return SubtaskStatus(task=s.task, source=s.source, stage=s.stage, worker=s.worker,

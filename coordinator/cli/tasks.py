@@ -62,9 +62,11 @@ def _subtask_doc(st) -> dict:
                   "errorBinlog": st.binlog_pos, "secondsBehindMaster": st.lag_seconds,
                   "eventsBehind": st.lag_events},
          "updatedAt": st.updated_at}
-    load = _detail(st).get("load")
-    if load:
-        d["load"] = load
+    det = _detail(st)
+    if det.get("load"):
+        d["load"] = det["load"]
+    if det.get("online_ddl"):     # shard tables with an online schema change tool's shadow table
+        d["sync"]["onlineDDL"] = det["online_ddl"]
     return d
 
 

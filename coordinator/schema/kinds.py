@@ -9,6 +9,7 @@ user's statement.  A bare table name belongs to the event's session database
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
 
@@ -182,10 +183,16 @@ def parse_ddl(query: str, default_schema: str) -> ParsedDDL:
     if head == "RENAME":
         # sqlglot lexes everything after RENAME as one string: parse the rest as its own text
         off = toks[0].end + 1
-        if not query[off:].lstrip().upper().startswith("TABLE"):
+        # tools put comments there (gh-ost: ``rename /* gh-ost */ table ...``)
+        blanks = _LEADING_BLANKS.match(query, off)
+        off = blanks.end() if blanks else off
+        if not query[off:].upper().startswith("TABLE"):
             return ParsedDDL(OTHER, query)
         return ParsedDDL(RENAME_TABLE, query, _rename_names(query, off, default_schema))
     return ParsedDDL(NOT_DDL, query)
+
+
+_LEADING_BLANKS = re.compile(r"(?:\s+|/\*.*?\*/|--[^\n]*\n|#[^\n]*\n)*", re.S)
 
 
 def _rename_names(query: str, off: int, default_schema: str) -> tuple[TableName, ...]:

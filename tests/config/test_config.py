@@ -9,7 +9,8 @@ TASK = textwrap.dedent("""\
     task-mode: incremental
     shard-mode: optimistic
     meta-schema: dm_meta
-    online-ddl: true          # DM key we ignore -> warning
+    online-ddl: true
+    heartbeat-update-interval: 1   # DM key we ignore -> warning
     target-database:
       host: 127.0.0.1
       port: 33063
@@ -45,7 +46,8 @@ def test_full_task_parses():
     assert t.instance("s1").syncer.worker_count == 8 and t.instance("s2").syncer.worker_count == 4
     assert t.instance("s1").meta.binlog_pos == 4
     assert t.target.port == 33063 and t.target.password == "secret"
-    assert any("online-ddl" in w and "task.yaml" in w for w in t.warnings)
+    assert any("heartbeat-update-interval" in w and "task.yaml" in w for w in t.warnings)
+    assert t.instance("s1").online_ddl is not None and t.instance("s2").online_ddl is not None
     assert "secret" not in repr(t.target)
 
 

@@ -44,6 +44,8 @@ def test_a_start_that_keeps_failing_is_raised_by_get_but_never_by_peek(monkeypat
         s.get(timeout=120)
     assert s.failures >= spark_session.GIVE_UP_AFTER
     assert s.peek() is None and not s.started
+    s.close()
+    assert not s._thread.is_alive()
 
 
 def test_a_failed_start_is_retried_and_the_session_comes_up(monkeypatch, quick_backoff, spark):
@@ -53,6 +55,7 @@ def test_a_failed_start_is_retried_and_the_session_comes_up(monkeypatch, quick_b
     s = SparkStarter("t").start()
     assert s.get(timeout=120) is spark
     assert s.failures == 1 and b.calls == 2 and s.peek() is spark
+    s.close()
 
 
 def test_the_session_comes_up_and_peek_then_returns_it(spark):

@@ -117,3 +117,14 @@ def test_unknown_unit_is_refused_by_name(store):
     r = StatusReporter(store, "t", "s", min_interval=3600)
     with pytest.raises(ValueError, match="'Copy'.*Dump, Load, Sync"):
         r.unit("Copy")
+
+
+def test_settle_writes_a_throttled_update_before_going_idle(store):
+    r = StatusReporter(store, "t", "s", "w1", min_interval=3600)
+    r.running()
+    r.progress(online_ddl=[{"table": "d.t", "shadow": "_t_new"}])
+    assert "online_ddl" not in _read(store).detail              # throttled
+    r.settle()
+    assert _read(store).detail["online_ddl"] == [{"table": "d.t", "shadow": "_t_new"}]
+    rev = store._get("status", store.keys.key("status", "t", "s"))[1]
+    assert r.settle() and store._get("status", store.keys.key("status", "t", "s"))[1] == rev   # nothing pending

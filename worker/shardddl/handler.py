@@ -216,8 +216,9 @@ class OptimisticDDLHandler:
         route = route_kind(ddl.kind)
         if route is Route.REFUSE:
             raise UnsupportedShardDDL("`RENAME TABLE` statement not supported in optimistic mode: a shard table "
-                                      f"cannot be renamed under its merged target; {skip} skips it (e.g. an "
-                                      "online-DDL cut-over), or rename every shard and the target by hand", **ctx)
+                                      f"cannot be renamed under its merged target; for pt-online-schema-change / "
+                                      f"gh-ost cut-overs set `online-ddl: true` in the task; else {skip} skips it, "
+                                      "or rename every shard and the target by hand", **ctx)
         try:
             statements = split_ddl(ddl.sql)
         except SchemaError as e:

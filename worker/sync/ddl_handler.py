@@ -212,8 +212,8 @@ def direct_decision(event: DDLEvent, ctx: DDLContext) -> DDLDecision:
         return DDLDecision(skip=True, note="DROP/TRUNCATE of one shard is not propagated to the merged table")
     if k == ddlmod.RENAME_TABLE and sharded:
         raise UnsupportedDDL("RENAME TABLE of a sharded table is not supported; rename the merged "
-                             "table downstream and update the route rules instead, or (online-DDL "
-                             "cut-over) " + SKIP_HINT.format(task=ctx.task, source=ctx.source_id),
+                             "table downstream and update the route rules instead; for pt-online-schema-change / "
+                             "gh-ost cut-overs set `online-ddl: true` in the task; or " + SKIP_HINT.format(task=ctx.task, source=ctx.source_id),
                              source=ctx.source_id, table=event.upstream, position=str(event.end))
     if k == ddlmod.DROP_TABLE:
         return DDLDecision([f"DROP TABLE IF EXISTS {ddlmod.quote(event.target_schema, event.target_table)}"])

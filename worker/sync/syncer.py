@@ -45,6 +45,7 @@ from worker.sync.checkpoint import CheckpointStore
 from worker.sync.ddl_exec import run_ddls, server_error
 from worker.shardddl.errors import SkipRequested
 from worker.sync.ddl_handler import DDLContext, DDLDecision, DDLHandler, DirectDDLHandler
+from worker.sync.online_ddl import CutOver, OnlineDDL, OnlineDDLStore
 from worker.downstream import fetch_generated, fetch_keys
 from worker.events import DDLEvent, Position
 from worker.schema_tracker import schema_from_json
@@ -137,6 +138,9 @@ class Syncer:
         self.parallelism = parallelism or self.inst.syncer.worker_count
         self.hooks = hooks or Hooks()
         self.store = CheckpointStore(self.down_kwargs, task.meta_schema, task.name, source.source_id)
+        # task option online-ddl: pt-osc / gh-ost shadow tables (worker.sync.online_ddl)
+        self.online = None if self.mapper.online is None else OnlineDDL(
+            self.mapper.online, OnlineDDLStore(self.down_kwargs, task.meta_schema, task.name, source.source_id))
         self.log = log.bind(task=task.name, source=source.source_id)
         self.read_pos: Position | None = None
         self.held: dict[tuple[str, str], DDLEvent] = {}
@@ -162,6 +166,9 @@ class Syncer:
         self.down_kwargs = self.store.db_kwargs = resolve_tls(self.down_kwargs)
         self.store.ensure_table()
         loaded = self.store.load()
+        if self.online is not None:
+            self.online.store.db_kwargs = self.down_kwargs
+            self.online.restore()
         self.handler.restore({k: tp.table_info for k, tp in loaded.tables.items()})
         self.held = {}
         g, su = loaded.global_pos, loaded.safe_until
@@ -209,6 +216,7 @@ class Syncer:
                 "checkpoint": str(self.store.global_pos) if self.store.global_pos else "",
                 "safe_until": str(self.store.safe_until) if self.store.safe_until else "",
                 "held_tables": [f"{s}.{t}" for s, t in self.held],
+                "online_ddl": self.online.in_progress() if self.online is not None else [],
                 "rows_applied": self.rows_applied, "last_error": self.last_error}
 
     def run(self, stop: threading.Event, poll: float = 0.5) -> None:
@@ -513,6 +521,14 @@ class Syncer:
         parsed = ddlmod.parse_ddl(m.query, session)
         if parsed.kind == ddlmod.NOT_DDL:
             return False
+        if self.online is not None and (seen := self.online.observe(parsed, start, end)) is not None:
+            if isinstance(seen, CutOver):
+                self._cut_over(seen, m)
+            else:
+                DDLS.labels(self.task.name, self.source.source_id, "online_ddl").inc()
+                self.log.debug("online schema change statement: nothing runs downstream", note=seen.note,
+                               position=str(start))
+            return True
         for schema, table, query in self._statement_tables(parsed, m):
             if table is None:
                 if not self.mapper.filter.schema_allowed(schema):
@@ -533,6 +549,18 @@ class Syncer:
                           start, end, int(m.ts or 0), {"session_schema": session})
             self._handle_ddl(ev)
         return True
+
+    def _cut_over(self, c: CutOver, m: Statement) -> None:
+        """An online schema change tool swapped its shadow table in: its DDLs are this table's
+        DDL at the RENAME's position (the RENAME itself runs nowhere)."""
+        tgt = self.mapper.target(c.schema, c.table)
+        tp = self.store.table_point(c.schema, c.table)
+        if not c.sql or tgt is None or (tp is not None and m.end <= tp) or (c.schema, c.table) in self.held:
+            return   # nothing remembered, a filtered table, already applied (rule 6) or held (replays it)
+        kind = ddlmod.parse_ddl(c.sql, c.schema).kind
+        self._handle_ddl(DDLEvent(self.source.source_id, c.schema, c.table, kind, c.sql, tgt.schema, tgt.table,
+                                  m.start, m.end, int(m.ts or 0),
+                                  {"session_schema": m.schema or "", "online_ddl_shadow": c.shadow}))
 
     def _handle_ddl(self, ev: DDLEvent) -> None:
         decision: DDLDecision = self.handler.handle_ddl(ev, self.ctx)
