@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import random
+import re
 import threading
 import time
 from typing import Callable, TypeVar
@@ -27,6 +28,29 @@ T = TypeVar("T")
 # connection, lock wait timeout, deadlock, too many connections, server shutting down.
 MYSQL_TRANSIENT = {1040, 1053, 1205, 1213, 2002, 2003, 2006, 2013, 2055}
 _OS_TRANSIENT = {errno.ECONNREFUSED, errno.ECONNRESET, errno.ETIMEDOUT, errno.EPIPE, errno.EHOSTUNREACH}
+
+
+# Server errors that mean "the downstream refuses writes for now": read_only (1290), a read-only
+# table (1036), a full table (1114), a full disk (1021).  Nothing is wrong with the data: the
+# subtask keeps its checkpoints, waits and retries until the server accepts writes again.
+DOWNSTREAM_REFUSING = {1290: "read-only", 1036: "table is read-only", 1114: "table is full", 1021: "disk full"}
+_REFUSAL_TEXT = re.compile(r"\((" + "|".join(str(c) for c in DOWNSTREAM_REFUSING) + r"),")
+
+
+def refusal_code(exc: BaseException) -> int | None:
+    """The :data:`DOWNSTREAM_REFUSING` code behind ``exc`` (its cause chain, or the text of an
+    error that crossed a process boundary, e.g. from a Spark task), else None."""
+    e: BaseException | None = exc
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, pymysql.MySQLError) and e.args and e.args[0] in DOWNSTREAM_REFUSING:
+            return int(e.args[0])
+        m = _REFUSAL_TEXT.search(str(e))
+        if m:
+            return int(m.group(1))
+        e = e.__cause__ or e.__context__
+    return None
 
 
 class RetryExhausted(TransientError):

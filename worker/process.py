@@ -42,7 +42,7 @@ from coordinator.etcd_client import connect
 from coordinator.etcdproto import EtcdUnavailable, Store, WorkerRegistration
 from coordinator.etcdproto.keys import DEFAULT_PREFIX
 from coordinator.obs import ObsServer, logger
-from coordinator.retry import RetryExhausted, WaitBoard, retry
+from coordinator.retry import DOWNSTREAM_REFUSING, RetryExhausted, WaitBoard, refusal_code, retry
 from coordinator.routing import TableMapper
 from worker.binlog.doorbell import wait_for_binlog
 from worker.load import KeyCollision, SchemaChangedDuringLoad, run_full_load
@@ -166,7 +166,7 @@ class Subtask:
                 if self.stop_event.is_set():
                     break
                 ctx = getattr(e, "context", {}) or {}
-                waiting = self._unreachable() if retry else ""
+                waiting = (self._unreachable() or self._refusing(e)) if retry else ""
                 if waiting:
                     # a server is down: nothing to fix, keep retrying (capped backoff) and say on what
                     backoff = min(backoff, 10.0)
@@ -182,6 +182,20 @@ class Subtask:
                 backoff = min(backoff * 2, 10.0 if waiting else 60.0)
         self.streaming = False
         self._write_final_status()
+
+    def _refusing(self, e: BaseException) -> str:
+        """After a failure: "downstream H:P refuses writes (...)" when the downstream is read-only
+        or full (``coordinator.retry.DOWNSTREAM_REFUSING``); "" otherwise.  Like a server that is
+        down, nothing needs fixing in shardmerge: the subtask retries until it accepts writes."""
+        code = refusal_code(e)
+        if code is None:
+            return ""
+        try:
+            t = parse_task(self.task_rec.yaml, f"<task {self.task_rec.task} in etcd>").target
+            where = f"{t.host}:{t.port}"
+        except Exception:  # noqa: BLE001 — the failure itself is reported either way
+            where = "(unknown)"
+        return f"downstream {where} refuses writes ({code}: {DOWNSTREAM_REFUSING[code]})"
 
     def _unreachable(self) -> str:
         """After a failure: which server this subtask depends on does not answer right now

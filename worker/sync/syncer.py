@@ -32,7 +32,7 @@ from prometheus_client import Counter, Gauge
 
 from coordinator.config import SourceConfig, TaskConfig
 from coordinator.errors import ShardMergeError
-from coordinator.retry import is_transient
+from coordinator.retry import is_transient, refusal_code
 from coordinator.obs import logger
 from coordinator.routing import TableMapper
 from coordinator.schema import kinds as ddlmod
@@ -638,13 +638,16 @@ class Syncer:
             except pymysql.MySQLError as e:
                 if self._rename_in_effect(e, ev, decision, conn):
                     return False
-                cls = SyncError if is_transient(e) else DownstreamDDLRejected
                 failed = getattr(e, "statement", "; ".join(decision.execute))
-                raise cls(f"downstream DDL failed: {server_error(e)}; statement: {failed}; "
-                          f"fix the target and `shardctl resume-task`, or "
-                          f"`shardctl binlog skip {self.task.name} -s {self.source.source_id}` to skip it",
-                          task=self.task.name, source=self.source.source_id, table=ev.upstream,
-                          position=str(ev.end)) from e
+                if is_transient(e) or refusal_code(e):     # a hiccup, or read_only / full: retried
+                    raise SyncError(f"downstream DDL failed: {server_error(e)}; statement: {failed}; retried "
+                                    f"until the downstream accepts it", task=self.task.name,
+                                    source=self.source.source_id, table=ev.upstream, position=str(ev.end)) from e
+                raise DownstreamDDLRejected(f"downstream DDL failed: {server_error(e)}; statement: {failed}; "
+                                            f"fix the target and `shardctl resume-task`, or `shardctl binlog skip "
+                                            f"{self.task.name} -s {self.source.source_id}` to skip it",
+                                            task=self.task.name, source=self.source.source_id, table=ev.upstream,
+                                            position=str(ev.end)) from e
         return True
 
 
