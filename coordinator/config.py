@@ -8,8 +8,10 @@ never part of ``repr`` or logs.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,6 +109,11 @@ class DBConfig:
     ssl_ca: str = ""
     ssl_cert: str = ""
     ssl_key: str = ""
+    # DM's ssl-ca-bytes / ssl-cert-bytes / ssl-key-bytes: PEM content instead of a path (e.g. from
+    # a Kubernetes secret); written to a private file when connecting (see ``pymysql_kwargs``)
+    ssl_ca_bytes: str = field(default="", repr=False)
+    ssl_cert_bytes: str = field(default="", repr=False)
+    ssl_key_bytes: str = field(default="", repr=False)
     file: str = field(default="", compare=False)
     key: str = field(default="", compare=False)
 
@@ -125,11 +132,30 @@ class DBConfig:
         return self.password
 
     def pymysql_kwargs(self) -> dict:
+        """Connection arguments.  With any ``security`` key the connection must be TLS (PyMySQL
+        refuses a server that does not offer it: no fallback to plain text) and the server's
+        certificate is verified against ``ssl-ca``."""
         kw = {"host": self.host, "port": self.port, "user": self.user, "password": self.resolved_password()}
-        if self.ssl_ca or self.ssl_cert:
-            kw["ssl"] = {k: v for k, v in (("ca", self.ssl_ca), ("cert", self.ssl_cert),
-                                           ("key", self.ssl_key)) if v}
+        paths = {"ca": self.ssl_ca or _pem_file(self.ssl_ca_bytes), "cert": self.ssl_cert or _pem_file(self.ssl_cert_bytes),
+                 "key": self.ssl_key or _pem_file(self.ssl_key_bytes)}
+        if paths["ca"] or paths["cert"]:
+            kw["ssl"] = {k: v for k, v in paths.items() if v}
         return kw
+
+    def tls_hint(self, e: BaseException) -> str:
+        """For a connection error: what to check when TLS failed (else "")."""
+        text = str(e)
+        if not any(w in text for w in ("SSL", "TLS", "certificate", "CERTIFICATE")):
+            return ""
+        where = f"`{self.key}.security`" + (f" in {self.file}" if self.file else "")
+        if not self.tls:
+            return f"; TLS to {self.address()} failed although {where} is not set"
+        return (f"; TLS to {self.address()} failed: check {where} (ssl-ca must be the CA that signed the "
+                f"server's certificate; the server must have TLS enabled)")
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.ssl_ca or self.ssl_cert or self.ssl_ca_bytes or self.ssl_cert_bytes)
 
     def address(self) -> str:
         return f"{self.host}:{self.port}"
@@ -141,8 +167,9 @@ class DBConfig:
                      ("password-env", self.password_env)):
             if v:
                 out[k] = v
-        sec = {k: v for k, v in (("ssl-ca", self.ssl_ca), ("ssl-cert", self.ssl_cert),
-                                 ("ssl-key", self.ssl_key)) if v}
+        sec = {k: v for k, v in (("ssl-ca", self.ssl_ca), ("ssl-cert", self.ssl_cert), ("ssl-key", self.ssl_key),
+                                 ("ssl-ca-bytes", self.ssl_ca_bytes), ("ssl-cert-bytes", self.ssl_cert_bytes),
+                                 ("ssl-key-bytes", self.ssl_key_bytes)) if v}
         if sec:
             out["security"] = sec
         return out
@@ -167,11 +194,41 @@ def _db(node: _Node) -> DBConfig:
     sec = node.child("security")
     ssl = {}
     if sec:
-        ssl = {k: sec.get(k, str, default="") for k in ("ssl-ca", "ssl-cert", "ssl-key")}
-        sec.finish({"cert-allowed-cn", "ssl-ca-bytes", "ssl-cert-bytes", "ssl-key-bytes"})
+        ssl = {k: sec.get(k, str, default="") for k in _SSL_CONFIG_KEYS}
+        for k in ("ssl-ca", "ssl-cert", "ssl-key"):
+            if ssl[k] and ssl[k + "-bytes"]:
+                raise ConfigError(f"give only one of `{k}` and `{k}-bytes` under `{sec.path}`",
+                                  file=node.file, key=sec.key(k))
+            if ssl[k + "-bytes"] and "-----BEGIN" not in ssl[k + "-bytes"]:
+                raise ConfigError(f"`{sec.key(k + '-bytes')}` must be PEM text (-----BEGIN ...); for a file "
+                                  f"path use `{k}`", file=node.file, key=sec.key(k + "-bytes"))
+        if (ssl["ssl-cert"] or ssl["ssl-cert-bytes"]) != "" and not (ssl["ssl-key"] or ssl["ssl-key-bytes"]):
+            raise ConfigError(f"`{sec.key('ssl-cert')}` needs `ssl-key` (the client certificate's private key)",
+                              file=node.file, key=sec.key("ssl-key"))
+        sec.finish({"cert-allowed-cn"})
     node.finish(_DB_DM_ONLY)
-    return DBConfig(host, port, user, str(password), pfile, penv, ssl.get("ssl-ca", ""),
-                    ssl.get("ssl-cert", ""), ssl.get("ssl-key", ""), file=node.file, key=node.path)
+    return DBConfig(host, port, user, str(password), pfile, penv, *(ssl.get(k, "") for k in _SSL_CONFIG_KEYS),
+                    file=node.file, key=node.path)
+
+
+_SSL_CONFIG_KEYS = ("ssl-ca", "ssl-cert", "ssl-key", "ssl-ca-bytes", "ssl-cert-bytes", "ssl-key-bytes")
+
+
+def _pem_file(content: str) -> str:
+    """A private file (mode 0600, named by the content's hash) holding PEM ``content``, for
+    clients that take paths only; "" for no content."""
+    if not content:
+        return ""
+    d = Path(tempfile.gettempdir()) / f"shardmerge-tls-{os.getuid()}"
+    d.mkdir(mode=0o700, exist_ok=True)
+    p = d / (hashlib.sha256(content.encode()).hexdigest()[:32] + ".pem")
+    if not p.exists():
+        tmp = p.with_suffix(f".{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(content)
+        os.replace(tmp, p)
+    return str(p)
 
 
 # ------------------------------------------------------------------ source config

@@ -79,11 +79,13 @@ class CheckReport:
 _q = quote_ident
 
 
-def _connect(kw: dict, what: str):
+def _connect(db, what: str):
+    """``db``: a ``coordinator.config.DBConfig`` (its file and key name a TLS misconfiguration)."""
+    kw = db.pymysql_kwargs()
     try:
         return pymysql.connect(**kw, autocommit=True, charset="utf8mb4")
     except pymysql.MySQLError as e:
-        raise CheckError(f"cannot connect to {what} at {kw.get('host')}:{kw.get('port')}: {e}") from e
+        raise CheckError(f"cannot connect to {what} at {kw.get('host')}:{kw.get('port')}: {e}{db.tls_hint(e)}") from e
 
 
 def _columns(conn, schema: str, table: str) -> list[str]:
@@ -134,7 +136,7 @@ def check_task(task_cfg: TaskConfig, sources: dict[str, SourceConfig], *, chunk_
     try:
         for inst in task_cfg.instances:
             mapper = TableMapper(inst, task_cfg.meta_schema)
-            conn = up_conns[inst.source_id] = _connect(sources[inst.source_id].db.pymysql_kwargs(),
+            conn = up_conns[inst.source_id] = _connect(sources[inst.source_id].db,
                                                        f"source {inst.source_id}")
             with conn.cursor() as cur:
                 cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
@@ -145,7 +147,7 @@ def check_task(task_cfg: TaskConfig, sources: dict[str, SourceConfig], *, chunk_
                     tgt = mapper.target(schema, table)
                     if tgt is not None:
                         shards.setdefault((tgt.schema, tgt.table), []).append((inst.source_id, schema, table))
-        down = _connect(task_cfg.target.pymysql_kwargs(), "the downstream")
+        down = _connect(task_cfg.target, "the downstream")
         try:
             keys = fetch_keys(down)
             reports = [_check_target(down, up_conns, tgt, members, keys, chunk_rows, max_keys)

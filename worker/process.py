@@ -212,6 +212,8 @@ class Subtask:
                 pymysql.connect(**{**kw, "connect_timeout": 3}).close()
             except pymysql.err.OperationalError as e:
                 code = e.args[0] if e.args else 0
+                if (hint := db.tls_hint(e)):    # a certificate problem: retried (certs get rotated), said as such
+                    return f"{what} {db.host}:{db.port}: {e.args[-1]}{hint}"
                 if code in (1040, 1053, 2002, 2003, 2006, 2013):   # down / refusing / too busy
                     return f"{what} {db.host}:{db.port} unreachable ({code}: {e.args[-1]})"
             except Exception:  # noqa: BLE001 — e.g. unreadable password file: not a wait

@@ -38,7 +38,8 @@ class CommandResult:
 
 
 def _mask(text: str, paths: list[tuple[str, ...]]) -> str:
-    """The YAML with passwords replaced (get-config must not leak them)."""
+    """The YAML with passwords (and private keys given as content) replaced: get-config must not
+    leak them."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError:
@@ -132,12 +133,12 @@ class Cluster:
             rec = self.store.get_source(name)
             if rec is None:
                 raise RequestError(f"source {name!r} not found")
-            return _mask(rec.yaml, [("from", "password")])
+            return _mask(rec.yaml, [("from", "password"), ("from", "security", "ssl-key-bytes")])
         if typ == "task":
             rec = self.store.get_task(name)
             if rec is None:
                 raise RequestError(f"task {name!r} not found")
-            return _mask(rec.yaml, [("target-database", "password")])
+            return _mask(rec.yaml, [("target-database", "password"), ("target-database", "security", "ssl-key-bytes")])
         raise RequestError(f"config type {typ!r} is not one of task, source")
 
     # ------------------------------------------------------------------ tasks
