@@ -20,9 +20,11 @@ Prints ONE summary line (and, with ``--json-out``, the same figures as JSON).  H
 * ``rows_duplicated``: ids present downstream but not upstream (e.g. a deleted row resurrected by a
   replay) + downstream rows beyond one per id; ``row_counts``: upstream vs downstream ``COUNT(*)``.
 * ``ddls_applied_twice``: statements of the DDL stream (each names a unique column/index) that the
-  downstream's binary log shows as successfully executed more than once on the target;
+  downstream's binary log shows as successfully executed more than once on the target (not the
+  widening ``MODIFY``, which DM runs for every shard: idempotent, see the design doc's S9);
   ``ddls_applied`` is how many the binlog shows in total; ``ddls_missing``: a finished round's
-  ``ADD COLUMN c_k`` / ``DROP COLUMN c_k`` not in the binlog, or ``ADD INDEX i_k`` and ``DROP INDEX
+  ``ADD COLUMN c_k``, rename ``CHANGE c_k r_k``, ``MODIFY r_k``, ``ADD COLUMN g_k`` (generated),
+  ``DROP COLUMN g_k`` or ``DROP COLUMN r_k`` not in the binlog, or ``ADD INDEX i_k`` and ``DROP INDEX
   i_k`` counts that differ (the lock adds an index only once every shard has it and drops it at the
   first drop, so when a lagging worker makes the phases overlap neither runs —
   ``index_rounds_never_applied`` counts those); ``schema_ok`` that the final target has exactly
@@ -331,15 +333,19 @@ class Harness:
         stale = [i for i in up if i in down and down[i] != up[i]]
         dup = len(extra) + sum(n - 1 for n in per_id.values())
         ddl_counts = self.downstream_ddl_counts()
-        twice = {k: n for k, n in ddl_counts.items() if n > 1}
+        # an identical widening MODIFY runs downstream for every shard, as in DM (design doc S9:
+        # the table grows, so each shard's DDL is returned; re-running it changes nothing and
+        # succeeds, so the binlog shows it once per shard): only "missing" applies to it
+        twice = {k: n for k, n in ddl_counts.items() if n > 1 and not k.startswith("MODIFY ")}
         # Columns: the lock runs ADD COLUMN at the first shard's add and DROP COLUMN at the last
         # shard's drop, so every finished round must show both exactly once.  Indexes: ADD INDEX
         # runs only when ALL shards have the index and DROP INDEX at the first drop, so when the
         # phases overlap (a lagging worker still adding while others already drop) neither runs;
         # the invariant is "as many ADD INDEX i_k as DROP INDEX i_k".
         rounds = range(1, self.ddl.rounds_done + 1)
-        missing = [f"{a} COLUMN c_{k}" for k in rounds for a in ("ADD", "DROP")
-                   if ddl_counts.get(f"{a} COLUMN c_{k}", 0) == 0]
+        once = ("ADD COLUMN c_{k}", "CHANGE COLUMN c_{k}", "MODIFY COLUMN r_{k}", "ADD COLUMN g_{k}",
+                "DROP COLUMN g_{k}", "DROP COLUMN r_{k}")
+        missing = [name.format(k=k) for k in rounds for name in once if ddl_counts.get(name.format(k=k), 0) == 0]
         missing += [f"INDEX i_{k}: {ddl_counts.get(f'ADD INDEX i_{k}', 0)} ADD vs "
                     f"{ddl_counts.get(f'DROP INDEX i_{k}', 0)} DROP" for k in rounds
                     if ddl_counts.get(f"ADD INDEX i_{k}", 0) != ddl_counts.get(f"DROP INDEX i_{k}", 0)]
@@ -376,7 +382,7 @@ class Harness:
 
     def downstream_ddl_counts(self) -> Counter:
         """Successful DDLs on the target, from the downstream's binlog, by (action, name)."""
-        pat = re.compile(r"\b(ADD|DROP)\s+(COLUMN|INDEX)\s+`?([ci]_\d+)`?", re.I)
+        pat = re.compile(r"\b(ADD|DROP|CHANGE|MODIFY)\s+(COLUMN\s+|INDEX\s+)?`?([cigr]_\d+)`?", re.I)
         counts: Counter = Counter()
         with connect(self.mysql["downstream"]) as c, c.cursor() as cur:
             cur.execute("SHOW BINARY LOGS")
@@ -388,7 +394,8 @@ class Harness:
                     if ev[2] != "Query" or "ALTER" not in info.upper() or self.db not in info:
                         continue
                     for action, kind, name in pat.findall(info):
-                        counts[f"{action.upper()} {kind.upper()} {name}"] += 1
+                        kind = kind.strip().upper() or ("INDEX" if name.startswith("i_") else "COLUMN")
+                        counts[f"{action.upper()} {kind} {name}"] += 1
         return counts
 
     # ------------------------------------------------------------------ cleanup

@@ -7,10 +7,13 @@ shard DDLs, with exact bookkeeping so losses and duplicates can be counted after
   deleted row resurrected by a replay), a row missing downstream is lost, a row with other
   values downstream lost an update.  Operations: single-row INSERT / UPDATE / DELETE, key-changing
   UPDATEs (``SET id = new``) and small multi-shard transactions.  Only committed work is counted.
-* DDLs: rounds ``k`` of four steps, each step run on all 8 shards one by one in a random order with
-  pauses: ``ADD COLUMN c_k``, ``ADD INDEX i_k (c_k)``, ``DROP INDEX i_k``, ``DROP COLUMN c_k``.
-  Every statement names a column/index used by no other round, so each should change the
-  downstream exactly once; a second successful run is visible in the downstream's binlog.
+* DDLs: rounds ``k`` of eight steps, each step run on all 8 shards one by one in a random order with
+  pauses, covering every DDL kind the lock treats differently: ``ADD COLUMN c_k`` with a default,
+  ``ADD INDEX i_k (c_k)``, ``DROP INDEX i_k``, a rename ``CHANGE c_k r_k``, a type change
+  ``MODIFY r_k BIGINT``, a generated column ``ADD COLUMN g_k ... AS (r_k + 1) VIRTUAL`` and its
+  drop, ``DROP COLUMN r_k``.  Every statement names a column/index used by no other round, so
+  each should change the downstream exactly once; a second successful run is visible in the
+  downstream's binlog.
   Stopping finishes the current round, so the final schema is known: ``id, v, note`` + PRIMARY.
 """
 from __future__ import annotations
@@ -25,7 +28,9 @@ SHARDS = ("orders_01", "orders_02", "orders_03", "orders_04")
 COLUMNS = "id BIGINT PRIMARY KEY, v INT NOT NULL, note VARCHAR(40)"
 FINAL_COLUMNS = ["id", "v", "note"]
 ID_BASE = {"s1": 1_000_000_000, "s2": 2_000_000_000}
-STEPS = ("ADD COLUMN c_{k} INT DEFAULT {k}", "ADD INDEX i_{k} (c_{k})", "DROP INDEX i_{k}", "DROP COLUMN c_{k}")
+STEPS = ("ADD COLUMN c_{k} INT DEFAULT {k}", "ADD INDEX i_{k} (c_{k})", "DROP INDEX i_{k}",
+         "CHANGE c_{k} r_{k} INT DEFAULT {k}", "MODIFY r_{k} BIGINT DEFAULT {k}",
+         "ADD COLUMN g_{k} BIGINT AS (r_{k} + 1) VIRTUAL", "DROP COLUMN g_{k}", "DROP COLUMN r_{k}")
 
 
 def connect(params: dict, db: str | None = None):
