@@ -41,6 +41,11 @@ class Position:
     def is_zero(self) -> bool:
         return not self.file
 
+    @property
+    def file_number(self) -> int:
+        """The binlog file's sequence number (``mysql-bin.000042`` -> 42; -1 if none)."""
+        return _file_key(self.file)[1]
+
     def __lt__(self, other: "Position") -> bool:
         return self.key < other.key
 

@@ -28,7 +28,8 @@ Prints ONE summary line (and, with ``--json-out``, the same figures as JSON).  H
   i_k`` counts that differ (the lock adds an index only once every shard has it and drops it at the
   first drop, so when a lagging worker makes the phases overlap neither runs —
   ``index_rounds_never_applied`` counts those); ``schema_ok`` that the final target has exactly
-  ``id, v, note`` and only the PRIMARY index.
+  ``id, v, note`` and only the PRIMARY index (``--keyless``: the tables have no primary/unique
+  key, only the plain index ``k_id`` on id, which must be all that is left).
 * ``locks_left``: locks of the task in ``shardctl show-ddl-locks`` after catch-up.
 * ``unexpected_exits``: master/worker processes that died without being killed by the harness
   (no process may exit on a transient error).
@@ -58,8 +59,9 @@ FAULTS = ("worker_kill", "master_kill", "etcd_restart", "downstream_restart")
 
 class Harness:
     def __init__(self, seed: int, faults: int, duration: float, *, catchup_timeout: float = 300,
-                 work: Path | None = None, keep: bool = False, verbose: bool = True):
+                 work: Path | None = None, keep: bool = False, verbose: bool = True, keyless: bool = False):
         self.seed, self.n_faults, self.duration = seed, faults, duration
+        self.keyless = keyless        # shards without a primary/unique key (checkpoint rule 10)
         self.rng = random.Random(seed)
         self.catchup_timeout = catchup_timeout
         self.keep = keep
@@ -98,7 +100,8 @@ class Harness:
                 cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (f, p))
                 starts[sid] = (f, int(p), cur.fetchone()[0] or "")
                 for t in SHARDS:
-                    cur.execute(f"CREATE TABLE {self.db}.{t} (id BIGINT PRIMARY KEY, v INT NOT NULL, note VARCHAR(40))")
+                    key = "KEY k_id (id)" if self.keyless else "PRIMARY KEY (id)"
+                    cur.execute(f"CREATE TABLE {self.db}.{t} (id BIGINT NOT NULL, v INT NOT NULL, note VARCHAR(40), {key})")
         with connect(self.mysql["downstream"]) as c, c.cursor() as cur:
             cur.execute(f"CREATE DATABASE {self.db}")
         self.writers = {sid: Writer(sid, self.mysql[server], self.db, self.seed * 10 + n)
@@ -364,7 +367,8 @@ class Harness:
             "ddls_applied": sum(ddl_counts.values()), "ddls_applied_twice": len(twice),
             "ddls_missing": len(missing), "ddls_missing_detail": missing,
             "index_rounds_never_applied": index_rounds_skipped,
-            "ddls_twice_detail": twice, "schema_ok": cols == FINAL_COLUMNS and indexes == ["PRIMARY"],
+            "ddls_twice_detail": twice, "schema_ok": cols == FINAL_COLUMNS and indexes == (["k_id"] if self.keyless else ["PRIMARY"]),
+            "keyless": self.keyless,
             "schema": {"columns": cols, "indexes": indexes},
             "locks_left": locks_left, "unexpected_exits": len(self.unexpected),
             "fault_errors": self.fault_errors,
@@ -425,7 +429,7 @@ class Harness:
 
 def summary_line(r: dict) -> str:
     kinds = ",".join(f"{k}={v}" for k, v in sorted(r["fault_kinds"].items()))
-    return (f"CHAOS seed={r['seed']} faults={r['faults']} ({kinds}) rows_written={r['rows_written']} "
+    return (f"CHAOS seed={r['seed']} keyless={r.get('keyless', False)} faults={r['faults']} ({kinds}) rows_written={r['rows_written']} "
             f"rows_lost={r['rows_lost']} rows_stale={r['rows_stale']} rows_duplicated={r['rows_duplicated']} "
             f"ddls_applied={r['ddls_applied']} ddls_applied_twice={r['ddls_applied_twice']} "
             f"ddls_missing={r['ddls_missing']} "
@@ -447,9 +451,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the databases and etcd keys")
     ap.add_argument("--clean", action="store_true", help="remove the work dir (logs) after a clean run")
     ap.add_argument("--stop-services", action="store_true", help="stop the private services at the end")
+    ap.add_argument("--keyless", action="store_true", help="shard tables without a primary/unique key "
+                    "(a plain index on id): replay after a crash must still be exact")
     a = ap.parse_args(argv)
     h = Harness(a.seed, a.faults, a.duration, catchup_timeout=a.catchup_timeout,
-                work=Path(a.work_dir) if a.work_dir else None, keep=a.keep)
+                work=Path(a.work_dir) if a.work_dir else None, keep=a.keep, keyless=a.keyless)
     ok = False
     try:
         r = h.run()

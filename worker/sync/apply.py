@@ -42,6 +42,12 @@ is kept in one partition: its row-matching deletes scan and lock the whole table
 A partition returns ``{(up_schema, up_table): [file, pos, gtid, rows]}`` for the last change it
 committed per upstream table: the driver advances table checkpoints only from these
 acknowledgements.
+
+Keyless tables are replayed exactly (checkpoint rule 10): safe mode cannot make their changes
+idempotent (no key to ``REPLACE`` by, and matching on every column removes a legitimately
+identical row), so the transaction that applies a keyless table's changes also moves that
+table's checkpoint row (``checkpoint=`` the table, in the same downstream).  Committed, the
+changes and the point are both there and a replay skips them; rolled back, neither is.
 """
 from __future__ import annotations
 
@@ -348,9 +354,38 @@ def _index_columns(conn, table: str, index: str) -> tuple[str, ...]:
     return tuple(r[4].lower() for r in rows)                   # Column_name
 
 
-def _apply_once(conn, changes: list, batch: int, source_id: str, attempt: int) -> None:
+def keyless_points(changes: list) -> dict[tuple[str, str], Position]:
+    """The last position of each upstream table of ``changes`` whose target has no key."""
+    out = {}
+    for ch in changes:
+        meta = ch[META]
+        if len(meta[4]) == len(meta[3]):
+            out[(meta[0], meta[1])] = ch[POS]
+    return out
+
+
+def _save_points(conn, checkpoint: str | None, source_id: str, points: dict) -> None:
+    """Rule 10: keyless tables' points in the apply transaction, never moved back (the
+    comparison is made once, before the row's columns change)."""
+    if not checkpoint or not points:
+        return
+    with conn.cursor() as cur:
+        for (schema, table), pos in points.items():
+            cur.execute(
+                f"INSERT INTO {checkpoint} (id, cp_schema, cp_table, binlog_name, binlog_pos, binlog_gtid, is_global) "
+                f"VALUES (%s, %s, %s, %s, %s, %s, 0) ON DUPLICATE KEY UPDATE "
+                f"binlog_gtid = IF(@sm_newer := ((CAST(SUBSTRING_INDEX(binlog_name, '.', -1) AS UNSIGNED), binlog_pos)"
+                f" < (%s, %s)), VALUES(binlog_gtid), binlog_gtid), "
+                f"binlog_pos = IF(@sm_newer, VALUES(binlog_pos), binlog_pos), "
+                f"binlog_name = IF(@sm_newer, VALUES(binlog_name), binlog_name)",
+                (source_id, schema, table, pos.file, pos.pos, pos.gtid, max(0, pos.file_number), pos.pos))
+
+
+def _apply_once(conn, changes: list, batch: int, source_id: str, attempt: int, checkpoint: str | None = None) -> None:
+    points = keyless_points(changes) if checkpoint else {}
     try:
         _apply(conn, changes, batch, False, source_id)
+        _save_points(conn, checkpoint, source_id, points)
         conn.commit()
         return
     except _GroupFailed as f:
@@ -378,6 +413,7 @@ def _apply_once(conn, changes: list, batch: int, source_id: str, attempt: int) -
                     error=str(e.args[-1]), **where)
     try:
         _apply(conn, changes, batch, True, source_id)   # replayed (or reordered) rows: make them idempotent
+        _save_points(conn, checkpoint, source_id, points)
     except _GroupFailed as again:
         ch = again.change
         raise ApplyError(f"downstream integrity error on {ch[META][2]} (in safe mode): {server_error(again.error)}",
@@ -387,16 +423,18 @@ def _apply_once(conn, changes: list, batch: int, source_id: str, attempt: int) -
 
 
 def apply_changes(changes: list, *, db_kwargs: dict, batch: int, source_id: str,
-                  time_zone: str | None = None, attempt: int = 0) -> dict:
+                  time_zone: str | None = None, attempt: int = 0, checkpoint: str | None = None) -> dict:
     """Apply one partition's changes (binlog order) in one transaction; its acknowledgement.
-    ``attempt`` > 0 marks a retried Spark task (its first attempt may have committed)."""
+    ``attempt`` > 0 marks a retried Spark task (its first attempt may have committed).
+    ``checkpoint``: the checkpoint table (quoted), where keyless tables' points are moved in
+    the same transaction (rule 10)."""
     if not changes:
         return {}
     conn = connect_downstream(db_kwargs, time_zone=time_zone)
     try:
         for tries in range(LOCK_RETRIES + 1):
             try:
-                _apply_once(conn, changes, batch, source_id, attempt)
+                _apply_once(conn, changes, batch, source_id, attempt, checkpoint)
                 break
             except pymysql.err.OperationalError as e:
                 conn.rollback()

@@ -34,9 +34,15 @@ Rules (tested in tests/worker/test_checkpoint.py and the syncer tests):
    the recorded one the DDL ran, and it is not run a second time.
 9. **Rebuild, don't remember.**  All in-memory state of a restarted syncer (read position,
    table points, schemas, safe mode window) comes from these rows (tiflow#9588).
+10. **Keyless tables move their point with their rows.**  Rule 7 cannot make a table without a
+   primary/unique key exact (``REPLACE`` has no key; matching every column may remove a
+   legitimately identical row), so the apply transaction of a keyless table's changes also
+   moves that table's row here (``worker.sync.apply._save_points``, never back): committed,
+   rule 6 skips them on replay; rolled back, they are applied again.  No duplicate, no loss.
 
-Why not one transaction per table for DML + checkpoint: a table's changes are spread over
+Why not one transaction per table for DML + checkpoint: a keyed table's changes are spread over
 several Spark tasks by key hash, each committing on its own; rule 7 makes their replay exact.
+A keyless table's changes all go to one partition, which is why rule 10 can do it.
 """
 from __future__ import annotations
 

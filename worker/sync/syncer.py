@@ -279,9 +279,12 @@ class Syncer:
                         self._advance_global(item.end, tm)
                     except BaseException:
                         # as after a restart: the chunk may be partly downstream (some partitions
-                        # committed), so everything up to ``end`` is replayed in safe mode
+                        # committed), so everything up to ``end`` is replayed in safe mode, and the
+                        # next batch rebuilds from the checkpoint rows (rule 9: a keyless table's
+                        # committed partition moved its point there, rule 10)
                         cur = self._safe_at_start
                         self._safe_loaded = end if cur is None or end > cur else cur
+                        self._started = False
                         raise
                 elif isinstance(item, Statement):
                     self._advance_global(item.start)
@@ -342,7 +345,7 @@ class Syncer:
         tm["plan"] = tm.get("plan", 0.0) + ta - tp
         acks = []
         kw = dict(db_kwargs=self.down_kwargs, batch=self.inst.syncer.batch, source_id=self.source.source_id,
-                  time_zone=self.time_zone)
+                  time_zone=self.time_zone, checkpoint=self.store.fq)
         session = self._session() if parts and sum(len(p) for p in parts) > self.local_apply_rows else None
         if parts and session is None:
             # a trickle (a few rows, e.g. before a DDL): scheduling a Spark job costs more than the
