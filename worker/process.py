@@ -49,6 +49,7 @@ from worker.load import KeyCollision, SchemaChangedDuringLoad, run_full_load
 from worker.schema_tracker import SchemaTracker
 from worker.shardddl import OptimisticDDLHandler, ShardDDLError, SourceTablesWriter, list_upstream_tables
 from worker.spark_session import SparkStarter
+from worker.sync.fence import FencedOut
 from worker.sync.binlog_skip import BinlogSkips
 from worker.sync.errors import DownstreamDDLRejected, ReplicationKeyCollision, UpstreamChanged
 from worker.sync.syncer import Syncer
@@ -164,6 +165,8 @@ class Subtask:
                 retry = _retryable(e)
                 attempt += 1
                 if self.stop_event.is_set():
+                    # e.g. a fenced batch of a worker that lost its source: said, not retried
+                    log.warning(f"subtask stopping; its last batch failed: {type(e).__name__}: {e}", error=str(e))
                     break
                 ctx = getattr(e, "context", {}) or {}
                 waiting = (self._unreachable() or self._refusing(e)) if retry else ""
@@ -226,6 +229,17 @@ class Subtask:
             pass
         return ""
 
+    def _binding_epoch(self) -> int:
+        """This worker's binding of the source: its etcd mod revision is the writer epoch that
+        fences the downstream writes (``worker.sync.fence``).  Not bound (any more): the binding
+        moved, so this subtask must not write at all."""
+        b = next((b for b in self.worker.store.list_bindings().items if b.source == self.source.source_id), None)
+        if b is None or b.worker != self.worker.name:
+            raise FencedOut(f"source {self.source.source_id} is bound to "
+                            f"{b.worker if b else 'no worker'}, not to {self.worker.name}: not writing it",
+                            task=self.key[0], source=self.source.source_id)
+        return int(b.revision or 0)
+
     def _serve(self, log) -> None:
         cfg = parse_task(self.task_rec.yaml, f"<task {self.task_rec.task} in etcd>")
         inst = cfg.instance(self.source.source_id)
@@ -275,7 +289,8 @@ class Subtask:
                 self.stop_event.wait()
                 return
         syncer = Syncer(spark, cfg, self.source, handler, reader=reader,
-                        skips=BinlogSkips(self.worker.store, cfg.name, self.source.source_id, self.worker.name))
+                        skips=BinlogSkips(self.worker.store, cfg.name, self.source.source_id, self.worker.name),
+                        epoch=self._binding_epoch())
         self.syncer = syncer
         try:
             syncer.start()

@@ -50,13 +50,14 @@ class Proc:
         self.name, self.args = name, args
         self.log_path = log_dir / f"{name}.log"
         self.proc: subprocess.Popen | None = None
+        self.env: dict[str, str] = {}      # extra environment (e.g. SHARDMERGE_FAILPOINTS)
 
     def start(self) -> "Proc":
         log = open(self.log_path, "ab")
         log.write(f"---- start {' '.join(self.args)}\n".encode())
         log.flush()
         self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
         log.close()
         return self
 

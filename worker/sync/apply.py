@@ -60,9 +60,11 @@ import pymysql
 from pymysql.constants import SERVER_STATUS
 
 from coordinator.errors import ShardMergeError
+from coordinator.failpoints import failpoint
 from coordinator.obs import logger
 from coordinator.sql import quote_ident
 from worker.sync.ddl_exec import server_error
+from worker.sync.fence import check_fence
 from worker.events import DELETE, INSERT, UPDATE, Position
 
 
@@ -381,11 +383,21 @@ def _save_points(conn, checkpoint: str | None, source_id: str, points: dict) -> 
                 (source_id, schema, table, pos.file, pos.pos, pos.gtid, max(0, pos.file_number), pos.pos))
 
 
-def _apply_once(conn, changes: list, batch: int, source_id: str, attempt: int, checkpoint: str | None = None) -> None:
+def _fence(conn, checkpoint: str | None, source_id: str, epoch: int) -> None:
+    """The writer's fence, first in the transaction (``worker.sync.fence``)."""
+    if checkpoint and epoch:
+        with conn.cursor() as cur:
+            check_fence(cur, checkpoint, source_id, epoch)
+
+
+def _apply_once(conn, changes: list, batch: int, source_id: str, attempt: int, checkpoint: str | None = None,
+                epoch: int = 0) -> None:
     points = keyless_points(changes) if checkpoint else {}
     try:
         _apply(conn, changes, batch, False, source_id)
         _save_points(conn, checkpoint, source_id, points)
+        failpoint("apply-before-commit")
+        _fence(conn, checkpoint, source_id, epoch)    # last: the epoch row is share-locked only to commit
         conn.commit()
         return
     except _GroupFailed as f:
@@ -414,6 +426,7 @@ def _apply_once(conn, changes: list, batch: int, source_id: str, attempt: int, c
     try:
         _apply(conn, changes, batch, True, source_id)   # replayed (or reordered) rows: make them idempotent
         _save_points(conn, checkpoint, source_id, points)
+        _fence(conn, checkpoint, source_id, epoch)
     except _GroupFailed as again:
         ch = again.change
         raise ApplyError(f"downstream integrity error on {ch[META][2]} (in safe mode): {server_error(again.error)}",
@@ -423,18 +436,19 @@ def _apply_once(conn, changes: list, batch: int, source_id: str, attempt: int, c
 
 
 def apply_changes(changes: list, *, db_kwargs: dict, batch: int, source_id: str,
-                  time_zone: str | None = None, attempt: int = 0, checkpoint: str | None = None) -> dict:
+                  time_zone: str | None = None, attempt: int = 0, checkpoint: str | None = None,
+                  epoch: int = 0) -> dict:
     """Apply one partition's changes (binlog order) in one transaction; its acknowledgement.
     ``attempt`` > 0 marks a retried Spark task (its first attempt may have committed).
     ``checkpoint``: the checkpoint table (quoted), where keyless tables' points are moved in
-    the same transaction (rule 10)."""
+    the same transaction (rule 10); ``epoch``: the writer's fence, checked there too."""
     if not changes:
         return {}
     conn = connect_downstream(db_kwargs, time_zone=time_zone)
     try:
         for tries in range(LOCK_RETRIES + 1):
             try:
-                _apply_once(conn, changes, batch, source_id, attempt, checkpoint)
+                _apply_once(conn, changes, batch, source_id, attempt, checkpoint, epoch)
                 break
             except pymysql.err.OperationalError as e:
                 conn.rollback()

@@ -56,6 +56,7 @@ from coordinator.errors import ShardMergeError
 from coordinator.obs import logger
 from coordinator.sql import checkpoint_table, quote_ident
 from worker.events import Position
+from worker.sync.fence import FENCE_COLUMN, FencedOut, check_fence
 
 log = logger("worker.sync.checkpoint")
 
@@ -86,7 +87,9 @@ _q = quote_ident
 class CheckpointStore:
     """In-memory points of one (task, source) plus their flush to the downstream."""
 
-    def __init__(self, db_kwargs: dict, meta_schema: str, task: str, source_id: str):
+    def __init__(self, db_kwargs: dict, meta_schema: str, task: str, source_id: str, epoch: int = 0):
+        """``epoch``: this writer's binding epoch (``worker.sync.fence``); 0 = not fenced."""
+        self.epoch = epoch
         self.db_kwargs = dict(db_kwargs)
         self.meta_schema, self.task, self.source_id = meta_schema, task, source_id
         self.fq = f"{_q(meta_schema)}.{_q(table_name(task))}"
@@ -127,6 +130,48 @@ class CheckpointStore:
                     update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
                     UNIQUE KEY uk_id_schema_table (id, cp_schema, cp_table)
                 ) DEFAULT CHARSET = utf8mb4""")
+                # tables made before fencing get the column (a no-op when it is there)
+                cur.execute(f"ALTER TABLE {self.fq} ADD COLUMN IF NOT EXISTS {FENCE_COLUMN} "
+                            f"BIGINT NOT NULL DEFAULT 0")
+            conn.commit()
+        finally:
+            conn.close()
+
+    def claim(self) -> None:
+        """Fencing: make this writer's epoch the source's (see ``worker.sync.fence``); raises
+        :class:`FencedOut` when a newer writer has claimed it."""
+        if not self.epoch:
+            return
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"INSERT IGNORE INTO {self.fq} (id, cp_schema, cp_table, table_info, is_global) "
+                            f"VALUES (%s, '', '', 'null', 1)", (self.source_id,))
+                cur.execute(f"SELECT {FENCE_COLUMN} FROM {self.fq} WHERE id = %s AND is_global = 1 FOR UPDATE",
+                            (self.source_id,))
+                stored = int(cur.fetchone()[0])
+                if stored > self.epoch:
+                    raise FencedOut(f"source {self.source_id} was claimed by a newer binding (epoch {stored} > "
+                                    f"{self.epoch}); this worker does not write it", task=self.task,
+                                    source=self.source_id)
+                cur.execute(f"UPDATE {self.fq} SET {FENCE_COLUMN} = %s WHERE id = %s AND is_global = 1",
+                            (self.epoch, self.source_id))
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+        finally:
+            conn.close()
+        log.info("writer epoch claimed", task=self.task, source=self.source_id, epoch=self.epoch)
+
+    def check_fence(self) -> None:
+        """The fence, on its own (before a DDL, which cannot share a transaction)."""
+        if not self.epoch:
+            return
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                check_fence(cur, self.fq, self.source_id, self.epoch)
             conn.commit()
         finally:
             conn.close()
@@ -229,6 +274,7 @@ class CheckpointStore:
         conn = self._connect()
         try:
             with conn.cursor() as cur:
+                check_fence(cur, self.fq, self.source_id, self.epoch, lock="FOR UPDATE")
                 cur.execute(f"SELECT cp_schema, cp_table, binlog_name, binlog_pos FROM {self.fq} "
                             f"WHERE id = %s FOR UPDATE", (self.source_id,))
                 stored = {(s, t): Position(bn, int(bp)) for s, t, bn, bp in cur.fetchall()}
@@ -250,7 +296,7 @@ class CheckpointStore:
                         log.warning("stored global checkpoint is newer; keeping it", task=self.task,
                                     source=self.source_id, position=str(self.global_pos), stored=str(old))
             conn.commit()
-        except pymysql.MySQLError:
+        except (pymysql.MySQLError, FencedOut):
             conn.rollback()
             raise
         finally:
@@ -272,6 +318,7 @@ class CheckpointStore:
         conn = self._connect()
         try:
             with conn.cursor() as cur:
+                check_fence(cur, self.fq, self.source_id, self.epoch)
                 g = self.global_pos or Position()
                 cur.execute(f"""INSERT INTO {self.fq} (id, cp_schema, cp_table, binlog_name, binlog_pos,
                                 binlog_gtid, exit_safe_binlog_name, exit_safe_binlog_pos,
@@ -293,6 +340,7 @@ class CheckpointStore:
         conn = self._connect()
         try:
             with conn.cursor() as cur:
+                check_fence(cur, self.fq, self.source_id, self.epoch)
                 cur.execute(f"""INSERT INTO {self.fq} (id, cp_schema, cp_table, binlog_name, binlog_pos,
                                 binlog_gtid, table_info, ddl_intent, is_global)
                                 VALUES (%s,%s,%s,%s,%s,%s,%s,%s,0)

@@ -45,6 +45,7 @@ from worker.sync.checkpoint import CheckpointStore
 from worker.sync.ddl_exec import run_ddls, server_error
 from worker.shardddl.errors import SkipRequested
 from worker.sync.ddl_handler import DDLContext, DDLDecision, DDLHandler, DirectDDLHandler
+from worker.sync.fence import FencedOut
 from worker.sync.online_ddl import CutOver, OnlineDDL, OnlineDDLStore
 from worker.downstream import fetch_generated, fetch_keys
 from worker.events import DDLEvent, Position
@@ -101,9 +102,10 @@ class Syncer:
     def __init__(self, spark, task: TaskConfig, source: SourceConfig, handler: DDLHandler | None = None, *,
                  max_batch_events: int = 50_000, parallelism: int | None = None, hooks: Hooks | None = None,
                  apply_rows: int = 20_000, reader: str | None = None, skips=None,
-                 local_apply_rows: int = LOCAL_APPLY_ROWS):
+                 local_apply_rows: int = LOCAL_APPLY_ROWS, epoch: int = 0):
         """``skips``: the operator's pending ``binlog skip`` records
-        (``worker.sync.binlog_skip.BinlogSkips``); None = no skips (no etcd)."""
+        (``worker.sync.binlog_skip.BinlogSkips``); None = no skips (no etcd).  ``epoch``: the
+        binding epoch this syncer writes under (``worker.sync.fence``); 0 = not fenced."""
         self.spark, self.task, self.source = spark, task, source
         self.skips = skips
         self.local_apply_rows = local_apply_rows
@@ -137,7 +139,7 @@ class Syncer:
         self._parts_keys = None
         self.parallelism = parallelism or self.inst.syncer.worker_count
         self.hooks = hooks or Hooks()
-        self.store = CheckpointStore(self.down_kwargs, task.meta_schema, task.name, source.source_id)
+        self.store = CheckpointStore(self.down_kwargs, task.meta_schema, task.name, source.source_id, epoch)
         # task option online-ddl: pt-osc / gh-ost shadow tables (worker.sync.online_ddl)
         self.online = None if self.mapper.online is None else OnlineDDL(
             self.mapper.online, OnlineDDLStore(self.down_kwargs, task.meta_schema, task.name, source.source_id))
@@ -165,6 +167,7 @@ class Syncer:
         self.upstream_end = UpstreamEnd(self.up_kwargs)
         self.down_kwargs = self.store.db_kwargs = resolve_tls(self.down_kwargs)
         self.store.ensure_table()
+        self.store.claim()          # fencing: a newer writer of this source makes this one stop here
         loaded = self.store.load()
         if self.online is not None:
             self.online.store.db_kwargs = self.down_kwargs
@@ -345,7 +348,7 @@ class Syncer:
         tm["plan"] = tm.get("plan", 0.0) + ta - tp
         acks = []
         kw = dict(db_kwargs=self.down_kwargs, batch=self.inst.syncer.batch, source_id=self.source.source_id,
-                  time_zone=self.time_zone, checkpoint=self.store.fq)
+                  time_zone=self.time_zone, checkpoint=self.store.fq, epoch=self.store.epoch)
         session = self._session() if parts and sum(len(p) for p in parts) > self.local_apply_rows else None
         if parts and session is None:
             # a trickle (a few rows, e.g. before a DDL): scheduling a Spark job costs more than the
@@ -353,6 +356,8 @@ class Syncer:
             # the driver, one downstream transaction per part
             try:
                 acks = [apply_changes(changes, attempt=0, **kw) for changes in parts]
+            except FencedOut:
+                raise
             except KeyCollision as e:
                 raise ReplicationKeyCollision(f"applying changes failed: KeyCollision: {e}", task=self.task.name,
                                               source=self.source.source_id, position=str(self.read_pos)) from e
@@ -367,7 +372,8 @@ class Syncer:
                 SPARK_JOBS.labels(self.task.name, self.source.source_id).inc()
             except Exception as e:
                 cause = _root_apply_error(e)
-                cls = ReplicationKeyCollision if cause.startswith("KeyCollision:") else SyncError
+                cls = ReplicationKeyCollision if cause.startswith("KeyCollision:") else \
+                    FencedOut if cause.startswith("FencedOut:") else SyncError
                 raise cls(f"applying changes failed: {cause}", task=self.task.name,
                           source=self.source.source_id, position=str(self.read_pos)) from e
             tm["apply"] = tm.get("apply", 0.0) + time.monotonic() - ta
@@ -635,6 +641,8 @@ class Syncer:
             if ev.table is not None:
                 self.store.write_ddl_intent(key_s, key_t, {"pos": ev.end.to_json(), "before": before,
                                                            "statements": decision.execute})
+            else:
+                self.store.check_fence()     # (the intent write checks it for a table's DDL)
             try:
                 run_ddls(conn, decision.execute, timestamp=ev.timestamp, ignorable=decision.ignorable,
                          task=self.task.name, source=self.source.source_id, table=ev.upstream)
@@ -693,7 +701,7 @@ def ddl_in_effect(before_sql: str | None, now_sql: str | None, statements: list[
 
 def _root_apply_error(e: BaseException) -> str:
     text = str(e)
-    for marker in ("KeyCollision:", "ApplyError:", "pymysql.err."):
+    for marker in ("KeyCollision:", "FencedOut:", "ApplyError:", "pymysql.err."):
         i = text.rfind(marker)
         if i >= 0:
             return text[i:].splitlines()[0][:500]
