@@ -61,7 +61,8 @@ MARIADBS = (
 APT_PACKAGES = {"etcd": "etcd-server", "etcdctl": "etcd-client",
                 "mariadbd": "mariadb-server", "mariadb": "mariadb-client",
                 "openssl": "openssl",   # the security tests make their own certificates
-                "pt-online-schema-change": "percona-toolkit"}   # the online-DDL tests run the real tool
+                "pt-online-schema-change": "percona-toolkit",   # the online-DDL tests run the real tool
+                "promtool": "prometheus"}   # tests/monitoring checks and unit-tests deploy/monitoring/alerts.yml
 
 
 # The private sets of tests/chaos/services.py (chaos run, recovery tests) sit at these offsets

@@ -2,6 +2,7 @@
 
 Runs a reconcile at start (so bindings are repaired on every leader change, DM pain #28), then
 whenever a worker or source record changes (etcd watch) and every few seconds as a safety net.
+The same periodic round refreshes the subtask-stage gauges (``gauges.SubtaskGauges``).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from coordinator.etcdproto import Fence, Fenced, Store
 from coordinator.obs import logger
 
 from .cluster import Cluster
+from .gauges import SubtaskGauges
 
 
 class Binder:
@@ -22,6 +24,7 @@ class Binder:
         self._watches: list[int] = []
         self._thread = threading.Thread(target=self._run, name="master-binder", daemon=True)
         self.log = logger("master.binder")
+        self.subtask_gauges = SubtaskGauges()
 
     def start(self) -> "Binder":
         rev = self.store.revision()
@@ -43,6 +46,7 @@ class Binder:
                 pass
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout=10)
+        self.subtask_gauges.clear()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -55,4 +59,8 @@ class Binder:
                 return
             except Exception as e:  # noqa: BLE001 — retry on the next round
                 self.log.warning("reconciling bindings failed; will retry", error=str(e))
+            try:
+                self.subtask_gauges.update(self.store.list_tasks().items, self.store.list_status().items)
+            except Exception as e:  # noqa: BLE001 — metrics only; the next round tries again
+                self.log.warning("refreshing subtask gauges failed", error=str(e))
             self.wake.wait(self.period)

@@ -139,6 +139,9 @@ class Locks:
     def states(self) -> list[str]:
         return [v.state for v in self.keeper.locks()]
 
+    def views(self) -> list[LockView]:
+        return self.keeper.locks()
+
     def show(self, task: str, sources: list[str]) -> tuple[list, str]:
         return [_to_pb(v) for v in self.keeper.locks(task or None, sources or None)], ""
 

@@ -16,4 +16,16 @@ BAD_RECORDS = Counter("shardmerge_master_bad_records_total", "Undecodable etcd r
 BINDINGS = Gauge("shardmerge_master_bound_sources", "Sources bound to a live worker")
 UNBOUND = Gauge("shardmerge_master_unbound_sources", "Sources with no live worker")
 
+LOCK_AGE = Gauge("shardmerge_master_lock_age_seconds",
+                 "Seconds since this leader first saw the shard DDL lock unresolved (reset by a leader change)",
+                 ["task", "lock_id"])
+LOCK_UNSYNCED = Gauge("shardmerge_master_lock_unsynced_tables",
+                      "Shard tables the lock still waits for (not yet at the joined schema)", ["task", "lock_id"])
+OLDEST_LOCK_AGE = Gauge("shardmerge_master_oldest_lock_age_seconds",
+                        "Age of the oldest unresolved shard DDL lock, 0 when there is none")
+SUBTASKS = Gauge("shardmerge_master_subtasks",
+                 "Subtasks by the stage their worker last reported (1 per task and source, leader only)",
+                 ["task", "source", "stage"])
+TRANSFERS = Counter("shardmerge_master_source_transfers_total", "transfer-source requests applied")
+
 LOCK_STATES = ("syncing", "conflict", "resolved", "error")

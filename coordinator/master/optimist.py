@@ -24,6 +24,7 @@ from coordinator.obs import logger
 
 from . import metrics
 from .cluster import RequestError
+from .gauges import LockGauges
 
 _REBUILD = object()
 _STOP = object()
@@ -36,6 +37,7 @@ class Optimist:
         self.ready = False
         self.closed = False
         self.engine = None
+        self.gauges = LockGauges()
         self._q: queue.Queue = queue.Queue()
         self._watches: list[int] = []
         self._gen = 0                      # watch generation; events of older generations are dropped
@@ -62,6 +64,7 @@ class Optimist:
         self._q.put(_STOP)
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout=10)
+        self.gauges.clear()      # a follower exports no lock series
 
     def call(self, fn, *args, timeout: float = 30.0):
         """Run ``fn(*args)`` on the coordinator thread (serialised with events); return its result."""
@@ -171,15 +174,11 @@ class Optimist:
     _gauges_at = 0.0
 
     def _update_gauges(self) -> None:
-        """Lock counts by state (at most once a second: a view walks every member table)."""
+        """Lock gauges (at most once a second: a view walks every member table)."""
         if self.engine is None or time.monotonic() - self._gauges_at < 1.0:
             return
         self._gauges_at = time.monotonic()
-        counts = dict.fromkeys(metrics.LOCK_STATES, 0)
-        for state in self.engine.states():
-            counts[state] = counts.get(state, 0) + 1
-        for s, n in counts.items():
-            metrics.LOCKS.labels(state=s).set(n)
+        self.gauges.update(self.engine.views())
 
     # ------------------------------------------------------------------ API (serialised)
     def show_locks(self, task: str, sources: list[str]):
