@@ -94,6 +94,11 @@ class MasterStub:
                 request_serializer=protos_dot_master__pb2.ListMemberRequest.SerializeToString,
                 response_deserializer=protos_dot_master__pb2.ListMemberResponse.FromString,
                 _registered_method=True)
+        self.TransferSource = channel.unary_unary(
+                '/shardmerge.v1.Master/TransferSource',
+                request_serializer=protos_dot_master__pb2.TransferSourceRequest.SerializeToString,
+                response_deserializer=protos_dot_master__pb2.CommonResponse.FromString,
+                _registered_method=True)
 
 
 class MasterServicer:
@@ -188,6 +193,14 @@ class MasterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TransferSource(self, request, context):
+        """dmctl transfer-source: bind a source to another (free, online) worker; the old worker stops
+        its subtasks with checkpoints flushed, the new one continues from the checkpoints.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MasterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -250,6 +263,11 @@ def add_MasterServicer_to_server(servicer, server):
                     servicer.ListMember,
                     request_deserializer=protos_dot_master__pb2.ListMemberRequest.FromString,
                     response_serializer=protos_dot_master__pb2.ListMemberResponse.SerializeToString,
+            ),
+            'TransferSource': grpc.unary_unary_rpc_method_handler(
+                    servicer.TransferSource,
+                    request_deserializer=protos_dot_master__pb2.TransferSourceRequest.FromString,
+                    response_serializer=protos_dot_master__pb2.CommonResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -576,6 +594,33 @@ class Master:
             '/shardmerge.v1.Master/ListMember',
             protos_dot_master__pb2.ListMemberRequest.SerializeToString,
             protos_dot_master__pb2.ListMemberResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TransferSource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shardmerge.v1.Master/TransferSource',
+            protos_dot_master__pb2.TransferSourceRequest.SerializeToString,
+            protos_dot_master__pb2.CommonResponse.FromString,
             options,
             channel_credentials,
             insecure,

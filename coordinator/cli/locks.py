@@ -10,6 +10,11 @@ Forms (dmctl names; ``show-ddl-locks`` / ``unlock-ddl-lock`` are the legacy alia
 --force-remove first compares the lock's schema with the downstream table and refuses when they
 differ (listing the DDLs that would reconcile them) or the downstream cannot be read; --no-check
 removes the lock anyway.  A refused or unapplied command exits 1.
+
+The JSON has dmctl's fields (``ID``, ``task``, ``mode``, ``owner``, ``DDLs``, ``synced``,
+``unsynced``; ``owner``/``DDLs`` are the first conflicting table's, as DM fills them) plus ``owners``:
+every table that sent the lock a DDL, with its DDLs and where it stands (DM repeats the lock once
+per conflicting owner instead).
 """
 from __future__ import annotations
 
@@ -27,7 +32,9 @@ def lock_doc(lk) -> dict:
     return {"ID": lk.ID, "task": lk.task, "mode": lk.mode or "optimistic", "owner": lk.owner,
             "DDLs": list(lk.DDLs), "synced": list(lk.synced), "unsynced": list(lk.unsynced),
             "state": lk.state, "error": lk.error,
-            "waiting": [{"table": w.table, "waitingFor": w.waiting_for} for w in lk.waiting]}
+            "waiting": [{"table": w.table, "waitingFor": w.waiting_for} for w in lk.waiting],
+            "owners": [{"owner": o.owner, "DDLs": list(o.DDLs), "state": o.state, "waitingFor": o.waiting_for}
+                       for o in lk.owners]}
 
 
 def _locks_table(doc: dict) -> str:
@@ -35,16 +42,20 @@ def _locks_table(doc: dict) -> str:
         return f"FAILED: {doc['msg']}"
     if not doc.get("locks"):
         return doc.get("msg") or "no DDL lock exists"
-    rows, details = [], []
+    rows, details, owners = [], [], []
     for lk in doc["locks"]:
         n = len(lk["synced"]) + len(lk["unsynced"])
         rows.append([lk["ID"], lk["state"] or "-", lk["owner"] or "-", f"{len(lk['synced'])}/{n}",
                      "; ".join(lk["DDLs"]) or "-"])
+        for o in lk["owners"]:
+            owners.append([lk["ID"], o["owner"], o["state"], "; ".join(o["DDLs"]) or "-"])
         for w in lk["waiting"]:
             details.append(f"  {lk['ID']}  {w['table']}: {w['waitingFor']}")
         if lk["error"]:
             details.append(f"  {lk['ID']}  error: {lk['error']}")
     out = render_table(["LOCK ID", "STATE", "OWNER", "SYNCED", "DDLS"], rows)
+    if owners:
+        out += "\nowners:\n" + render_table(["LOCK ID", "OWNER", "STATE", "DDLS"], owners)
     if details:
         out += "\nwaiting:\n" + "\n".join(details)
     if doc.get("msg"):

@@ -14,8 +14,8 @@ The master persists every LockChange with ``coordinator.etcdproto.Store`` (fence
 ``keeper.drop_lock(key)`` after ``Store.remove_lock`` succeeded for a resolved/empty lock.
 """
 from .errors import BadAction, LockError, LockNotFound, TableNotInLock, UnlockRefused
-from .keeper import LockKeeper, LockView, LockChange, Rebuilt
+from .keeper import LockKeeper, LockOwner, LockView, LockChange, Rebuilt
 from .lock import Answer, Lock, Member
 
 __all__ = ["BadAction", "LockError", "LockNotFound", "TableNotInLock", "UnlockRefused",
-           "LockKeeper", "LockView", "LockChange", "Rebuilt", "Answer", "Lock", "Member"]
+           "LockKeeper", "LockOwner", "LockView", "LockChange", "Rebuilt", "Answer", "Lock", "Member"]

@@ -42,6 +42,22 @@ class LockChange:
 
 
 @dataclass
+class LockOwner:
+    """One table of a lock that sent it a DDL (an Info): dmctl's lock ``owner``.  DM names only
+    the conflicting ones; every one is listed here with where its DDL stands: ``conflict``
+    (detected, held at the DDL), ``held`` (skip-and-wait), ``error``, ``executing`` (its Operation
+    is not marked done yet), ``redirected`` (replaying a skipped DDL) or ``done`` (executed or
+    skipped; the table goes on while the lock waits for the others)."""
+    table: str
+    DDLs: list[str]
+    state: str
+    waiting_for: str = ""
+
+    def to_dict(self) -> dict:
+        return {"owner": self.table, "DDLs": self.DDLs, "state": self.state, "waitingFor": self.waiting_for}
+
+
+@dataclass
 class LockView:
     """One lock as show-ddl-locks prints it; ``waiting`` explains every unfinished table."""
     ID: str
@@ -54,13 +70,13 @@ class LockView:
     state: str                   # syncing | conflict | resolved | error
     error: str
     waiting: list[tuple[str, str]]
-    owners: list[str] = field(default_factory=list)
+    owners: list[LockOwner] = field(default_factory=list)   # every table that sent a DDL
     joined: str = ""             # CREATE TABLE of the joined schema ("" if none)
 
     def to_dict(self) -> dict:
         return {"ID": self.ID, "task": self.task, "mode": self.mode, "owner": self.owner,
                 "DDLs": self.DDLs, "synced": self.synced, "unsynced": self.unsynced,
-                "state": self.state, "error": self.error, "owners": self.owners,
+                "state": self.state, "error": self.error, "owners": [o.to_dict() for o in self.owners],
                 "waiting": [{"table": t, "reason": r} for t, r in self.waiting], "joined": self.joined}
 
 
@@ -564,8 +580,30 @@ class LockKeeper:
         return LockView(ID=lock.id, task=lock.key.task, mode="optimistic", owner=owners[0] if owners else "",
                         DDLs=owner_ddls, synced=sorted(str(t) for t, r in ready.items() if r),
                         unsynced=sorted(str(t) for t, r in ready.items() if not r), state=state,
-                        error="; ".join(errs), waiting=waiting, owners=owners,
+                        error="; ".join(errs), waiting=waiting, owners=self._owners(lock, dict(waiting)),
                         joined=j.to_create_sql((lock.key.down_schema, lock.key.down_table)) if j and j.columns else "")
+
+    @staticmethod
+    def _owners(lock: Lock, waits: dict[str, str]) -> list[LockOwner]:
+        out = []
+        for t, m in sorted(lock.members.items(), key=lambda x: str(x[0])):
+            a = m.answer
+            if a is None:
+                continue
+            if m.error or a.stage is Stage.ERROR:
+                state = "error"
+            elif a.stage is Stage.DETECTED:
+                state = "conflict"
+            elif a.stage is Stage.SKIP_AND_WAIT:
+                state = "held"
+            elif a.stage is Stage.RESOLVED:
+                state = "redirected"
+            elif not m.done:
+                state = "executing"
+            else:
+                state = "done"
+            out.append(LockOwner(str(t), list(a.info.ddls), state, waits.get(str(t), "")))
+        return out
 
     # ------------------------------------------------------------------ rebuild
     @classmethod

@@ -247,4 +247,6 @@ class Locks:
 def _to_pb(v: LockView) -> pb.DDLLock:
     return pb.DDLLock(ID=v.ID, task=v.task, mode=v.mode, owner=v.owner, DDLs=v.DDLs, synced=v.synced,
                       unsynced=v.unsynced, state=v.state, error=v.error,
-                      waiting=[pb.TableWait(table=t, waiting_for=r) for t, r in v.waiting])
+                      waiting=[pb.TableWait(table=t, waiting_for=r) for t, r in v.waiting],
+                      owners=[pb.LockOwner(owner=o.table, DDLs=o.DDLs, state=o.state, waiting_for=o.waiting_for)
+                              for o in v.owners])

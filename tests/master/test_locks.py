@@ -260,3 +260,30 @@ def test_lost_watch_rebuilds_and_keeps_answering(store):
     finally:
         opt.close()
         store.resign(fence)
+
+
+def test_show_ddl_locks_lists_every_owner_with_its_ddls_and_state(leader, store, capsys):
+    """dmctl's owner/DDLs name the conflicting table; ``owners`` lists every table that sent the
+    lock a DDL: A executing its ADD COLUMN, then done; B held at its conflicting one."""
+    publish_tables(store, A, B)
+    _, ra = send(store, A, ADD_C)
+    op = answer(store, A, ra)
+    lk = show(capsys, leader, "t1")[1]["locks"][0]
+    assert lk["owner"] == "" and lk["DDLs"] == []
+    (oa,) = lk["owners"]
+    assert (oa["owner"], oa["DDLs"], oa["state"]) == ("s1-`shop_01`.`orders_01`", [ADD_C], "executing")
+    assert "mark it done" in oa["waitingFor"]
+
+    store.mark_done(op)
+    _, rb = send(store, B, CONFLICT_B)
+    assert answer(store, B, rb).stage is Stage.DETECTED
+    lk = show(capsys, leader, "t1")[1]["locks"][0]
+    assert lk["owner"] == "s2-`shop_02`.`orders_01`" and lk["DDLs"] == [CONFLICT_B]      # dmctl's fields kept
+    got = {o["owner"]: (o["DDLs"], o["state"]) for o in lk["owners"]}
+    assert got == {"s1-`shop_01`.`orders_01`": ([ADD_C], "done"),
+                   "s2-`shop_02`.`orders_01`": ([CONFLICT_B], "conflict")}
+    assert "shard-ddl-lock unlock" in next(o["waitingFor"] for o in lk["owners"] if o["state"] == "conflict")
+    rc, out, _ = run_cli(capsys, leader, "shard-ddl-lock", "t1", fmt="table")
+    assert rc == 0 and "owners:" in out
+    assert any("s2-`shop_02`.`orders_01`" in line and "conflict" in line and "VARCHAR(10)" in line
+               for line in out.split("owners:")[1].splitlines())

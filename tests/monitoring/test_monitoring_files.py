@@ -18,7 +18,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
 from prometheus_client import REGISTRY
 
