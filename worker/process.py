@@ -548,7 +548,9 @@ class WorkerProcess:
         """Make the running subtasks match bindings + tasks in etcd."""
         if not self.registered:
             return
-        bound = {b.source for b in self.store.list_bindings().items if b.worker == self.name}
+        bindings = self.store.list_bindings().items
+        bound = {b.source for b in bindings if b.worker == self.name}
+        elsewhere = {b.source for b in bindings if b.worker != self.name}
         tasks = {t.task: t for t in self.store.list_tasks().items}
         want, paused = {}, {}
         for t in tasks.values():
@@ -573,6 +575,10 @@ class WorkerProcess:
                 restarted.add(key)
             elif key in paused:
                 final, why = "paused", "task paused (pause-task)"
+            elif key[1] in elsewhere:
+                # transfer-source or a re-binding: the new worker owns the status key now; a late
+                # "Stopped" from here would overwrite what it reports
+                final, why = None, "source bound to another worker (transfer-source or re-binding)"
             elif key[0] in tasks:
                 final, why = "stopped", "binding moved or source removed from the task"
             else:

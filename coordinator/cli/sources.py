@@ -1,11 +1,12 @@
-"""``shardctl operate-source | get-config | config | list-member``: sources and cluster members."""
+"""``shardctl operate-source | transfer-source | get-config | config | list-member``: sources and
+cluster members."""
 from __future__ import annotations
 
 import os
 
 import yaml
 
-from coordinator.cli.common import CLIError, add_sources_flag, call, emit, render_table
+from coordinator.cli.common import CLIError, add_sources_flag, call, common, common_table, emit, render_table
 from protos import master_pb2 as pb
 
 
@@ -52,6 +53,18 @@ def operate_source(args) -> int:
     return emit(args, doc, table)
 
 
+def transfer_source(args) -> int:
+    """dmctl transfer-source: bind SOURCE to the free, online WORKER (exit 0 only if it moved)."""
+    for what, v in (("SOURCE", args.source_id), ("WORKER", args.worker)):
+        if not v.strip():
+            raise CLIError(f"transfer-source: {what} is empty; usage: transfer-source SOURCE WORKER")
+    try:
+        resp = call(args, "TransferSource", pb.TransferSourceRequest(source=args.source_id, worker=args.worker))
+    except CLIError as e:
+        raise CLIError(f"can not transfer source {args.source_id} to worker {args.worker}: {e}") from None
+    return emit(args, common(resp), common_table)
+
+
 def get_config(args) -> int:
     resp = call(args, "GetConfig", pb.GetConfigRequest(type=args.type, name=args.name))
     doc = {"result": resp.result, "msg": resp.msg, "cfg": resp.cfg}
@@ -74,6 +87,10 @@ def register(sub) -> None:
     p.add_argument("op", choices=["create", "stop", "show"])
     p.add_argument("items", nargs="*", metavar="SOURCE.yaml|SOURCE-ID")
     p.set_defaults(func=operate_source)
+    p = sub.add_parser("transfer-source", help="bind a source to another (free, online) worker, like dmctl")
+    p.add_argument("source_id", metavar="SOURCE")
+    p.add_argument("worker", metavar="WORKER")
+    p.set_defaults(func=transfer_source)
     for name in ("config", "get-config"):
         p = sub.add_parser(name, help="show the stored config of a task or source (passwords masked)")
         p.add_argument("type", choices=["task", "source"])

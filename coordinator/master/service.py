@@ -21,6 +21,7 @@ from protos import master_pb2 as pb, master_pb2_grpc as pbg
 from .cluster import Cluster, RequestError
 from .election import Election
 from .optimist import Optimist
+from .transfer import transfer_source
 
 
 class ServedNode(Protocol):
@@ -219,6 +220,12 @@ class MasterService(pbg.MasterServicer):
             return pb.OperateSourceResponse(result=out.ok, msg=out.msg, sources=[
                 pb.SourceInfo(source=s, result=ok, msg=m) for s, ok, m in out.per_source])
         return self._leader_call("OperateSource", request, context, pb.OperateSourceResponse, run)
+
+    def TransferSource(self, request, context):  # noqa: N802
+        def run(fence):
+            out = transfer_source(self.node.cluster, fence, request.source, request.worker)
+            return _common(out)
+        return self._leader_call("TransferSource", request, context, pb.CommonResponse, run)
 
     def GetConfig(self, request, context):  # noqa: N802
         return self._read("GetConfig", pb.GetConfigResponse, lambda: pb.GetConfigResponse(
