@@ -77,7 +77,7 @@ def series(metrics: dict[str, float], name: str, **labels: str) -> dict[str, flo
 def test_master_metrics_show_a_held_lock_and_a_subtask_in_error(ops_cluster, source1_db, downstream_db, tmp_path):
     c = ops_cluster
     sc = Scenario(c, {"s1": source1_db}, downstream_db, tmp_path, shards=TWO, rows=5)
-    master = c.master_metrics = f"127.0.0.1:{c.mmetrics}"
+    master = f"127.0.0.1:{c.mmetrics}"
     try:
         sc.start()
         sc.wait_equal()
@@ -94,10 +94,12 @@ def test_master_metrics_show_a_held_lock_and_a_subtask_in_error(ops_cluster, sou
         (owner,) = lk["owners"]
         assert owner["owner"] == f"s1-`{source1_db.name}`.`orders_01`" and "ADD COLUMN" in owner["DDLs"][0]
         assert lk["unsynced"] == [f"s1-`{source1_db.name}`.`orders_02`"]
-        time.sleep(2.5)        # the lock ages: its age gauge must be past 2 s
+        # the lock ages (the gauges are refreshed about once a second)
+        c.wait(lambda: any(v >= 2.0 for v in series(scrape(master), "shardmerge_master_lock_age_seconds",
+                                                    task=sc.name, lock_id=lock_id).values()), 30, "lock age >= 2 s")
         m = scrape(master)
         (age,) = series(m, "shardmerge_master_lock_age_seconds", task=sc.name, lock_id=lock_id).values()
-        assert age >= 2.0
+        assert age >= 2.0 and lock_id in c.ctl("show-ddl-locks", sc.name)[1]["locks"][0]["ID"]
         assert list(series(m, "shardmerge_master_lock_unsynced_tables", lock_id=lock_id).values()) == [1.0]
         assert series(m, "shardmerge_master_oldest_lock_age_seconds")["shardmerge_master_oldest_lock_age_seconds"] >= 2.0
         assert m['shardmerge_master_locks{state="syncing"}'] >= 1.0
