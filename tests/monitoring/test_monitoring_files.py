@@ -116,6 +116,49 @@ def test_every_metric_in_rules_and_dashboard_is_exported_by_the_code():
     assert not missing, f"metrics used but not exported by the code: {missing}"
 
 
+SELECTOR = re.compile(r"\b(shardmerge_[a-z0-9_]+)\{([^}]*)\}")
+GROUPING = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)\s*\(\s*(?:[a-z_]+\()*(shardmerge_[a-z0-9_]+)")
+EXTERNAL = {"instance", "job", "le"}       # added by Prometheus at scrape time / histogram buckets
+
+
+def label_names() -> dict[str, set[str]]:
+    """{series name: the label names the code gives it}."""
+    exported_series()
+    out: dict[str, set[str]] = {}
+    for fam in REGISTRY.collect():
+        coll = REGISTRY._names_to_collectors.get(fam.name) or REGISTRY._names_to_collectors.get(fam.name + "_total")
+        names = set(getattr(coll, "_labelnames", ()))
+        for suffix in SUFFIXES.get(fam.type, ("",)):
+            out[fam.name + suffix] = names
+    return out
+
+
+def labels_used(expr: str) -> list[tuple[str, str]]:
+    """(metric, label) pairs of ``metric{label=...}`` selectors and ``by (label) (f(metric...``."""
+    pairs = []
+    for name, body in SELECTOR.findall(expr):
+        pairs += [(name, m) for m in re.findall(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)", body)]
+    for labels, name in GROUPING.findall(expr):
+        pairs += [(name, x.strip()) for x in labels.split(",") if x.strip()]
+    return pairs
+
+
+def test_every_label_in_rules_and_dashboard_is_a_label_of_its_metric():
+    known = label_names()
+    exprs = [(f"alert {r['alert']}", r["expr"]) for r in rules()] + [(f"panel {t!r}", e) for t, e in dashboard_exprs()]
+    bad = [(where, m, lab) for where, e in exprs for m, lab in labels_used(e)
+           if lab not in EXTERNAL and lab not in known.get(m, set())]
+    assert not bad, f"labels the metrics do not have: {bad}"
+
+
+def test_the_label_check_catches_an_unknown_label():
+    known = label_names()
+    pairs = labels_used('sum by (task, op) (increase(shardmerge_worker_binlog_skips_total{task=~"$task"}[5m]))')
+    assert ("shardmerge_worker_binlog_skips_total", "op") in pairs
+    assert "op" not in known["shardmerge_worker_binlog_skips_total"]
+    assert known["shardmerge_worker_binlog_skips_total"] == {"task", "source"}
+
+
 def test_the_name_check_catches_an_unknown_metric():
     assert "shardmerge_worker_lag_second" not in exported_series()
     assert METRIC_NAME.findall("max(shardmerge_worker_lag_second{a='b'}) > 1") == ["shardmerge_worker_lag_second"]
