@@ -131,6 +131,8 @@ class Subtask:
         self.stop_event.set()
         if self.thread.is_alive() and threading.current_thread() is not self.thread:
             self.thread.join(timeout)
+        if self.thread.ident is not None and not self.thread.is_alive():
+            self._drop_gauges()          # also for a thread that had returned stopped in Error
         if final == "paused" and self.thread.ident is not None and not self.thread.is_alive():
             # a thread that had stopped in Error returned without a final status: write it here
             # (for one that just ended it is a second, identical write)
@@ -184,7 +186,17 @@ class Subtask:
                     break
                 backoff = min(backoff * 2, 10.0 if waiting else 60.0)
         self.streaming = False
+        self._drop_gauges()
         self._write_final_status()
+
+    def _drop_gauges(self) -> None:
+        """A stopped subtask (paused, transferred, task removed) exports no lag: a frozen value
+        would keep a lag alert firing for a subtask that no longer runs here."""
+        for g in (LAG_SECONDS, EVENTS_BEHIND):
+            try:
+                g.remove(*self.key)
+            except KeyError:
+                pass
 
     def _refusing(self, e: BaseException) -> str:
         """After a failure: "downstream H:P refuses writes (...)" when the downstream is read-only

@@ -186,6 +186,9 @@ def test_transfer_source_moves_a_replicating_source_to_a_free_worker(ops_cluster
         assert "source bound to another worker" in old_log
         assert "KeyCollision" not in old_log
         assert scrape(f"127.0.0.1:{c.mmetrics}")["shardmerge_master_source_transfers_total"] == 1.0
+        # lag is exported by the worker that runs the subtask now, no frozen series on the old one
+        assert series(scrape(c.worker_metrics["spare"]), "shardmerge_worker_lag_seconds", task=sc.name, source="s1")
+        assert not series(scrape(c.worker_metrics["s1"]), "shardmerge_worker_lag_seconds", task=sc.name)
         sc.stop()
     finally:
         sc.stop_writers()
