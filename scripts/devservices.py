@@ -61,7 +61,8 @@ MARIADBS = (
 APT_PACKAGES = {"etcd": "etcd-server", "etcdctl": "etcd-client",
                 "mariadbd": "mariadb-server", "mariadb": "mariadb-client",
                 "openssl": "openssl",   # the security tests make their own certificates
-                "pt-online-schema-change": "percona-toolkit"}   # the online-DDL tests run the real tool
+                "pt-online-schema-change": "percona-toolkit",   # the online-DDL tests run the real tool
+                "chromium": "chromium", "chromedriver": "chromium-driver"}   # the web page test drives a real browser
 
 
 # The private sets of tests/chaos/services.py (chaos run, recovery tests) sit at these offsets
