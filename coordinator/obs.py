@@ -24,7 +24,7 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, component, message, then context fields."""
 
     def format(self, record: logging.LogRecord) -> str:
-        out = {"ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        out: dict[str, object] = {"ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
                + f".{int(record.msecs):03d}Z", "level": record.levelname.lower(),
                "component": record.name, "msg": record.getMessage()}
         for k, v in vars(record).items():

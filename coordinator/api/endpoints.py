@@ -6,7 +6,7 @@ endpoint, and returns (status, JSON document).  A refused command comes back fro
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import yaml
 
@@ -15,7 +15,7 @@ from protos import master_pb2 as pb
 from . import shapes
 from .request import ApiError, Request, _text
 
-Call = Callable[[str, object], object]
+Call = Callable[[str, Any], Any]   # (gRPC method name, request) -> its response message
 
 SOURCE_FIELDS = {"source_name": "name", "host": "name", "port": "int", "user": "name", "password": "str",
                  "enable_gtid": "bool", "enable": "bool", "flavor": "name", "security": "object"}

@@ -62,11 +62,11 @@ def tasks(rows, with_status: bool) -> list[dict]:
 def source(info, cfg_yaml: str, with_status: bool) -> dict:
     """DM's ``Source`` from ``operate-source show`` and the stored (masked) source YAML."""
     try:
-        cfg = yaml.safe_load(cfg_yaml) if cfg_yaml else {}
+        loaded = yaml.safe_load(cfg_yaml) if cfg_yaml else {}
     except yaml.YAMLError:
-        cfg = {}
-    cfg = cfg if isinstance(cfg, dict) else {}
-    frm = cfg.get("from") if isinstance(cfg.get("from"), dict) else {}
+        loaded = {}
+    cfg: dict = loaded if isinstance(loaded, dict) else {}
+    frm: dict = cfg["from"] if isinstance(cfg.get("from"), dict) else {}
     d = {"source_name": info.source, "host": frm.get("host", ""), "port": frm.get("port", 0),
          "user": frm.get("user", ""), "enable_gtid": bool(cfg.get("enable-gtid", False)), "enable": True,
          "flavor": cfg.get("flavor", "")}
