@@ -13,7 +13,7 @@ import yaml
 from protos import master_pb2 as pb
 
 from . import shapes
-from .request import ApiError, Request, _text
+from .request import ApiError, Request, _text, check_object
 
 Call = Callable[[str, Any], Any]   # (gRPC method name, request) -> its response message
 
@@ -78,7 +78,6 @@ def _source_yaml(src: dict, where: str) -> str:
     frm: dict = {"host": src["host"], "port": port, "user": src["user"], "password": src.get("password") or ""}
     sec = src.get("security")
     if sec:
-        from .request import check_object
         check_object(sec, {k: ("[name]" if k == "cert_allowed_cn" else "str") for k in SECURITY_KEYS}, (),
                      f"field security of {where}")
         frm["security"] = {SECURITY_KEYS[k]: v for k, v in sec.items() if v not in (None, "", [])}
@@ -95,7 +94,6 @@ def create_source(req: Request, call: Call):
         raise ApiError(400, f"{where} needs exactly one of source (DM's Source object) or source_yaml "
                             "(the source YAML file's text)")
     if "source" in body:
-        from .request import check_object
         src = check_object(body["source"], SOURCE_FIELDS, ("source_name", "host", "port", "user"),
                            f"field source of {where}")
         text = _source_yaml(src, f"field source of {where}")

@@ -7,6 +7,7 @@ from concurrent import futures
 
 import grpc
 
+from coordinator.api.app import ApiApp
 from coordinator.errors import ConfigError
 from coordinator.etcd_client import connect
 from coordinator.etcdproto import DEFAULT_PREFIX, Fence, Store
@@ -76,7 +77,6 @@ class MasterNode:
     def start(self) -> "MasterNode":
         if self.metrics_addr:
             h, _, p = self.metrics_addr.rpartition(":")
-            from coordinator.api.app import ApiApp
             self.obs = ObsServer(h or "127.0.0.1", int(p), ready=self.ready, app=ApiApp(self.local_addr, self.name),
                                  ssl_context=self.http_tls).start()
         self.server.start()
