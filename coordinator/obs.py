@@ -143,8 +143,10 @@ class ObsServer:
             def do_PATCH(self):  # noqa: N802
                 self._app("PATCH")
 
-            def do_HEAD(self):  # noqa: N802
-                self._send(405, b"HEAD is not supported; use GET\n")
+            def do_HEAD(self):  # noqa: N802 — a HEAD answer carries no body
+                self.send_response(405)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
 
             def do_OPTIONS(self):  # noqa: N802
                 self._send(405, b"OPTIONS is not supported\n")

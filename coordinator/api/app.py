@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import traceback
 from pathlib import Path
 from typing import Callable
@@ -88,7 +87,6 @@ class ApiApp:
                                 f"{code.name}: {e.details()}") from None
 
     def handle(self, method: str, target: str, headers, body: bytes) -> tuple[int, bytes, str, dict]:
-        started = time.monotonic()
         parts = urlsplit(target)
         path = parts.path.rstrip("/") or "/"
         route = "unmatched"
@@ -96,13 +94,13 @@ class ApiApp:
             if path in ("/", "/index.html"):
                 route = "/"
                 if method != "GET":
-                    raise ApiError(405, f"{method} {path} is not supported; the page is GET /", )
-                return self._done(method, route, 200, self.page, "text/html; charset=utf-8", started)
+                    raise ApiError(405, f"{method} {path} is not supported; the page is GET /")
+                return self._done(method, route, 200, self.page, "text/html; charset=utf-8")
             if path == "/api/v1/openapi.json":
                 route = path
                 if method != "GET":
                     raise ApiError(405, f"{method} {path} is not supported; use GET")
-                return self._done(method, route, 200, self.spec, JSON, started)
+                return self._done(method, route, 200, self.spec, JSON)
             handler, req, allowed = self._match(method, path, parts.query, headers, body)
             if handler is None or req is None:
                 if allowed:
@@ -121,7 +119,7 @@ class ApiApp:
         if method != "GET" or status >= 500:
             self.log.info("api request", method=method, route=route, code=status,
                           error=doc.get("error_msg", "") if status >= 400 else "")
-        return self._done(method, route, status, out, JSON, started)
+        return self._done(method, route, status, out, JSON)
 
     def _match(self, method: str, path: str, query: str, headers, body: bytes):
         allowed = []
@@ -137,6 +135,6 @@ class ApiApp:
         return None, None, allowed
 
     @staticmethod
-    def _done(method, route, status, body, ctype, started):
+    def _done(method, route, status, body, ctype):
         REQUESTS.labels(method, route, str(status)).inc()
         return status, body, ctype, {"Cache-Control": "no-store"}

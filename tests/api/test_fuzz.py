@@ -7,6 +7,7 @@ operation's strategy drives a plain hypothesis test here."""
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 import schemathesis
@@ -34,7 +35,7 @@ def _cases() -> list:
 @pytest.fixture(scope="module")
 def fuzz_master(services, etcd_client, tmp_path_factory):
     from tests.master.conftest import MasterProc
-    prefix = "/shardmerge-test/api-fuzz/"
+    prefix = f"/shardmerge-test/api-fuzz-{uuid.uuid4().hex[:8]}/"
     etcd_client.delete_prefix(prefix)
     m = MasterProc(services.etcd, prefix, ttl=3, name="api-fuzz", log_dir=tmp_path_factory.mktemp("fuzz"))
     m.start().wait_ready(30)

@@ -3,6 +3,7 @@ writes to the leader, the served spec, HTTPS."""
 from __future__ import annotations
 
 import json
+import uuid
 import ssl
 import subprocess
 import urllib.error
@@ -145,7 +146,8 @@ def _cert(tmp: Path) -> tuple[str, str]:
 def test_https_when_given_a_certificate(services, tmp_path, etcd_client):
     from tests.master.conftest import MasterProc
     crt, key = _cert(tmp_path)
-    m = MasterProc(services.etcd, "/shardmerge-test/api-tls/", ttl=3, name="api-tls", log_dir=tmp_path)
+    prefix = f"/shardmerge-test/api-tls-{uuid.uuid4().hex[:8]}/"
+    m = MasterProc(services.etcd, prefix, ttl=3, name="api-tls", log_dir=tmp_path)
     m.args += ["--http-cert", crt, "--http-key", key]
     m.start()
     try:
@@ -157,7 +159,7 @@ def test_https_when_given_a_certificate(services, tmp_path, etcd_client):
             urllib.request.urlopen(f"http://127.0.0.1:{m.mport}/api/v1/tasks", timeout=5).read()
     finally:
         m.kill()
-        etcd_client.delete_prefix("/shardmerge-test/api-tls/")
+        etcd_client.delete_prefix(prefix)
     # half a certificate: the master refuses to start and names the flag
     bad = subprocess.run(m.args[:-4] + ["--http-cert", crt], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and "--http-key" in bad.stderr, bad.stderr
