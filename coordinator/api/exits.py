@@ -43,6 +43,8 @@ def table_exits(lock_id: str, task: str, table: str, waiting_for: str) -> list[s
     if stage in ("conflict", "skip-and-wait", "error"):
         return [_q(*unlock, "--action", "skip"), _q(*unlock, "--action", "exec"),
                 _q("shardctl", "binlog", "skip", task, "-s", source)]
+    if waiting_for.startswith("the tables' schemas cannot be joined"):
+        return []              # held by another table's conflict: that table's exits apply
     if stage == "waiting":     # the other tables went ahead; this one has not made the change yet
         return [_q("shardctl", "shard-ddl-lock", "remove-table", lock_id, "-s", source, "-d", schema, "-t", name)]
     return []                  # the worker is acting on an answer: nothing to do but wait

@@ -33,6 +33,8 @@ def test_exits_by_stage_are_runnable_command_lines():
     assert exits.table_exits(LOCK, "t1", t, "has not added column `c` yet (other tables have it)") == [
         "shardctl shard-ddl-lock remove-table 't1-`shop`.`orders`' -s s2 -d shop_02 -t orders_1"]
     assert exits.table_exits(LOCK, "t1", t, "waiting for the worker to execute its Operation and mark it done") == []
+    held = "the tables' schemas cannot be joined (a conflict is pending)"
+    assert exits.table_stage(held) == "waiting" and exits.table_exits(LOCK, "t1", t, held) == []
     assert exits.table_stage("redirected: waiting for the worker to replay its skipped DDL") == "redirected"
     assert exits.table_exits(LOCK, "t1", "not a member text", "conflict: x") == ["shardctl shard-ddl-lock t1"]
     assert exits.lock_exits(LOCK) == ["shardctl shard-ddl-lock unlock 't1-`shop`.`orders`' --force-remove"]
