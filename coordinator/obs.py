@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import logging
+import ssl
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
+from typing import Callable, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
@@ -23,7 +24,7 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, component, message, then context fields."""
 
     def format(self, record: logging.LogRecord) -> str:
-        out = {"ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        out: dict[str, object] = {"ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
                + f".{int(record.msecs):03d}Z", "level": record.levelname.lower(),
                "component": record.name, "msg": record.getMessage()}
         for k, v in vars(record).items():
@@ -70,16 +71,52 @@ def logger(component: str, **ctx) -> ContextLogger:
     return ContextLogger(logging.getLogger(f"shardmerge.{component}"), ctx)
 
 
+class HttpApp(Protocol):
+    """Extra routes an ``ObsServer`` serves beside its own (the master's HTTP API and page)."""
+
+    def handle(self, method: str, path: str, headers, body: bytes) -> tuple[int, bytes, str, dict]:
+        """(status, body, content type, extra headers) of one request."""
+        ...
+
+
+MAX_BODY = 8 << 20   # a task or source config is a few KB; anything this big is a mistake
+
+
+class _Server(ThreadingHTTPServer):
+    """TLS, when configured, is set up in the request's own thread (a client that connects and
+    never finishes its handshake must not stall the accept loop)."""
+    daemon_threads = True
+    ssl_context: ssl.SSLContext | None = None
+
+    def finish_request(self, request, client_address):
+        if self.ssl_context is not None:
+            request.settimeout(30)
+            try:
+                tls = self.ssl_context.wrap_socket(request, server_side=True)
+            except (OSError, ssl.SSLError):
+                return                  # not TLS, or a failed handshake: nothing to answer
+            try:
+                super().finish_request(tls, client_address)
+            finally:
+                tls.close()
+            return
+        super().finish_request(request, client_address)
+
+
 class ObsServer:
     """Serves /metrics (Prometheus text), /healthz (process alive) and /readyz (``ready()``
-    returns (ok, reason)) on a background thread."""
+    returns (ok, reason)) on a background thread; every other request goes to ``app`` when one
+    is given (404 otherwise).  With ``ssl_context`` the port speaks HTTPS only."""
 
     def __init__(self, host: str, port: int, ready: Callable[[], tuple[bool, str]] | None = None,
-                 registry=REGISTRY):
+                 registry=REGISTRY, app: HttpApp | None = None, ssl_context: ssl.SSLContext | None = None):
         self.ready = ready or (lambda: (True, "ok"))
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = 30            # a client that stops sending mid-request frees its thread
+            protocol_version = "HTTP/1.1"
+
             def do_GET(self):  # noqa: N802 (http.server API)
                 if self.path.startswith("/metrics"):
                     self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
@@ -92,19 +129,67 @@ class ObsServer:
                         ok, reason = False, f"readiness check failed: {e}"
                     self._send(200 if ok else 503, (reason + "\n").encode())
                 else:
-                    self._send(404, b"not found\n")
+                    self._app("GET")
 
-            def _send(self, code, body, ctype="text/plain; charset=utf-8"):
+            def do_POST(self):  # noqa: N802
+                self._app("POST")
+
+            def do_PUT(self):  # noqa: N802
+                self._app("PUT")
+
+            def do_DELETE(self):  # noqa: N802
+                self._app("DELETE")
+
+            def do_PATCH(self):  # noqa: N802
+                self._app("PATCH")
+
+            def do_HEAD(self):  # noqa: N802 — a HEAD answer carries no body
+                self.send_response(405)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def do_OPTIONS(self):  # noqa: N802
+                self._send(405, b"OPTIONS is not supported\n")
+
+            def _app(self, method: str) -> None:
+                if app is None:
+                    self._send(404, b"not found\n")
+                    return
+                if self.headers.get("Transfer-Encoding"):
+                    self.close_connection = True
+                    self._send(411, b"send the body with a Content-Length header (no chunked encoding)\n")
+                    return
+                raw = self.headers.get("Content-Length") or "0"
+                try:
+                    length = int(raw)
+                    if length < 0:
+                        raise ValueError(raw)
+                except ValueError:
+                    self.close_connection = True
+                    self._send(400, f"Content-Length {raw!r} is not a byte count\n".encode())
+                    return
+                if length > MAX_BODY:
+                    self.close_connection = True
+                    self._send(413, f"request body of {length} bytes is over the {MAX_BODY}-byte limit\n".encode())
+                    return
+                body = self.rfile.read(length) if length else b""
+                code, out, ctype, extra = app.handle(method, self.path, self.headers, body)
+                self._send(code, out, ctype, extra)
+
+            def _send(self, code, body, ctype="text/plain; charset=utf-8", extra=None):
                 self.send_response(code)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
+                for k, v in (extra or {}).items():
+                    self.send_header(k, v)
                 self.end_headers()
                 self.wfile.write(body)
 
             def log_message(self, *a):  # keep probes out of the structured log
                 pass
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd = _Server((host, port), Handler)
+        self.httpd.ssl_context = ssl_context
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="obs-http", daemon=True)
 

@@ -62,7 +62,8 @@ APT_PACKAGES = {"etcd": "etcd-server", "etcdctl": "etcd-client",
                 "mariadbd": "mariadb-server", "mariadb": "mariadb-client",
                 "openssl": "openssl",   # the security tests make their own certificates
                 "pt-online-schema-change": "percona-toolkit",   # the online-DDL tests run the real tool
-                "promtool": "prometheus"}   # tests/monitoring checks and unit-tests deploy/monitoring/alerts.yml
+                "promtool": "prometheus",   # tests/monitoring checks and unit-tests deploy/monitoring/alerts.yml
+                "chromium": "chromium", "chromedriver": "chromium-driver"}   # the web page test drives a real browser
 
 
 # The private sets of tests/chaos/services.py (chaos run, recovery tests) sit at these offsets

@@ -16,7 +16,8 @@ def run(args) -> int:
     set_default_security(security_from_args(args))
     try:
         node = MasterNode(args.etcd, args.listen, advertise=args.advertise_addr, name=args.name,
-                          prefix=args.prefix, election_ttl=args.election_ttl, metrics_addr=args.metrics_addr)
+                          prefix=args.prefix, election_ttl=args.election_ttl, metrics_addr=args.metrics_addr,
+                          http_cert=args.http_cert, http_key=args.http_key)
         node.start()
     except (ShardMergeError, ValueError, OSError) as e:
         print(f"shardctl master: {e}", file=sys.stderr)
@@ -33,7 +34,10 @@ def register(sub) -> None:
     p.add_argument("--listen", default="127.0.0.1:8261", help="gRPC listen address HOST:PORT")
     p.add_argument("--advertise-addr", default="", help="address other masters and clients reach this one at")
     p.add_argument("--name", default="", help="member name (default master-<advertise-addr>)")
-    p.add_argument("--metrics-addr", default="", help="HOST:PORT for /metrics /healthz /readyz (off if empty)")
+    p.add_argument("--metrics-addr", default="", help="HOST:PORT of the HTTP port: /metrics /healthz /readyz, "
+                   "the HTTP API /api/v1/... and the web page / (off if empty)")
+    p.add_argument("--http-cert", default="", help="PEM certificate: serve the HTTP port over HTTPS only")
+    p.add_argument("--http-key", default="", help="PEM private key of --http-cert")
     p.add_argument("--prefix", default="/shardmerge/", help="etcd key prefix of this cluster")
     p.add_argument("--election-ttl", type=int, default=10, help="leader lease TTL in seconds")
     p.add_argument("--log-level", default="INFO")

@@ -1,11 +1,13 @@
 """One master process: gRPC API + election + (while leader) the lock coordinator and the binder."""
 from __future__ import annotations
 
+import ssl
 import threading
 from concurrent import futures
 
 import grpc
 
+from coordinator.api.app import ApiApp
 from coordinator.errors import ConfigError
 from coordinator.etcd_client import connect
 from coordinator.etcdproto import DEFAULT_PREFIX, Fence, Store
@@ -20,12 +22,28 @@ from .optimist import Optimist
 from .service import MasterService
 
 
+def http_tls_context(cert: str, key: str) -> ssl.SSLContext | None:
+    """TLS for the HTTP port (API, page, metrics) when a certificate is given; None = plain HTTP."""
+    if not cert and not key:
+        return None
+    if not (cert and key):
+        raise ConfigError("give both --http-cert and --http-key for HTTPS (or neither for plain HTTP)",
+                          key="--http-cert" if not cert else "--http-key")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        ctx.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as e:
+        raise ConfigError(f"cannot load the HTTPS certificate {cert} / key {key}: {e}", key="--http-cert") from None
+    return ctx
+
+
 class MasterNode:
     def __init__(self, etcd: str, listen: str, advertise: str = "", name: str = "",
                  prefix: str = DEFAULT_PREFIX, election_ttl: int = 10, metrics_addr: str = "",
-                 bind_period: float = 3.0):
+                 bind_period: float = 3.0, http_cert: str = "", http_key: str = ""):
         self.etcd_spec, self.listen, self.prefix = etcd, listen, prefix
         self.metrics_addr = metrics_addr
+        self.http_tls = http_tls_context(http_cert, http_key)
         self.client = connect(etcd)
         self.store = Store(self.client, prefix)
         self.cluster = Cluster(self.store)
@@ -41,6 +59,7 @@ class MasterNode:
         if host in ("0.0.0.0", "[::]", "::"):
             host = "127.0.0.1"
         self.advertise = advertise or f"{host}:{port}"
+        self.local_addr = f"{host}:{port}"     # where this master's HTTP API reaches its own gRPC
         self.port = port
         self.name = name or f"master-{self.advertise}"
         self.log = logger("master", member=self.name)
@@ -58,7 +77,8 @@ class MasterNode:
     def start(self) -> "MasterNode":
         if self.metrics_addr:
             h, _, p = self.metrics_addr.rpartition(":")
-            self.obs = ObsServer(h or "127.0.0.1", int(p), ready=self.ready).start()
+            self.obs = ObsServer(h or "127.0.0.1", int(p), ready=self.ready, app=ApiApp(self.local_addr, self.name),
+                                 ssl_context=self.http_tls).start()
         self.server.start()
         metrics.IS_LEADER.set(0)
         self.election.start()

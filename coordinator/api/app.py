@@ -1,0 +1,140 @@
+"""``ApiApp``: routes HTTP requests to the endpoint translations and serves the spec and the
+page.  It calls the master's own gRPC endpoint, so whatever the gRPC service does (a follower
+forwarding a write to the leader, "not leader" answers) the HTTP API does too."""
+from __future__ import annotations
+
+import json
+import re
+import traceback
+from pathlib import Path
+from typing import Callable
+from urllib.parse import urlsplit
+
+import grpc
+from prometheus_client import Counter
+
+from coordinator.obs import logger
+from protos import master_pb2_grpc as pbg
+
+from . import endpoints as ep
+from .request import ApiError, Request
+
+HERE = Path(__file__).resolve().parent
+SPEC_PATH = HERE / "openapi.json"
+PAGE_PATH = HERE / "page.html"
+GRPC_TIMEOUT = 60.0
+JSON = "application/json"
+
+REQUESTS = Counter("shardmerge_master_http_requests_total", "HTTP API requests, by route and status code",
+                   ["method", "route", "code"])
+
+Handler = Callable[[Request, ep.Call], tuple[int, dict]]
+
+# (method, path template) -> handler; templates are the spec's paths
+ROUTES: dict[tuple[str, str], Handler] = {
+    ("GET", "/api/v1/sources"): ep.list_sources,
+    ("POST", "/api/v1/sources"): ep.create_source,
+    ("GET", "/api/v1/sources/{source-name}"): ep.get_source,
+    ("DELETE", "/api/v1/sources/{source-name}"): ep.delete_source,
+    ("GET", "/api/v1/tasks"): ep.list_tasks,
+    ("POST", "/api/v1/tasks"): ep.create_task,
+    ("GET", "/api/v1/tasks/{task-name}"): ep.get_task,
+    ("DELETE", "/api/v1/tasks/{task-name}"): ep.delete_task,
+    ("GET", "/api/v1/tasks/{task-name}/status"): ep.task_status,
+    ("POST", "/api/v1/tasks/{task-name}/pause"): ep.pause_task,
+    ("POST", "/api/v1/tasks/{task-name}/resume"): ep.resume_task,
+    ("GET", "/api/v1/ddl-locks"): ep.list_locks,
+    ("DELETE", "/api/v1/ddl-locks/{lock-id}"): ep.remove_lock,
+    ("POST", "/api/v1/ddl-locks/{lock-id}/unlock"): ep.unlock_table,
+    ("POST", "/api/v1/ddl-locks/{lock-id}/remove-table"): ep.remove_table,
+    ("GET", "/api/v1/cluster/masters"): ep.list_masters,
+    ("GET", "/api/v1/cluster/workers"): ep.list_workers,
+}
+
+
+def _pattern(template: str) -> re.Pattern:
+    parts = re.split(r"\{([a-z-]+)\}", template)    # literal, name, literal, name, ...
+    return re.compile("^" + "".join(re.escape(p) if i % 2 == 0 else f"(?P<{p.replace('-', '_')}>[^/]+)"
+                                    for i, p in enumerate(parts)) + "$")
+
+
+_COMPILED = [(method, template, _pattern(template), h) for (method, template), h in ROUTES.items()]
+
+
+def _error(status: int, message: str) -> dict:
+    """DM's ``ErrorWithMessage`` (plus shardctl's ``result``/``msg``)."""
+    return {"error_msg": message, "error_code": status, "result": False, "msg": message}
+
+
+class ApiApp:
+    """The HTTP API and page of one master; ``grpc_addr`` is that master's own gRPC address."""
+
+    def __init__(self, grpc_addr: str, member: str = ""):
+        self.grpc_addr = grpc_addr
+        self.stub = pbg.MasterStub(grpc.insecure_channel(grpc_addr))
+        self.log = logger("master.http", member=member)
+        self.spec = SPEC_PATH.read_bytes()
+        self.page = PAGE_PATH.read_bytes()
+
+    def call(self, method: str, request):
+        try:
+            return getattr(self.stub, method)(request, timeout=GRPC_TIMEOUT)
+        except grpc.RpcError as e:
+            code = e.code()
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise ApiError(504, f"the master did not answer {method} within {GRPC_TIMEOUT:.0f}s; retry") from None
+            raise ApiError(503, f"cannot reach this master's gRPC endpoint {self.grpc_addr} for {method}: "
+                                f"{code.name}: {e.details()}") from None
+
+    def handle(self, method: str, target: str, headers, body: bytes) -> tuple[int, bytes, str, dict]:
+        parts = urlsplit(target)
+        path = parts.path.rstrip("/") or "/"
+        route = "unmatched"
+        try:
+            if path in ("/", "/index.html"):
+                route = "/"
+                if method != "GET":
+                    raise ApiError(405, f"{method} {path} is not supported; the page is GET /")
+                return self._done(method, route, 200, self.page, "text/html; charset=utf-8")
+            if path == "/api/v1/openapi.json":
+                route = path
+                if method != "GET":
+                    raise ApiError(405, f"{method} {path} is not supported; use GET")
+                return self._done(method, route, 200, self.spec, JSON)
+            handler, req, allowed = self._match(method, path, parts.query, headers, body)
+            if handler is None or req is None:
+                if allowed:
+                    route = "unmatched-method"
+                    raise ApiError(405, f"{method} is not supported on {path}; use {', '.join(allowed)}")
+                raise ApiError(404, f"no API endpoint {path}; the endpoints are listed in GET /api/v1/openapi.json")
+            route = req.route
+            status, doc = handler(req, self.call)
+        except ApiError as e:
+            status, doc = e.status, _error(e.status, str(e))
+        except Exception as e:  # noqa: BLE001 — answer, never kill the HTTP thread
+            self.log.error("request failed", method=method, route=route, error=f"{type(e).__name__}: {e}",
+                           exc=traceback.format_exc())
+            status, doc = 500, _error(500, f"internal error in {method} {route}: {type(e).__name__}: {e}")
+        out = json.dumps(doc, ensure_ascii=False).encode()
+        if method != "GET" or status >= 500:
+            self.log.info("api request", method=method, route=route, code=status,
+                          error=doc.get("error_msg", "") if status >= 400 else "")
+        return self._done(method, route, status, out, JSON)
+
+    def _match(self, method: str, path: str, query: str, headers, body: bytes):
+        allowed = []
+        for m, template, pat, h in _COMPILED:
+            found = pat.match(path)
+            if found is None:
+                continue
+            if m != method:
+                allowed.append(m)
+                continue
+            params = {name: found[name.replace("-", "_")] for name in re.findall(r"\{([a-z-]+)\}", template)}
+            return h, Request(method, template, params, query, headers.get("Content-Type") or "", body), allowed
+        return None, None, allowed
+
+    @staticmethod
+    def _done(method, route, status, body, ctype):
+        REQUESTS.labels(method, route, str(status)).inc()
+        return status, body, ctype, {"Cache-Control": "no-store"}

@@ -1,0 +1,72 @@
+"""The operator's way out of each lock stage and each stopped subtask, as exact ``shardctl``
+command lines (docs/master.md "Manual exits"), so the web page and the API can show the command
+to run instead of describing it."""
+from __future__ import annotations
+
+import re
+import shlex
+
+# show-ddl-locks prints a shard table as source-`schema`.`table` (etcdproto.keys.TableRef)
+_TABLE = re.compile(r"^(?P<source>.+?)-`(?P<schema>(?:[^`]|``)*)`\.`(?P<table>(?:[^`]|``)*)`$")
+
+
+def parse_table(text: str) -> tuple[str, str, str] | None:
+    """(source, schema, table) of a lock member as the master prints it; None if not that form."""
+    m = _TABLE.match(text)
+    if m is None:
+        return None
+    return m["source"], m["schema"].replace("``", "`"), m["table"].replace("``", "`")
+
+
+def table_stage(waiting_for: str) -> str:
+    """The stage a waiting table is in, from the master's explanation (lock.Lock.waiting_for)."""
+    for stage in ("conflict", "skip-and-wait", "error", "redirected"):
+        if waiting_for.startswith(stage + ":"):
+            return stage
+    if waiting_for.startswith("waiting for the worker"):
+        return "executing"
+    return "waiting"
+
+
+def _q(*words: str) -> str:
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def table_exits(lock_id: str, task: str, table: str, waiting_for: str) -> list[str]:
+    """Commands that get ``table`` out of lock ``lock_id``, best first."""
+    ref = parse_table(table)
+    if ref is None:
+        return [_q("shardctl", "shard-ddl-lock", task)]
+    source, schema, name = ref
+    unlock = ["shardctl", "shard-ddl-lock", "unlock", lock_id, "-s", source, "-d", schema, "-t", name]
+    stage = table_stage(waiting_for)
+    if stage in ("conflict", "skip-and-wait", "error"):
+        return [_q(*unlock, "--action", "skip"), _q(*unlock, "--action", "exec"),
+                _q("shardctl", "binlog", "skip", task, "-s", source)]
+    if waiting_for.startswith("the tables' schemas cannot be joined"):
+        return []              # held by another table's conflict: that table's exits apply
+    if stage == "waiting":     # the other tables went ahead; this one has not made the change yet
+        return [_q("shardctl", "shard-ddl-lock", "remove-table", lock_id, "-s", source, "-d", schema, "-t", name)]
+    return []                  # the worker is acting on an answer: nothing to do but wait
+
+
+def lock_exits(lock_id: str) -> list[str]:
+    """Ways to drop the whole lock."""
+    return [_q("shardctl", "shard-ddl-lock", "unlock", lock_id, "--force-remove")]
+
+
+def subtask_exits(task: str, source: str, stage: str, error: str, waiting_for: str, lock_id: str) -> list[str]:
+    """Commands for a subtask that stopped or paused (query-status row); [] when it runs."""
+    if stage == "Error":
+        out = []
+        if "binlog skip" in error:
+            out.append(_q("shardctl", "binlog", "skip", task, "-s", source))
+        out.append(_q("shardctl", "resume-task", "-s", source, task))
+        return out
+    if stage == "Paused":
+        if waiting_for.startswith("paused by pause-task"):
+            return [_q("shardctl", "resume-task", "-s", source, task)]
+        if lock_id:
+            return [_q("shardctl", "shard-ddl-lock", task), _q("shardctl", "binlog", "skip", task, "-s", source)]
+        return [_q("shardctl", "resume-task", "-s", source, task)]
+    return []
