@@ -355,6 +355,28 @@ class CheckpointStore:
             tp = self.tables[(schema, table)] = TablePoint(pos, None)
         tp.ddl_intent = intent
 
+    def write_table_info(self, schema: str, table: str, table_info: str | None) -> None:
+        """``binlog-schema update|delete --flush``: store one table's tracked schema (None: none,
+        re-read from the upstream at the next start) without moving its point; a table without a
+        row gets one with an empty point (nothing applied is claimed).  Fenced like every write."""
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                check_fence(cur, self.fq, self.source_id, self.epoch)
+                cur.execute(f"""INSERT INTO {self.fq} (id, cp_schema, cp_table, binlog_name, binlog_pos,
+                                binlog_gtid, table_info, is_global) VALUES (%s,%s,%s,'',0,'',%s,0)
+                                ON DUPLICATE KEY UPDATE table_info = VALUES(table_info)""",
+                            (self.source_id, schema, table, table_info if table_info is not None else "null"))
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+        finally:
+            conn.close()
+        tp = self.tables.get((schema, table))
+        if tp is not None:
+            tp.table_info = table_info
+
     def delete_all(self) -> None:
         """Remove this source's rows (task removed with --remove-meta)."""
         conn = self._connect()

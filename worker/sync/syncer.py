@@ -102,12 +102,15 @@ class Syncer:
     def __init__(self, spark, task: TaskConfig, source: SourceConfig, handler: DDLHandler | None = None, *,
                  max_batch_events: int = 50_000, parallelism: int | None = None, hooks: Hooks | None = None,
                  apply_rows: int = 20_000, reader: str | None = None, skips=None,
-                 local_apply_rows: int = LOCAL_APPLY_ROWS, epoch: int = 0):
+                 local_apply_rows: int = LOCAL_APPLY_ROWS, epoch: int = 0, schema_overrides=None):
         """``skips``: the operator's pending ``binlog skip`` records
         (``worker.sync.binlog_skip.BinlogSkips``); None = no skips (no etcd).  ``epoch``: the
-        binding epoch this syncer writes under (``worker.sync.fence``); 0 = not fenced."""
+        binding epoch this syncer writes under (``worker.sync.fence``); 0 = not fenced.
+        ``schema_overrides(infos) -> infos``: the operator's ``binlog-schema`` structures put into
+        the checkpointed table infos at start (``worker.sync.schema_ops.SchemaOverrides``)."""
         self.spark, self.task, self.source = spark, task, source
         self.skips = skips
+        self.schema_overrides = schema_overrides
         self.local_apply_rows = local_apply_rows
         self.last_upstream_end: Position | None = None    # the upstream's end at the last batch
         self._driver_apply_noted = False
@@ -172,7 +175,10 @@ class Syncer:
         if self.online is not None:
             self.online.store.db_kwargs = self.down_kwargs
             self.online.restore()
-        self.handler.restore({k: tp.table_info for k, tp in loaded.tables.items()})
+        infos = {k: tp.table_info for k, tp in loaded.tables.items()}
+        if self.schema_overrides is not None:
+            infos = self.schema_overrides(infos)
+        self.handler.restore(infos)
         self.held = {}
         g, su = loaded.global_pos, loaded.safe_until
         self._safe_loaded = su if su is not None and (g is None or su > g) else None
