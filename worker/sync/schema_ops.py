@@ -88,7 +88,7 @@ class SchemaOverrides:
             items = self._items.get((task, source), {})
             for table, (base, new) in list(items.items()):
                 cur = infos.get(table)
-                if _same(cur, new) and new is not None:
+                if _same(cur, new):
                     del items[table]          # the checkpoint holds it now
                 elif _same(cur, base):
                     out[table] = new
