@@ -80,7 +80,7 @@ def test_binlog_inject_runs_the_missing_change_before_the_stopping_ddl(cluster1,
         assert "-b binlog position 'bin.000001-77'" in _failed(c, "binlog", "inject", sc.name, "-s", "s1", "-b",
                                                                 "bin.000001-77", add_c)
         msg = _failed(c, "binlog", "inject", sc.name, "-s", "s1", "-b", "mysql-bin.000001:4", "ALTER TABLE ((")
-        assert "injected statement 'ALTER TABLE ((' cannot be parsed" in msg and "nothing armed" in msg
+        assert "injected statement 'ALTER TABLE ((' cannot be parsed" in msg
         assert "no binlog skip or replace armed" in c.ctl_ok("binlog", "list", sc.name)["msg"]
 
         # the table changes outside the binlog, then a DDL on the new column stops the subtask
