@@ -502,8 +502,10 @@ class SchemaOp(Record):
     to ``source`` about the tracked schema of upstream table ``up_schema.up_table`` of ``task``.
     Written ``pending`` by the master (``request_id`` tells one request from the next); the
     worker rewrites it ``done`` with ``result`` (list: the tracked ``CREATE TABLE``) or
-    ``failed`` with ``result`` = the error.  ``create_sql`` is the new structure (update);
-    ``flush`` writes it to the checkpoint too, ``sync`` sends it to the shard-DDL lock."""
+    ``failed`` with ``result`` = the error.  ``create_sql`` is the new structure (update), or
+    ``from_source`` / ``from_target``: the worker reads it from the upstream table / the
+    downstream target; ``flush`` writes it to the checkpoint too, ``sync`` sends it to the
+    shard-DDL lock."""
     KIND: typing.ClassVar[str] = "schema-op"
     task: str
     source: str
@@ -514,6 +516,8 @@ class SchemaOp(Record):
     create_sql: str = ""
     flush: bool = False
     sync: bool = False
+    from_source: bool = False
+    from_target: bool = False
     state: str = "pending"
     result: str = ""
     worker: str = ""
@@ -527,8 +531,10 @@ class SchemaOp(Record):
                 raise ValueError(f"{n} is empty")
         if self.op not in SCHEMA_OPS:
             raise ValueError(f"op is {self.op!r}, expected one of {', '.join(SCHEMA_OPS)}")
-        if (self.op == "update") != bool(self.create_sql):
-            raise ValueError("create_sql must be given for an update, and only for an update")
+        given = [bool(self.create_sql), self.from_source, self.from_target].count(True)
+        if given != (1 if self.op == "update" else 0):
+            raise ValueError("an update takes exactly one of create_sql, from_source, from_target; "
+                             "other ops none")
         if self.state not in SCHEMA_OP_STATES:
             raise ValueError(f"state is {self.state!r}, expected one of {', '.join(SCHEMA_OP_STATES)}")
 

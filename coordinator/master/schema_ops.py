@@ -1,4 +1,5 @@
-"""``shardctl binlog-schema list|update|delete TASK -s SOURCE DB TABLE [SCHEMA_FILE] [--flush] [--sync]``:
+"""``shardctl binlog-schema list|update|delete TASK -s SOURCE DB TABLE [SCHEMA_FILE] [--flush] [--sync]
+[--from-source|--from-target]``:
 show or override the structure the worker's schema tracker holds for one upstream table (DM's
 ``binlog-schema`` / ``operate-schema``; the exit when a tracked schema went wrong, e.g. a table
 changed upstream with ``sql_log_bin=0``).
@@ -38,9 +39,12 @@ def check_create_table(sql: str, what: str) -> None:
 
 
 def operate_schema(cluster: Cluster, fence: Fence, task: str, source: str, op: str, database: str, table: str,
-                   create_sql: str = "", flush: bool = False, sync: bool = False,
+                   create_sql: str = "", flush: bool = False, sync: bool = False, *, from_source: bool = False,
+                   from_target: bool = False, sync_given: bool = True,
                    timeout: float = ANSWER_TIMEOUT) -> CommandResult:
-    """Check the request, hand it to the source's worker and return its answer."""
+    """Check the request, hand it to the source's worker and return its answer.  ``sync`` not
+    ``sync_given`` is dmctl's default: sent to the lock only where that applies (a shard table
+    in optimistic mode); asked for explicitly anywhere else it is refused."""
     cmd = f"binlog-schema {op or '?'}"
     if op not in SCHEMA_OPS:
         raise RequestError(f"binlog-schema operation {op!r} is not supported; use one of {', '.join(SCHEMA_OPS)}")
@@ -48,12 +52,18 @@ def operate_schema(cluster: Cluster, fence: Fence, task: str, source: str, op: s
         raise RequestError(f"{cmd} needs exactly one source: -s SOURCE")
     if not database or not table:
         raise RequestError(f"{cmd} needs the upstream DB and TABLE of the shard table")
-    if op != "update" and (create_sql or sync):
-        raise RequestError(f"{cmd} takes no schema file and no --sync (only binlog-schema update does)")
+    if op != "update" and (create_sql or from_source or from_target or (sync and sync_given)):
+        raise RequestError(f"{cmd} takes no schema file, --from-source, --from-target nor --sync "
+                           "(only binlog-schema update does)")
     if op == "list" and flush:
         raise RequestError("binlog-schema list takes no --flush (it changes nothing)")
     if op == "update":
-        check_create_table(create_sql, "the schema file's content")
+        given = [bool(create_sql), from_source, from_target].count(True)
+        if given != 1:
+            raise RequestError(f"{cmd} takes the new structure from exactly one of: a SCHEMA_FILE, --from-source "
+                               f"(the upstream table now), --from-target (the downstream table); got {given}")
+        if create_sql:
+            check_create_table(create_sql, "the schema file's content")
     cur = cluster._task_for_stage_change(task, [source], cmd)
     cfg = parse_task(cur.yaml, f"<task {task} in etcd>")
     inst = cfg.instance(source)
@@ -68,9 +78,12 @@ def operate_schema(cluster: Cluster, fence: Fence, task: str, source: str, op: s
         raise RequestError(f"{cmd}: table {name} is not an upstream table of task {task!r} on source {source!r} "
                            f"(the worker lists {sum(len(u) for u in known.targets().values())} tables; check "
                            "the names, they are case-sensitive)", task=task, source=source)
-    if sync and cfg.shard_mode != "optimistic":
-        raise RequestError(f"{cmd} --sync sends the structure to the shard-DDL lock; task {task!r} is not in "
-                           "optimistic shard mode", task=task, source=source)
+    if sync and not (cfg.shard_mode == "optimistic" and mapper.router.is_sharded(database, table)):
+        if sync_given:
+            raise RequestError(f"{cmd} --sync sends the structure to the shard-DDL lock of a merged target; {name} is "
+                               f"not a shard table of task {task!r} in optimistic shard mode; use --sync=false",
+                               task=task, source=source)
+        sync = False          # dmctl's default: only where it applies
     if op != "list":
         st = next((s for s in cluster.store.list_status(task).items if s.source == source), None)
         stage = st.stage if st is not None else "not reported yet"
@@ -85,10 +98,11 @@ def operate_schema(cluster: Cluster, fence: Fence, task: str, source: str, op: s
         raise RequestError(f"{cmd}: source {source!r} is not bound to a live worker; the tracked structure lives "
                            "in the worker: start it and try again", task=task, source=source)
     rec = SchemaOp(task, source, database, table, op, uuid.uuid4().hex, create_sql=create_sql, flush=flush,
-                   sync=sync, requested_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+                   sync=sync, from_source=from_source, from_target=from_target,
+                   requested_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
     cluster.store.put_schema_op(fence, rec)
     cluster.log.info("binlog-schema request", task=task, source=source, table=f"{database}.{table}", op=op,
-                     flush=flush, sync=sync, worker=worker)
+                     flush=flush, sync=sync, from_source=from_source, from_target=from_target, worker=worker)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         got = cluster.store.get_schema_op(task, source, database, table)

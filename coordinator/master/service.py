@@ -173,7 +173,9 @@ class MasterService(pbg.MasterServicer):
     def OperateSchema(self, request, context):  # noqa: N802
         def run(fence):
             out = operate_schema(self.node.cluster, fence, request.task, request.source, request.op,
-                                 request.database, request.table, request.schema, request.flush, request.sync)
+                                 request.database, request.table, request.schema, request.flush, request.sync,
+                                 from_source=request.from_source, from_target=request.from_target,
+                                 sync_given=request.sync_given)
             return _common(out)
         return self._leader_call("OperateSchema", request, context, pb.CommonResponse, run)
 

@@ -5,8 +5,9 @@ and the next DDL on that table stops the subtask in Error:
 * ``binlog inject`` (pre-armed with ``-b``, listed, reverted; then at the stopped statement)
   runs the missing change just before that DDL, coordinated on the shard-DDL lock;
 * ``binlog-schema list|update|delete``: the tracked ``CREATE TABLE``, its override with the right
-  one (``--flush`` survives a worker restart, without it the worker forgets it; ``--sync`` puts
-  it into the lock's etcd Info), ``delete`` makes the worker read the upstream again;
+  one from a file, ``--from-source`` or ``--from-target`` (``--flush`` survives a worker
+  restart, with ``--flush=false`` the worker forgets it; ``--sync`` puts it into the lock's etcd
+  Info), ``delete`` makes the worker read the upstream again;
 * bad input: unknown task / source / table, malformed ``-b``, SQL that does not parse, a schema
   file that does not exist or is not a CREATE TABLE, a change while the subtask streams: exit 1,
   an error naming the input, nothing written.
@@ -157,6 +158,7 @@ def test_binlog_schema_list_update_delete(cluster1, source1_db, downstream_db, t
             (("update", sc.name, "-s", "s1", db, "orders_01", str(tmp_path / "missing.sql")), "cannot read schema file"),
             (("update", sc.name, "-s", "s1", db, "orders_01", str(bad)), "is not a CREATE TABLE statement"),
             (("list", sc.name, db, "orders_01"), "needs exactly one source"),
+            (("update", sc.name, "-s", "s1", db, "orders_01", str(right), "--from-source"), "exactly one of"),
             (("delete", sc.name, "-s", "s1", db, "no_such_table"), "`no_such_table` is not an upstream table"),
         ]
         for argv, expect in cases:
@@ -175,11 +177,14 @@ def test_binlog_schema_list_update_delete(cluster1, source1_db, downstream_db, t
         assert [col["name"] for col in info.before["columns"]] == ["id", "v", "c"]
         locks = c.ctl_ok("show-ddl-locks", sc.name)
         assert any(lk["ID"].startswith(f"{sc.name}-") for lk in locks.get("locks", [])), locks
-        # orders_02 without --flush: kept by the worker only
-        two = tmp_path / "orders_02.sql"
-        two.write_text("CREATE TABLE orders_02 (id INT PRIMARY KEY, v INT, c INT)")
-        c.ctl_ok("binlog-schema", "update", sc.name, "-s", "s1", db, "orders_02", str(two))
+        # orders_02 from the upstream table as it is now, --flush=false: kept by the worker only;
+        # orders_04 from the downstream target
+        doc = c.ctl_ok("binlog-schema", "update", sc.name, "-s", "s1", db, "orders_02", "--from-source", "--flush=false")
+        assert "kept by the worker" in doc["sources"][0]["msg"]
         assert "`c` int" in c.ctl_ok("binlog-schema", "list", sc.name, "-s", "s1", db, "orders_02")["sources"][0]["msg"]
+        c.ctl_ok("binlog-schema", "update", sc.name, "-s", "s1", db, "orders_04", "--from-target")
+        four = c.ctl_ok("binlog-schema", "list", sc.name, "-s", "s1", db, "orders_04")["sources"][0]["msg"]
+        assert four.startswith("CREATE TABLE `orders_04`") and "`c` int" in four
 
         # a worker restart (paused first: a subtask in Error would simply start again): the
         # flushed structure stays, the other one is forgotten
@@ -193,8 +198,8 @@ def test_binlog_schema_list_update_delete(cluster1, source1_db, downstream_db, t
             rc, d = c.ctl("binlog-schema", "list", sc.name, "-s", "s1", db, t)
             return d["sources"][0]["msg"] if rc == 0 else ""
         assert "`c` int" in c.wait(lambda: listed("orders_01"), 90, "list after the worker restart")
-        assert "`c`" not in listed("orders_02")
-        c.ctl_ok("binlog-schema", "update", sc.name, "-s", "s1", db, "orders_02", str(two))
+        assert "`c`" not in listed("orders_02") and "`c` int" in listed("orders_04")
+        c.ctl_ok("binlog-schema", "update", sc.name, "-s", "s1", db, "orders_02", "--from-source", "--flush=false")
 
         c.ctl_ok("resume-task", sc.name)
         sc.wait_running()

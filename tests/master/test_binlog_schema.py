@@ -26,7 +26,9 @@ def test_record_round_trip_and_validation(store):
     assert done is not None and store.get_schema_op("t1", "s1", "shop_01", "orders_01").state == "done"
     assert store.finish_schema_op(got, "failed", result="late") is None      # read before the answer: refused
     assert not store.delete_schema_op(fence, got)                            # changed since: kept
-    for bad in (dict(op="update"), dict(op="list", create_sql=CREATE), dict(op="rename"), dict(state="bogus")):
+    SchemaOp("t1", "s1", "d", "t", "update", "r", from_target=True).validate()
+    for bad in (dict(op="update"), dict(op="list", create_sql=CREATE), dict(op="rename"), dict(state="bogus"),
+                dict(op="update", create_sql=CREATE, from_source=True), dict(op="delete", from_source=True)):
         with pytest.raises(ValueError):
             SchemaOp("t1", "s1", "d", "t", **{"op": "list", "request_id": "r", **bad}).validate()
     key = store.keys.key("schema-op", "t1", "s1", "d", "t")
@@ -66,6 +68,10 @@ def test_cli_binlog_schema_refusals(leader, store, capsys, tmp_path, source1_db)
     for path in (alter, broken):
         err = refused("update", "t1", "-s", "s1", "shop_01", "orders_01", path, where="err")
         assert path in err and "not a CREATE TABLE statement" in err and "nothing changed" in err
+    err = refused("update", "t1", "-s", "s1", "shop_01", "orders_01", good, "--from-target", where="err")
+    assert "exactly one of: a SCHEMA_FILE, --from-source" in err
+    assert "not a boolean" in refused("update", "t1", "-s", "s1", "shop_01", "orders_01", good, "--flush=maybe",
+                                      where="err")
     # the master checks too (other clients): the same request without the CLI's checks
     from protos import master_pb2 as pb
     resp = leader.stub().OperateSchema(pb.OperateSchemaRequest(task="t1", source="s1", op="update", database="shop_01",
@@ -74,6 +80,10 @@ def test_cli_binlog_schema_refusals(leader, store, capsys, tmp_path, source1_db)
     resp = leader.stub().OperateSchema(pb.OperateSchemaRequest(task="t1", source="s1", op="list", database="shop_01",
                                                                table="orders_01", flush=True), timeout=10)
     assert not resp.result and "takes no --flush" in resp.msg
+    resp = leader.stub().OperateSchema(pb.OperateSchemaRequest(task="t1", source="s1", op="update", database="shop_01",
+                                                               table="orders_01", from_source=True, from_target=True),
+                                       timeout=10)
+    assert not resp.result and "exactly one of" in resp.msg and "got 2" in resp.msg
     # a change needs the subtask Paused or in Error; a request needs a live worker
     store.put_status(SubtaskStatus("t1", "s1", "Running", worker="w1"))
     msg = refused("update", "t1", "-s", "s1", "shop_01", "orders_01", good)

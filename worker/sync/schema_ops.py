@@ -7,16 +7,18 @@ the upstream for a table without one.  A change is made only while the subtask i
 (Paused or stopped in Error, as DM requires), so it takes effect at the restart ``resume-task``
 causes:
 
-* ``--flush``: written to the checkpoint row (``CheckpointStore.write_table_info``): every later
-  start, on any worker, loads it.
-* without it: kept in this process (:class:`SchemaOverrides`) and put into the tracker when the
+* ``--flush`` (dmctl's default): written to the checkpoint row (``CheckpointStore.write_table_info``):
+  every later start, on any worker, loads it.
+* ``--flush=false``: kept in this process (:class:`SchemaOverrides`) and put into the tracker when the
   subtask restores its checkpoints; the syncer then saves it with the table's next checkpoint,
   like DM's tracker whose schema reaches the checkpoint at the next flush.  A worker restart
   before that forgets it.
 * ``--sync`` (optimistic mode): an ignore-conflict Info with no DDL carries the structure to the
   table's shard-DDL lock, which takes it as the table's schema and re-joins (DM's behaviour).
 
-``delete`` forgets the structure: the subtask reads the table from the upstream at its start,
+The new structure is the request's ``CREATE TABLE``, or read here: ``--from-source`` the
+upstream table now, ``--from-target`` the downstream table it is routed to.  ``delete`` forgets
+the structure: the subtask reads the table from the upstream at its start,
 as for a table it has never seen.
 """
 from __future__ import annotations
@@ -25,6 +27,7 @@ import json
 import threading
 from datetime import datetime, timezone
 
+import pymysql
 from prometheus_client import Counter
 
 from coordinator.config import TaskConfig, parse_task
@@ -35,6 +38,7 @@ from coordinator.routing import TableMapper
 from coordinator.schema.errors import SchemaError
 from coordinator.schema.model import TableSchema
 from coordinator.schema.parse import parse_create_table
+from coordinator.sql import show_create_table
 from worker.schema_tracker import schema_from_json, schema_to_json
 from worker.sync.checkpoint import CheckpointStore
 
@@ -125,7 +129,8 @@ class SchemaOpServer:
             SCHEMA_OPS.labels(rec.task, rec.source, rec.op, state).inc()
             log = _log.warning if state == "failed" else _log.info
             log(f"binlog-schema {rec.op} {state}", task=rec.task, source=rec.source,
-                table=f"{rec.up_schema}.{rec.up_table}", flush=rec.flush, sync=rec.sync, result=result[:300])
+                table=f"{rec.up_schema}.{rec.up_table}", flush=rec.flush, sync=rec.sync,
+                from_source=rec.from_source, from_target=rec.from_target, result=result[:300])
             self.store.finish_schema_op(rec, state, result=result, worker=self.worker.name, done_at=_now())
 
     # ------------------------------------------------------------------ one request
@@ -145,11 +150,11 @@ class SchemaOpServer:
                                 f"run `shardctl pause-task {rec.task} -s {rec.source}` first")
         new: TableSchema | None = None
         if rec.op == "update":
+            sql, where = self._new_structure(rec, cfg)
             try:
-                new = parse_create_table(rec.create_sql).with_name(rec.up_table)
+                new = parse_create_table(sql).with_name(rec.up_table)
             except (SchemaError, ValueError) as e:
-                raise SchemaOpError(f"the schema file is not a CREATE TABLE statement shardmerge can read: {e}") \
-                    from None
+                raise SchemaOpError(f"{where} is not a CREATE TABLE statement shardmerge can read: {e}") from None
         info = self._sync_info(rec, cfg, new) if rec.sync else None
         store = self._checkpoints(cfg, rec.source)
         new_text = schema_to_json(new) if new is not None else None
@@ -171,6 +176,34 @@ class SchemaOpServer:
         what = "set" if new is not None else "deleted (re-read from the upstream when the subtask starts)"
         return (f"tracked structure of {name} {what}; {kept}" + ("; sent to its shard-DDL lock" if info else "")
                 + f"; `shardctl resume-task {rec.task} -s {rec.source}` continues with it")
+
+    def _new_structure(self, rec: SchemaOp, cfg: TaskConfig) -> tuple[str, str]:
+        """The update's CREATE TABLE and what it came from: the request, or ``--from-source``
+        (the upstream table now), ``--from-target`` (the downstream target it is routed to)."""
+        if not (rec.from_source or rec.from_target):
+            return rec.create_sql, "the schema file"
+        if rec.from_source:
+            src = self.worker._source_config(rec.source)
+            if src is None:
+                raise SchemaOpError(f"source {rec.source!r} has no configuration on this worker")
+            kwargs, (schema, table), where = src.db.pymysql_kwargs(), (rec.up_schema, rec.up_table), "upstream"
+        else:
+            inst = cfg.instance(rec.source)
+            target = TableMapper(inst, cfg.meta_schema).target(rec.up_schema, rec.up_table) if inst else None
+            if target is None:
+                raise SchemaOpError(f"`{rec.up_schema}`.`{rec.up_table}` is not routed to a downstream table")
+            kwargs, (schema, table), where = cfg.target.pymysql_kwargs(), (target.schema, target.table), "downstream"
+        try:
+            conn = pymysql.connect(**kwargs, connect_timeout=10, charset="utf8mb4")
+            try:
+                sql = show_create_table(conn, schema, table)
+            finally:
+                conn.close()
+        except pymysql.MySQLError as e:
+            raise SchemaOpError(f"cannot read `{schema}`.`{table}` from the {where}: {e}") from None
+        if sql is None:
+            raise SchemaOpError(f"table `{schema}`.`{table}` does not exist in the {where}")
+        return sql, f"the {where} table `{schema}`.`{table}`"
 
     def _list(self, rec: SchemaOp, cfg: TaskConfig, key, name: str, sub) -> str:
         text: str | None = None
