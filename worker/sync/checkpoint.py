@@ -33,7 +33,9 @@ Rules (tested in tests/worker/test_checkpoint.py and the syncer tests):
    the checkpoint, the restart sees the intent; when the target's definition no longer equals
    the recorded one the DDL ran, and it is not run a second time.
 9. **Rebuild, don't remember.**  All in-memory state of a restarted syncer (read position,
-   table points, schemas, safe mode window) comes from these rows (tiflow#9588).
+   table points, schemas, safe mode window) comes from these rows (tiflow#9588).  The one
+   exception is the operator's: a ``binlog-schema update|delete --flush=false`` structure, kept by
+   the worker until the table's row holds it (``worker.sync.schema_ops``).
 10. **Keyless tables move their point with their rows.**  Rule 7 cannot make a table without a
    primary/unique key exact (``REPLACE`` has no key; matching every column may remove a
    legitimately identical row), so the apply transaction of a keyless table's changes also
