@@ -25,7 +25,7 @@ from coordinator.schema.parse import parse_create_table
 
 from .cluster import Cluster, CommandResult, RequestError
 
-ANSWER_TIMEOUT = 30.0     # seconds the master waits for the worker's answer
+ANSWER_TIMEOUT = 20.0     # seconds the master waits for the worker's answer (below service.FORWARD_TIMEOUT)
 
 
 def check_create_table(sql: str, what: str) -> None:
@@ -114,9 +114,9 @@ def operate_schema(cluster: Cluster, fence: Fence, task: str, source: str, op: s
             ok = got.state == "done"
             return CommandResult(ok, "" if ok else got.result, [(source, ok, got.result)])
         time.sleep(0.2)
-    withdrawn = cluster.store.delete_schema_op(fence, rec)
+    withdrawn = cluster.store.delete_schema_op(fence, rec)     # only if no worker took it up meanwhile
     return CommandResult(False, f"{cmd}: worker {worker} did not answer within {timeout:.0f}s; "
                                 + ("the request was withdrawn, nothing changed" if withdrawn else
-                                   "it answered while the request was being withdrawn; run `binlog-schema list` "
-                                   "to see the structure now"),
+                                   "it took the request up meanwhile; run `binlog-schema list` to see the "
+                                   "structure now"),
                          [(source, False, "no answer")])

@@ -4,6 +4,9 @@ meet (exit 1, the input named, nothing written), a request no worker answers bei
 and `binlog inject` armed, listed and reverted like a replace."""
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from coordinator.etcdproto import GarbageRecord, SchemaOp, SourceBinding, SourceTables, SubtaskStatus, WorkerRegistration
@@ -108,8 +111,24 @@ def test_a_request_nobody_answers_is_withdrawn(store, etcd_client):
     try:
         store.put_binding(fence, SourceBinding("s1", "w-gone"))
         out = operate_schema(cluster, fence, "t1", "s1", "update", "shop_01", "orders_01", CREATE, timeout=1.0)
-        assert not out.ok and "worker w-gone did not answer within 1s" in out.msg and "withdrawn" in out.msg
+        assert not out.ok and "worker w-gone did not answer within 1s" in out.msg and "withdrawn, nothing changed" in out.msg
         assert store.list_schema_ops("t1").items == []
+
+        # a worker that took the request up (and may be applying it) is not withdrawn behind its back
+        def take_up():
+            for _ in range(100):
+                got = store.list_schema_ops("t1", "s1").items
+                if got:
+                    store.finish_schema_op(got[0], "pending", worker="w-gone")
+                    return
+                time.sleep(0.02)
+        th = threading.Thread(target=take_up)
+        th.start()
+        out = operate_schema(cluster, fence, "t1", "s1", "delete", "shop_01", "orders_01", timeout=1.5)
+        th.join()
+        assert not out.ok and "took the request up meanwhile" in out.msg, out.msg
+        (left,) = store.list_schema_ops("t1").items
+        assert (left.state, left.worker) == ("pending", "w-gone")
     finally:
         lease.revoke()
 

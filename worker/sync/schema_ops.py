@@ -117,8 +117,13 @@ class SchemaOpServer:
 
     def serve(self, bound: set[str]) -> None:
         for rec in self.store.list_schema_ops().items:
-            if rec.state != "pending" or rec.source not in bound:
+            if rec.state != "pending" or rec.source not in bound or rec.worker:
                 continue
+            # taken up first (a new revision): a master that gives up waiting can no longer
+            # withdraw it as "nothing changed" while this worker applies it
+            rec = self.store.finish_schema_op(rec, "pending", worker=self.worker.name)
+            if rec is None:
+                continue          # withdrawn or replaced meanwhile
             state, result = "done", ""
             try:
                 result = self._answer(rec)
