@@ -151,8 +151,9 @@ class SchemaOpServer:
         if rec.op == "list":
             return self._list(rec, cfg, key, name, sub if streaming else None)
         if streaming:
-            raise SchemaOpError(f"the subtask of task {rec.task!r} on source {rec.source!r} is streaming; "
-                                f"run `shardctl pause-task {rec.task} -s {rec.source}` first")
+            raise SchemaOpError(f"the subtask of task {rec.task!r} on source {rec.source!r} is running (waiting on "
+                                f"a shard-DDL lock counts, even when query-status says Paused); run `shardctl "
+                                f"pause-task {rec.task} -s {rec.source}` first")
         new: TableSchema | None = None
         if rec.op == "update":
             sql, where = self._new_structure(rec, cfg)
