@@ -145,7 +145,7 @@ def test_binlog_schema_list_update_delete(cluster1, source1_db, downstream_db, t
         downstream_db.execute("ALTER TABLE orders ADD COLUMN c INT")
         up.execute("ALTER TABLE orders_01 ADD INDEX idx_c (c)")
         st = _wait_error(c, sc, "subtask Error: the tracked orders_01 has no column c")
-        assert "idx_c" in st["error"]
+        assert "idx_c" in st["error"] and f"binlog-schema update {sc.name} -s s1 {db} orders_01 FILE" in st["error"]
 
         # bad input: an error naming it, nothing written
         bad = tmp_path / "bad.sql"
