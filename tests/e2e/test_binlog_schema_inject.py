@@ -226,3 +226,48 @@ def test_binlog_schema_list_update_delete(cluster1, source1_db, downstream_db, t
         sc.stop_writers()
         c.ctl("stop-task", sc.name)
         c.task_name = ""
+
+
+def test_binlog_schema_update_reaches_a_subtask_waiting_on_its_lock(cluster1, source1_db, downstream_db, tmp_path,
+                                                                    etcd_client):
+    """DM_153's situation on one source: orders_01 re-adds a column the other shard never dropped
+    (a conflict: the subtask waits on its lock, Paused); the structure taken from the downstream
+    goes straight into the waiting subtask's tracker and to the lock, and the replacement of the
+    blocked DDL is previewed on it."""
+    c, up, db = cluster1, source1_db, source1_db.name
+    sc = Scenario(c, {"s1": up}, downstream_db, tmp_path, rows=0, columns="id INT PRIMARY KEY, c INT",
+                  shards={"s1": ("orders_01", "orders_02")})
+    try:
+        sc.start()
+        for sql in ("insert into orders_01 values(1,1)", "insert into orders_02 values(2,2)",
+                    "alter table orders_01 add column b int, drop column c",
+                    "insert into orders_01 values(4,4)", "insert into orders_02 values(5,5)",
+                    "alter table orders_01 add column c int, drop column b",
+                    "insert into orders_01 values(7,7)", "insert into orders_02 values(8,8)"):
+            up.execute(sql)
+        c.wait(lambda: (s := sc.subtasks().get("s1", {})).get("stage") == "Paused"
+               and "wasn't fully dropped in downstream" in s.get("error", ""), 90, "Paused on the re-add conflict")
+
+        def listed():
+            return c.ctl_ok("binlog-schema", "list", sc.name, "-s", "s1", db, "orders_01")["sources"][0]["msg"]
+        before = listed()
+        assert "`b` int" in before and "`c`" not in before            # the tracker after the first ALTER
+        doc = c.ctl_ok("binlog-schema", "update", sc.name, "-s", "s1", db, "orders_01", "--from-target")
+        assert "uses it now" in doc["sources"][0]["msg"] and "shard-DDL lock" in doc["sources"][0]["msg"]
+        now = listed()
+        assert "`c` int" in now and "`b` int" in now                  # the downstream table: id, c, b
+        info = Store(etcd_client, c.prefix).get_info(LockKey(sc.name, downstream_db.name, "orders"),
+                                                      TableRef("s1", db, "orders_01"))
+        assert info.ignore_conflict and [col["name"] for col in info.before["columns"]] == ["id", "c", "b"]
+
+        c.ctl_ok("binlog", "replace", sc.name, "-s", "s1", f"alter table {db}.orders_01 drop column b")
+        sc.wait_running()
+        after = c.wait(lambda: "`b`" not in (t := listed()) and t, 60, "the replacement applied to the tracker")
+        assert "`c` int" in after
+        downstream_db.execute("update orders set c = null where id = 1")   # c was dropped and re-added upstream
+        assert sc.wait_equal(columns=["id", "c"])["equal"] is True
+        sc.stop()
+    finally:
+        sc.stop_writers()
+        c.ctl("stop-task", sc.name)
+        c.task_name = ""

@@ -3,9 +3,11 @@ requests about the tracked structure of one upstream table of a subtask bound he
 
 Where the tracked structure lives: a streaming subtask's ``SchemaTracker`` (in memory), rebuilt
 at every (re)start from the ``table_info`` of the table's checkpoint row (rule 9), or read from
-the upstream for a table without one.  A change is made only while the subtask is not streaming
-(Paused or stopped in Error, as DM requires), so it takes effect at the restart ``resume-task``
-causes:
+the upstream for a table without one.  A change is made only while the subtask is not
+replicating, as DM requires: Paused or stopped in Error, where it takes effect at the restart
+``resume-task`` causes, or Paused on its shard-DDL lock (a conflict), where the waiting
+subtask's idle tracker takes it at once (a ``binlog replace|skip`` of the blocked DDL then
+uses it, as in DM's runbooks).  Besides:
 
 * ``--flush`` (dmctl's default): written to the checkpoint row (``CheckpointStore.write_table_info``):
   every later start, on any worker, loads it.
@@ -150,10 +152,10 @@ class SchemaOpServer:
         streaming = sub is not None and sub.streaming and sub.thread.is_alive()
         if rec.op == "list":
             return self._list(rec, cfg, key, name, sub if streaming else None)
-        if streaming:
-            raise SchemaOpError(f"the subtask of task {rec.task!r} on source {rec.source!r} is running (waiting on "
-                                f"a shard-DDL lock counts, even when query-status says Paused); run `shardctl "
-                                f"pause-task {rec.task} -s {rec.source}` first")
+        live = self._blocked_tracker(sub) if streaming else None
+        if streaming and live is None:
+            raise SchemaOpError(f"the subtask of task {rec.task!r} on source {rec.source!r} is running; run "
+                                f"`shardctl pause-task {rec.task} -s {rec.source}` first")
         new: TableSchema | None = None
         if rec.op == "update":
             sql, where = self._new_structure(rec, cfg)
@@ -172,6 +174,8 @@ class SchemaOpServer:
         else:
             base = store.load().tables.get(key)
             self.overrides.put(rec.task, rec.source, key, base.table_info if base is not None else None, new_text)
+        if live is not None:
+            live.set(rec.up_schema, rec.up_table, new)      # None forgets: re-read from the upstream on use
         if info is not None:
             rev = self.store.put_info(info)
             _log.info("tracked structure sent to the shard-DDL lock", task=rec.task, source=rec.source,
@@ -180,8 +184,25 @@ class SchemaOpServer:
                 "kept by the worker until the subtask checkpoints it (a worker restart before that forgets it; "
                 "--flush writes it at once)")
         what = "set" if new is not None else "deleted (re-read from the upstream when the subtask starts)"
-        return (f"tracked structure of {name} {what}; {kept}" + ("; sent to its shard-DDL lock" if info else "")
-                + f"; `shardctl resume-task {rec.task} -s {rec.source}` continues with it")
+        then = (f"the subtask waiting on its shard-DDL lock uses it now (e.g. for `shardctl binlog replace|skip "
+                f"{rec.task} -s {rec.source}` of the blocked DDL)" if live is not None else
+                f"`shardctl resume-task {rec.task} -s {rec.source}` continues with it")
+        return f"tracked structure of {name} {what}; {kept}" + ("; sent to its shard-DDL lock" if info else "") \
+            + f"; {then}"
+
+    @staticmethod
+    def _blocked_tracker(sub):
+        """The tracker of a subtask that waits on its shard-DDL lock (Paused by a conflict, its
+        thread parked until an Operation or an operator's binlog skip/replace): idle, so the
+        operator's structure can go straight into it, as into a paused DM subtask.  None for
+        a subtask that is replicating."""
+        tracker = getattr(getattr(sub, "handler", None), "tracker", None)
+        snap = sub.status.snapshot()
+        detail = snap.detail or {}
+        if tracker is None or snap.stage != "Paused" or not detail.get("lock_id") \
+                or detail.get("paused_by") == "operator":
+            return None
+        return tracker
 
     def _new_structure(self, rec: SchemaOp, cfg: TaskConfig) -> tuple[str, str]:
         """The update's CREATE TABLE and what it came from: the request, or ``--from-source``
