@@ -1,5 +1,5 @@
 """``shardctl binlog skip|replace|inject|revert|list TASK [-s SOURCE] [-b FILE:POS]`` (legacy dmctl
-form: ``handle-error TASK skip|replace|revert -s SOURCE [-b FILE:POS] [SQL]``): the operator's
+form: ``handle-error TASK skip|replace|inject|revert -s SOURCE [-b FILE:POS] [SQL]``): the operator's
 exit for a statement that stopped a subtask in Error or paused it on a shard-DDL conflict (a
 partition ALTER, a DDL the schema engine cannot apply, an online-DDL cut-over RENAME...).
 
@@ -9,7 +9,7 @@ the shard-DDL lock like an upstream DDL (DM's intrusive fix of a conflict).  ``i
 the given DDLs are handled just before it (coordinated the same way), then the statement itself
 (DM's fix for an upstream table changed outside the binlog).  Without ``-b`` it is
 the statement the subtask is stopped on; ``-b`` names the statement *starting* at FILE:POS (arm
-one not reached yet).  Without ``-s`` skip/replace apply on every source stopped at a statement,
+one not reached yet).  Without ``-s`` skip/replace/inject apply on every source stopped at a statement,
 as in DM.  ``revert`` removes a pending one; ``list`` shows them and what became of them.
 ``binlog-schema`` (the tracked table structures) lives in ``binlog_schema.py``."""
 from __future__ import annotations
