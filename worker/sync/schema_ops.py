@@ -152,8 +152,11 @@ class SchemaOpServer:
         streaming = sub is not None and sub.streaming and sub.thread.is_alive()
         if rec.op == "list":
             return self._list(rec, cfg, key, name, sub if streaming else None)
-        live = self._blocked_tracker(sub) if streaming else None
-        if streaming and live is None:
+        # replicating or starting (its checkpoints may be read already); one retrying after a
+        # failure reads them again at its next attempt
+        active = sub is not None and sub.thread.is_alive() and (sub.streaming or sub.failed is None)
+        live = self._blocked_tracker(sub) if active else None
+        if active and live is None:
             raise SchemaOpError(f"the subtask of task {rec.task!r} on source {rec.source!r} is running; run "
                                 f"`shardctl pause-task {rec.task} -s {rec.source}` first")
         new: TableSchema | None = None
