@@ -27,7 +27,7 @@ def _bool(flag: str, text: str | None) -> bool | None:
 
 
 def run(args, op: str) -> int:
-    from protos import master_pb2 as pb
+    from protos import master_pb2 as pb      # gRPC stubs: loaded by the handler, not at parser build
     cmd = f"binlog-schema {op}"
     if len(args.sources) != 1:
         got = "none" if not args.sources else ", ".join(args.sources)
@@ -45,7 +45,7 @@ def run(args, op: str) -> int:
             raise CLIError(f"{cmd}: cannot read schema file {args.schema_file!r}: {e.strerror or e}; give a file "
                            "holding the table's CREATE TABLE statement; nothing changed") from None
         from coordinator.schema.errors import SchemaError      # sqlglot: not at parser build
-        from coordinator.schema.parse import parse_create_table
+        from coordinator.schema.parse import parse_create_table   # (the same)
         try:
             parse_create_table(schema)
         except (SchemaError, ValueError) as e:
