@@ -59,6 +59,11 @@ class MasterStub:
                 request_serializer=protos_dot_master__pb2.HandleErrorRequest.SerializeToString,
                 response_deserializer=protos_dot_master__pb2.CommonResponse.FromString,
                 _registered_method=True)
+        self.OperateSchema = channel.unary_unary(
+                '/shardmerge.v1.Master/OperateSchema',
+                request_serializer=protos_dot_master__pb2.OperateSchemaRequest.SerializeToString,
+                response_deserializer=protos_dot_master__pb2.CommonResponse.FromString,
+                _registered_method=True)
         self.QueryStatus = channel.unary_unary(
                 '/shardmerge.v1.Master/QueryStatus',
                 request_serializer=protos_dot_master__pb2.QueryStatusRequest.SerializeToString,
@@ -139,6 +144,14 @@ class MasterServicer:
         default the one its subtask is stopped on in Error; with binlog_pos the one starting there)
         instead of executing or coordinating it; the failed subtask restarts. `revert` removes a
         skip that is still pending.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OperateSchema(self, request, context):
+        """`binlog-schema list|update|delete`: show or override the structure the source's worker
+        tracks for one upstream table; answered by that worker (per-source msg: the CREATE TABLE).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -227,6 +240,11 @@ def add_MasterServicer_to_server(servicer, server):
             'HandleError': grpc.unary_unary_rpc_method_handler(
                     servicer.HandleError,
                     request_deserializer=protos_dot_master__pb2.HandleErrorRequest.FromString,
+                    response_serializer=protos_dot_master__pb2.CommonResponse.SerializeToString,
+            ),
+            'OperateSchema': grpc.unary_unary_rpc_method_handler(
+                    servicer.OperateSchema,
+                    request_deserializer=protos_dot_master__pb2.OperateSchemaRequest.FromString,
                     response_serializer=protos_dot_master__pb2.CommonResponse.SerializeToString,
             ),
             'QueryStatus': grpc.unary_unary_rpc_method_handler(
@@ -404,6 +422,33 @@ class Master:
             target,
             '/shardmerge.v1.Master/HandleError',
             protos_dot_master__pb2.HandleErrorRequest.SerializeToString,
+            protos_dot_master__pb2.CommonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OperateSchema(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shardmerge.v1.Master/OperateSchema',
+            protos_dot_master__pb2.OperateSchemaRequest.SerializeToString,
             protos_dot_master__pb2.CommonResponse.FromString,
             options,
             channel_credentials,

@@ -51,6 +51,7 @@ from worker.shardddl import OptimisticDDLHandler, ShardDDLError, SourceTablesWri
 from worker.spark_session import SparkStarter
 from worker.sync.fence import FencedOut
 from worker.sync.binlog_skip import BinlogSkips
+from worker.sync.schema_ops import SchemaOpServer
 from worker.sync.errors import DownstreamDDLRejected, ReplicationKeyCollision, UpstreamChanged
 from worker.sync.syncer import Syncer
 
@@ -115,6 +116,7 @@ class Subtask:
         self.streaming = False
         self.failed: BaseException | None = None
         self.syncer = None
+        self.handler = None              # the optimistic handler (its tracker answers binlog-schema list)
         # status left behind when stopped: "stopped", "paused" (pause-task) or None (the task is
         # gone with its status key, or a new subtask for the same key takes over)
         self.final_stage: str | None = "stopped"
@@ -278,6 +280,7 @@ class Subtask:
                                            SchemaTracker(self.source.source_id, connect=up), self.status,
                                            strict=cfg.strict_optimistic, stop=self.stop_event,
                                            source_tables=st_writer)
+        self.handler = handler
         try:
             self._stream(log, cfg, handler)
         finally:
@@ -302,7 +305,9 @@ class Subtask:
                 return
         syncer = Syncer(spark, cfg, self.source, handler, reader=reader,
                         skips=BinlogSkips(self.worker.store, cfg.name, self.source.source_id, self.worker.name),
-                        epoch=self._binding_epoch())
+                        epoch=self._binding_epoch(),
+                        schema_overrides=lambda infos: self.worker.schema_ops.overrides.apply(
+                            cfg.name, self.source.source_id, infos))
         self.syncer = syncer
         try:
             syncer.start()
@@ -416,6 +421,7 @@ class WorkerProcess:
         self.obs: ObsServer | None = None
         self.log = _log.bind(worker=self.name)
         self.board = WaitBoard()      # what start-up is waiting for (shown by /readyz)
+        self.schema_ops = SchemaOpServer(self)     # binlog-schema requests for the bound sources
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> "WorkerProcess":
@@ -542,7 +548,7 @@ class WorkerProcess:
     # ------------------------------------------------------------------ bindings & tasks
     def _watch(self) -> None:
         rev = self.store.revision()
-        for kind in ("binding", "task"):
+        for kind in ("binding", "task", "schema-op"):
             self._watch_ids.append(self.store.watch(kind, rev + 1, lambda ev: self._changed.set()))
 
     def _reconcile_loop(self) -> None:
@@ -612,6 +618,7 @@ class WorkerProcess:
             self.subtasks[key] = sub
             self.log.info("starting subtask", task=key[0], source=key[1], resumed=sub.resumed)
             sub.start()
+        self.schema_ops.serve(bound)
 
     def _report_paused(self, paused: dict, want: dict) -> None:
         """Paused sources bound here without a subtask (this worker started, or took the

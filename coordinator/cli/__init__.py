@@ -23,7 +23,8 @@ COMMAND_MODULES = (
     "coordinator.cli.tasks",      # start-task, stop-task, pause-task, resume-task, query-status
     "coordinator.cli.locks",      # shard-ddl-lock (show-ddl-locks, unlock-ddl-lock)
     "coordinator.cli.sources",    # operate-source, get-config/config, list-member
-    "coordinator.cli.binlog",     # binlog skip|replace|revert|list, handle-error (legacy form)
+    "coordinator.cli.binlog",     # binlog skip|replace|inject|revert|list, handle-error (legacy form)
+    "coordinator.cli.binlog_schema",  # binlog-schema list|update|delete (the tracked table structures)
     "coordinator.cli.check",      # check (compare downstream with the merged upstream)
 )
 

@@ -1,14 +1,17 @@
-"""``shardctl binlog skip|replace|revert|list TASK [-s SOURCE] [-b FILE:POS]`` (legacy dmctl
-form: ``handle-error TASK skip|replace|revert -s SOURCE [-b FILE:POS] [SQL]``): the operator's
+"""``shardctl binlog skip|replace|inject|revert|list TASK [-s SOURCE] [-b FILE:POS]`` (legacy dmctl
+form: ``handle-error TASK skip|replace|inject|revert -s SOURCE [-b FILE:POS] [SQL]``): the operator's
 exit for a statement that stopped a subtask in Error or paused it on a shard-DDL conflict (a
 partition ALTER, a DDL the schema engine cannot apply, an online-DDL cut-over RENAME...).
 
 ``skip``: the statement is not executed nor coordinated; the worker moves its checkpoints past
 it, once.  ``replace TASK "SQL1; SQL2"``: the given DDLs are handled in its place, coordinated on
-the shard-DDL lock like an upstream DDL (DM's intrusive fix of a conflict).  Without ``-b`` it is
+the shard-DDL lock like an upstream DDL (DM's intrusive fix of a conflict).  ``inject TASK "SQL"``:
+the given DDLs are handled just before it (coordinated the same way), then the statement itself
+(DM's fix for an upstream table changed outside the binlog).  Without ``-b`` it is
 the statement the subtask is stopped on; ``-b`` names the statement *starting* at FILE:POS (arm
-one not reached yet).  Without ``-s`` skip/replace apply on every source stopped at a statement,
-as in DM.  ``revert`` removes a pending one; ``list`` shows them and what became of them."""
+one not reached yet).  Without ``-s`` skip/replace/inject apply on every source stopped at a statement,
+as in DM.  ``revert`` removes a pending one; ``list`` shows them and what became of them.
+``binlog-schema`` (the tracked table structures) lives in ``binlog_schema.py``."""
 from __future__ import annotations
 
 from coordinator.cli.common import CLIError, add_sources_flag, call, common, common_table, emit
@@ -28,12 +31,13 @@ def run(args, op: str) -> int:
     cmd = f"binlog {op}"
     # DM's runbook form `binlog skip TASK`: every source stopped at a statement
     statements = [" ".join(args.sql)] if getattr(args, "sql", None) else []
-    if op == "replace" and not statements:
-        raise CLIError('binlog replace needs the statements to run instead, e.g. '
-                       'binlog replace TASK -s SOURCE "ALTER TABLE db.t ADD COLUMN c INT; ALTER TABLE db.t ADD UNIQUE (c)"')
-    if op != "replace" and statements:
-        raise CLIError(f"{cmd} takes no SQL (only binlog replace does): {statements[0]!r}")
-    open_ended = op in ("skip", "replace", "list") and not args.binlog_pos
+    if op in ("replace", "inject") and not statements:
+        what = "to run instead" if op == "replace" else "to run before it"
+        raise CLIError(f'binlog {op} needs the statements {what}, e.g. '
+                       f'binlog {op} TASK -s SOURCE "ALTER TABLE db.t ADD COLUMN c INT; ALTER TABLE db.t ADD UNIQUE (c)"')
+    if op not in ("replace", "inject") and statements:
+        raise CLIError(f"{cmd} takes no SQL (only binlog replace and inject do): {statements[0]!r}")
+    open_ended = op in ("skip", "replace", "inject", "list") and not args.binlog_pos
     source = "" if open_ended and not args.sources else _one_source(args, cmd)
     if args.binlog_pos:
         try:
@@ -53,8 +57,8 @@ def _add_common(p) -> None:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("binlog", help="skip or replace one binlog statement that stopped a subtask "
-                                      "(binlog skip|replace|revert|list)")
+    p = sub.add_parser("binlog", help="skip, replace or inject before one binlog statement that stopped a subtask "
+                                      "(binlog skip|replace|inject|revert|list)")
     ops = p.add_subparsers(dest="binlog_op", metavar="OP", required=True)
     q = ops.add_parser("skip", help="skip the statement the subtask is stopped on in Error (or the one at -b) "
                                     "and restart the subtask")
@@ -65,10 +69,15 @@ def register(sub) -> None:
     _add_common(q)
     q.add_argument("sql", nargs="+", metavar="SQL", help="the statements, separated by ';' (quote them)")
     q.set_defaults(func=lambda a: run(a, "replace"))
-    q = ops.add_parser("revert", help="remove a pending skip or replace (all of the source's, or the one at -b)")
+    q = ops.add_parser("inject", help="run the given DDLs just before the statement the subtask is stopped on "
+                                      "(or the one at -b), coordinated like an upstream DDL, then the statement")
+    _add_common(q)
+    q.add_argument("sql", nargs="+", metavar="SQL", help="the statements, separated by ';' (quote them)")
+    q.set_defaults(func=lambda a: run(a, "inject"))
+    q = ops.add_parser("revert", help="remove a pending skip, replace or inject (all of the source's, or the one at -b)")
     _add_common(q)
     q.set_defaults(func=lambda a: run(a, "revert"))
-    q = ops.add_parser("list", help="the armed skips and replaces of a task and what became of them")
+    q = ops.add_parser("list", help="the armed skips, replaces and injects of a task and what became of them")
     _add_common(q)
     q.set_defaults(func=lambda a: run(a, "list"))
 
@@ -77,6 +86,6 @@ def register(sub) -> None:
     add_sources_flag(p)
     p.add_argument("-b", "--binlog-pos", default="", metavar="FILE:POS")
     p.add_argument("task", metavar="TASK")
-    p.add_argument("op", choices=["skip", "replace", "revert"], metavar="skip|replace|revert")
-    p.add_argument("sql", nargs="*", metavar="SQL", help="replace: the statements, separated by ';'")
+    p.add_argument("op", choices=["skip", "replace", "inject", "revert"], metavar="skip|replace|inject|revert")
+    p.add_argument("sql", nargs="*", metavar="SQL", help="replace/inject: the statements, separated by ';'")
     p.set_defaults(func=lambda a: run(a, a.op))

@@ -20,7 +20,7 @@ Master::
 from .errors import (BadKey, EtcdProtoError, EtcdUnavailable, Fenced, GarbageRecord, NotLeader,
                      OperationWaitTimeout, RecordError, StaleOperation, UnknownVersion)
 from .keys import DEFAULT_PREFIX, KINDS, Keys, LockKey, TableRef, lock_id, parse_lock_id, quote_name
-from .records import BinlogSkip, binlog_pos_gtid, parse_binlog_pos
+from .records import BinlogSkip, SchemaOp, binlog_pos_gtid, parse_binlog_pos
 from .records import (RECORD_TYPES, DroppedColumn, DroppedStage, Info, LeaderRecord, Operation, Record,
                       SourceBinding, SourceRecord, SourceTables, Stage, SubtaskStatus, TaskRecord,
                       WorkerRegistration)
@@ -32,5 +32,5 @@ __all__ = [
     "DEFAULT_PREFIX", "KINDS", "Keys", "LockKey", "TableRef", "lock_id", "parse_lock_id", "quote_name",
     "RECORD_TYPES", "DroppedColumn", "DroppedStage", "Info", "LeaderRecord", "Operation", "Record",
     "SourceBinding", "SourceRecord", "SourceTables", "Stage", "SubtaskStatus", "TaskRecord",
-    "WorkerRegistration", "BinlogSkip", "binlog_pos_gtid", "parse_binlog_pos", "MAX_TXN_OPS", "Fence", "Listing", "PutResult", "RecordEvent", "Store",
+    "WorkerRegistration", "BinlogSkip", "SchemaOp", "binlog_pos_gtid", "parse_binlog_pos", "MAX_TXN_OPS", "Fence", "Listing", "PutResult", "RecordEvent", "Store",
 ]

@@ -36,6 +36,8 @@ KINDS: dict[str, tuple[str, ...]] = {
     "status": ("task", "source"),
     # operator's `binlog skip` for one statement; ``position`` = "FILE:POS" of the statement's start
     "binlog-skip": ("task", "source", "position"),
+    # operator's `binlog-schema list|update|delete` of one upstream table, answered by the worker
+    "schema-op": ("task", "source", "up_schema", "up_table"),
 }
 
 

@@ -421,7 +421,8 @@ RECORD_TYPES: dict[str, type[Record]] = {c.KIND: c for c in (
 # ----------------------------------------------------------------------------- operator skips
 
 SKIP_STATES = ("pending", "held", "done", "passed")
-SKIP_OPS = ("skip", "replace")
+SKIP_OPS = ("skip", "replace", "inject")
+STATEMENT_OPS = ("replace", "inject")   # ops that carry statements (``replace_with``)
 _BINLOG_POS = re.compile(r"^\s*([^\s:]+):(\d+)(?:\s+gtid=(\S*))?\s*$")
 
 
@@ -444,10 +445,11 @@ def binlog_pos_gtid(text: str) -> str:
 
 @dataclass
 class BinlogSkip(Record):
-    """An operator's ``shardctl binlog skip|replace``: the statement event of ``source``'s binlog
-    that *starts* at ``file:pos`` is not executed nor coordinated; with op ``replace`` the
+    """An operator's ``shardctl binlog skip|replace|inject``: the statement event of ``source``'s
+    binlog that *starts* at ``file:pos`` is not executed nor coordinated; with op ``replace`` the
     worker handles ``replace_with`` in its place (coordinated like an upstream DDL), with
-    ``skip`` it only advances its checkpoints past it.  Written ``pending`` by the master; the
+    ``skip`` it only advances its checkpoints past it; with ``inject`` it handles ``replace_with``
+    just before it, then the statement itself as usual.  Written ``pending`` by the master; the
     worker rewrites it ``done`` (with the skipped ``statement``) after the checkpoint moved past
     it, ``held`` while a replacement waits on its shard-DDL lock (the table replays the statement
     after its redirect and meets the record again), or ``passed`` when its stream went past
@@ -465,7 +467,7 @@ class BinlogSkip(Record):
     done_at: str = ""
     worker: str = ""
     note: str = ""
-    replace_with: list[str] = field(default_factory=list)   # op replace: the statements run instead
+    replace_with: list[str] = field(default_factory=list)   # replace: run instead; inject: run before
     revision: int = _meta()
 
     @property
@@ -480,10 +482,61 @@ class BinlogSkip(Record):
             raise ValueError(f"pos is {self.pos}, a binlog event never starts before offset 4")
         if self.op not in SKIP_OPS:
             raise ValueError(f"op is {self.op!r}, expected one of {', '.join(SKIP_OPS)}")
-        if (self.op == "replace") != bool(self.replace_with):
-            raise ValueError("replace_with must list the statements of a replace, and only of a replace")
+        if (self.op in STATEMENT_OPS) != bool(self.replace_with):
+            raise ValueError("replace_with must list the statements of a replace or inject, and only of those")
         if self.state not in SKIP_STATES:
             raise ValueError(f"state is {self.state!r}, expected one of {', '.join(SKIP_STATES)}")
 
 
 RECORD_TYPES[BinlogSkip.KIND] = BinlogSkip
+
+
+# ----------------------------------------------------------------------------- binlog-schema
+SCHEMA_OPS = ("list", "update", "delete")
+SCHEMA_OP_STATES = ("pending", "done", "failed")
+
+
+@dataclass
+class SchemaOp(Record):
+    """An operator's ``shardctl binlog-schema list|update|delete``: a request to the worker bound
+    to ``source`` about the tracked schema of upstream table ``up_schema.up_table`` of ``task``.
+    Written ``pending`` by the master (``request_id`` tells one request from the next); the
+    worker rewrites it ``done`` with ``result`` (list: the tracked ``CREATE TABLE``) or
+    ``failed`` with ``result`` = the error.  ``create_sql`` is the new structure (update), or
+    ``from_source`` / ``from_target``: the worker reads it from the upstream table / the
+    downstream target; ``flush`` writes it to the checkpoint too, ``sync`` sends it to the
+    shard-DDL lock."""
+    KIND: typing.ClassVar[str] = "schema-op"
+    task: str
+    source: str
+    up_schema: str
+    up_table: str
+    op: str
+    request_id: str
+    create_sql: str = ""
+    flush: bool = False
+    sync: bool = False
+    from_source: bool = False
+    from_target: bool = False
+    state: str = "pending"
+    result: str = ""
+    worker: str = ""
+    requested_at: str = ""
+    done_at: str = ""
+    revision: int = _meta()
+
+    def validate(self) -> None:
+        for n in ("task", "source", "up_schema", "up_table", "request_id"):
+            if not getattr(self, n):
+                raise ValueError(f"{n} is empty")
+        if self.op not in SCHEMA_OPS:
+            raise ValueError(f"op is {self.op!r}, expected one of {', '.join(SCHEMA_OPS)}")
+        given = [bool(self.create_sql), self.from_source, self.from_target].count(True)
+        if given != (1 if self.op == "update" else 0):
+            raise ValueError("an update takes exactly one of create_sql, from_source, from_target; "
+                             "other ops none")
+        if self.state not in SCHEMA_OP_STATES:
+            raise ValueError(f"state is {self.state!r}, expected one of {', '.join(SCHEMA_OP_STATES)}")
+
+
+RECORD_TYPES[SchemaOp.KIND] = SchemaOp

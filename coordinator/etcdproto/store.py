@@ -30,7 +30,7 @@ from etcd3 import utils as eu
 from .errors import (BadKey, EtcdUnavailable, Fenced, GarbageRecord, OperationWaitTimeout,
                      RecordError, StaleOperation)
 from .keys import DEFAULT_PREFIX, Keys, LockKey, TableRef
-from .records import BinlogSkip
+from .records import BinlogSkip, SchemaOp
 from .records import (RECORD_TYPES, DroppedColumn, DroppedStage, Info, LeaderRecord, Operation,
                       Record, SourceBinding, SourceRecord, SourceTables, SubtaskStatus,
                       TaskRecord, WorkerRegistration)
@@ -619,3 +619,58 @@ class Store:
             p = self.keys.key("binlog-skip", task, s)
             ops.append(T.Delete(p, eu.prefix_range_end(eu.to_bytes(p))))
         return self._fenced_chunks(fence, f"deleting binlog skips of task {task} sources {sorted(set(sources))}", ops)
+
+    # ------------------------------------------------------------------ binlog-schema requests
+    def _schema_op_key(self, rec: SchemaOp) -> str:
+        return self.keys.key("schema-op", rec.task, rec.source, rec.up_schema, rec.up_table)
+
+    def put_schema_op(self, fence: Fence, rec: SchemaOp) -> int:
+        """Master: write a pending request (replaces an earlier one for the same table)."""
+        rec.validate()
+        key = self._schema_op_key(rec)
+        _, rev, _ = self._fenced(fence, f"writing {key}", [], [T.Put(key, rec.encode())])
+        rec.revision = rev
+        return rev
+
+    def list_schema_ops(self, task: str | None = None, source: str | None = None) -> Listing:
+        """Requests (all states) of every task, one task, or one task+source."""
+        parts = [p for p in (task, source) if p]
+        prefix = self.keys.key("schema-op", *parts)
+        resp = self._call(f"listing {prefix}", self.client.get_prefix_response, prefix)
+        items, bad = [], []
+        for kv in resp.kvs:
+            try:
+                items.append(self._decode("schema-op", kv.key, kv.value, kv))
+            except RecordError as e:
+                bad.append(e)
+        return Listing(items, resp.header.revision, bad)
+
+    def get_schema_op(self, task: str, source: str, up_schema: str, up_table: str) -> SchemaOp | None:
+        key = self.keys.key("schema-op", task, source, up_schema, up_table)
+        resp = self._call("reading binlog-schema request", self.client.get_response, key)
+        return self._decode("schema-op", resp.kvs[0].key, resp.kvs[0].value, resp.kvs[0]) if resp.kvs else None
+
+    def finish_schema_op(self, rec: SchemaOp, state: str, **fields) -> SchemaOp | None:
+        """Worker: store ``rec`` answered (``state`` done/failed, ``result``...), only if the key
+        still holds the revision it was read at; None when it changed meanwhile."""
+        key = self._schema_op_key(rec)
+        new = dataclasses.replace(rec, state=state, **fields)
+        new.validate()
+        ok, rev, _ = self._txn(f"answering {key}", [T.Mod(key) == rec.revision], [T.Put(key, new.encode())])
+        if not ok:
+            return None
+        new.revision = rev
+        return new
+
+    def delete_schema_op(self, fence: Fence, rec: SchemaOp) -> bool:
+        """Master: withdraw a request nobody answered (only if unchanged since written)."""
+        key = self._schema_op_key(rec)
+        ok, _, _ = self._fenced(fence, f"deleting {key}", [T.Mod(key) == rec.revision], [T.Delete(key)])
+        return ok
+
+    def delete_schema_ops(self, fence: Fence, task: str) -> int:
+        """stop-task: delete the task's binlog-schema requests."""
+        p = self.keys.key("schema-op", task)
+        _, rev, _ = self._fenced(fence, f"deleting binlog-schema requests of task {task}", [],
+                                 [T.Delete(p, eu.prefix_range_end(eu.to_bytes(p)))])
+        return rev

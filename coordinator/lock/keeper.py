@@ -244,6 +244,12 @@ class LockKeeper:
         m.info_revision = max(m.info_revision, info.revision)
         lock.handled_revision = max(lock.handled_revision, info.revision)
         m.error = ""
+        if info.ignore_conflict and not info.ddls and afters:
+            # `binlog-schema update --sync`: the operator set this table's structure; the lock
+            # takes it as the table's schema (no DDL, nothing to answer) and re-joins
+            lock.set_conflict(m, None)
+            lock.set_schema(m, afters[-1])
+            return self._answer(lock, m, info, Answer(info, Stage.NONE, [], "", afters=afters, before=before), out)
         if len(info.ddls) != len(afters) or not afters:
             return self._answer(lock, m, info, Answer(
                 info, Stage.ERROR, [], f"inconsistent Info: {len(info.ddls)} DDLs but {len(afters)} "
@@ -318,7 +324,8 @@ class LockKeeper:
         if info.ignore_conflict:
             # the table's schema is forced (an operator's `binlog skip` of a held DDL): its
             # pending answer is withdrawn, it waits for nothing and the lock re-evaluates
-            m.note = "schema forced by an ignore-conflict Info (binlog skip of a held DDL)"
+            m.note = ("schema set by the operator (binlog-schema update --sync)" if not info.ddls else
+                      "schema forced by an ignore-conflict Info (binlog skip of a held DDL)")
             lock.set_answer(m, None)
             lock.set_done(m, True)
         else:

@@ -409,7 +409,8 @@ class Cluster:
 
 
 # ----------------------------------------------------------------------------- binlog skip
-HANDLE_ERROR_OPS = ("skip", "replace", "revert", "list")
+HANDLE_ERROR_OPS = ("skip", "replace", "inject", "revert", "list")
+STATEMENT_OPS = ("replace", "inject")      # ops given statements to run
 
 
 def _utc_now() -> str:
@@ -443,7 +444,7 @@ def handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: str
     if op == "list":
         return _list_skips(cluster, task, source)
     with cluster.task_lock:
-        if not source and op in ("skip", "replace") and not binlog_pos:
+        if not source and op in ("skip", *STATEMENT_OPS) and not binlog_pos:
             return _skip_on_every_source(cluster, fence, task, op, statements or [])
         return _handle_error(cluster, fence, task, source, op, binlog_pos, statements or [])
 
@@ -486,14 +487,15 @@ def _handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: st
     if op not in HANDLE_ERROR_OPS:
         raise RequestError(f"binlog operation {op!r} is not supported; use one of {', '.join(HANDLE_ERROR_OPS)}")
     replace_with: list[str] = []
-    if op == "replace":
+    if op in STATEMENT_OPS:
         try:
-            plan_replacement(list(statements or []))     # refused here, not on the worker
+            plan_replacement(list(statements or []), cmd=cmd)     # refused here, not on the worker
         except ReplacementError as e:
             raise RequestError(f"{cmd}: {e}", task=task, source=source) from None
         replace_with = [s for s in statements or [] if s.strip()]
     elif statements:
-        raise RequestError(f"{cmd} takes no statements (only binlog replace does)", task=task, source=source)
+        raise RequestError(f"{cmd} takes no statements (only binlog replace and inject do)", task=task,
+                           source=source)
     if not source:
         raise RequestError(f"{cmd} needs exactly one source: -s SOURCE")
     cur = cluster._task_for_stage_change(task, [source], cmd)
@@ -533,7 +535,7 @@ def _handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: st
         _require_statement_start(cluster, task, source, file, pos, cmd)
     gtid = binlog_pos_gtid(err["position"]) if at_error else binlog_pos_gtid(binlog_pos)
     rec = BinlogSkip(task, source, file, pos, statement=(err.get("statement", "") if at_error else ""),
-                     gtid=gtid, requested_at=_utc_now(), op="replace" if replace_with else "skip",
+                     gtid=gtid, requested_at=_utc_now(), op=op if replace_with else "skip",
                      replace_with=replace_with)
     prev = cluster.store.get_binlog_skip(task, source, file, pos)
     cluster.store.put_binlog_skip(fence, rec)
@@ -542,7 +544,10 @@ def _handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: st
     what = f"the statement at {rec.position}" + (f" ({rec.statement})" if rec.statement else "")
     cluster.log.warning(f"binlog {rec.op} armed", task=task, source=source, position=rec.position,
                         statement=rec.statement, stopped_there=at_error, replace_with="; ".join(replace_with))
-    if replace_with:
+    if replace_with and op == "inject":
+        msg = (f"{'; '.join(replace_with)} will run just before {what}, then the statement itself: "
+               + ("the subtask restarts and runs them" if at_error else f"when source {source} reaches it"))
+    elif replace_with:
         instead = f"replaced by {'; '.join(replace_with)}"
         msg = (f"{what} will be {instead}: " + ("the subtask coordinates the replacement on its lock instead"
                                                   if at_error and st is not None and st.stage == "Paused" else

@@ -15,6 +15,7 @@ import grpc
 from coordinator.errors import ShardMergeError
 from coordinator.etcdproto import EtcdUnavailable, Fenced, Store
 from coordinator.master.cluster import handle_error
+from coordinator.master.schema_ops import operate_schema
 from coordinator.obs import logger
 from protos import master_pb2 as pb, master_pb2_grpc as pbg
 
@@ -138,6 +139,8 @@ class MasterService(pbg.MasterServicer):
             out, meta_sources = self.node.cluster.stop_task(fence, request.name, list(request.sources))
             if out.ok:   # pending/used `binlog skip` records go with the task (or its sources)
                 self.node.store.delete_binlog_skips(fence, request.name, meta_sources)
+                if meta_sources is None:
+                    self.node.store.delete_schema_ops(fence, request.name)
             opt = self.node.optimist
             if opt is not None and (out.ok or meta_sources is None):
                 removed = opt.remove_task_meta(fence, request.name, meta_sources)
@@ -167,6 +170,15 @@ class MasterService(pbg.MasterServicer):
                                request.op or "skip", request.binlog_pos, list(request.statements))
             return _common(out)
         return self._leader_call("HandleError", request, context, pb.CommonResponse, run)
+
+    def OperateSchema(self, request, context):  # noqa: N802
+        def run(fence):
+            out = operate_schema(self.node.cluster, fence, request.task, request.source, request.op,
+                                 request.database, request.table, request.schema, request.flush, request.sync,
+                                 from_source=request.from_source, from_target=request.from_target,
+                                 sync_given=request.sync_given)
+            return _common(out)
+        return self._leader_call("OperateSchema", request, context, pb.CommonResponse, run)
 
     def QueryStatus(self, request, context):  # noqa: N802
         def run():

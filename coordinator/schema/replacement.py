@@ -35,22 +35,24 @@ def split_statements(text: str) -> list[str]:
     return [s.strip() for s in out if s.strip()]
 
 
-def plan_replacement(statements: list[str], session_schema: str = "") -> list[str]:
+def plan_replacement(statements: list[str], session_schema: str = "", cmd: str = "binlog replace") -> list[str]:
     """The statements to run, one per table, in order (see the module docstring).  Raises
     :class:`ReplacementError` for an empty list, a statement that is not a DDL on a table, or a
-    table changed by two statements that cannot be merged."""
+    table changed by two statements that cannot be merged.  ``cmd`` names the command in errors
+    (``binlog inject`` checks its statements the same way)."""
     stmts = [s for text in statements for s in split_statements(text)]
+    what = "injected" if cmd.endswith("inject") else "replacement"
     if not stmts:
-        raise ReplacementError("binlog replace needs at least one statement, e.g. "
+        raise ReplacementError(f"{cmd} needs at least one statement, e.g. "
                                "\"ALTER TABLE db.t ADD COLUMN c INT\"")
     plan: list[tuple[tuple[str, str], StatementKind, str]] = []
     for sql in stmts:
         try:
             parsed = parse_ddl(sql, session_schema)
         except Exception as e:  # noqa: BLE001 — any parse failure is the operator's input
-            raise ReplacementError(f"replacement statement {sql!r} cannot be parsed: {e}") from None
+            raise ReplacementError(f"{what} statement {sql!r} cannot be parsed: {e}") from None
         if parsed.kind is StatementKind.NOT_DDL or not parsed.tables:
-            raise ReplacementError(f"replacement statement {sql!r} is not a DDL on a table; binlog replace "
+            raise ReplacementError(f"{what} statement {sql!r} is not a DDL on a table; {cmd} "
                                    "takes DDL statements (ALTER/CREATE/DROP TABLE, CREATE/DROP INDEX ...)")
         t = parsed.tables[0]
         key = (t.schema.lower(), t.table.lower())
@@ -63,7 +65,7 @@ def plan_replacement(statements: list[str], session_schema: str = "") -> list[st
         earlier = next((s for k, _, s in plan if k == key), None)
         if earlier is not None:
             name = f"{t.schema}.{t.table}" if t.schema else t.table
-            raise ReplacementError(f"replacement statements change table {name} in two statements that cannot be "
+            raise ReplacementError(f"{what} statements change table {name} in two statements that cannot be "
                                    f"merged ({earlier!r} and {sql!r}); give its changes as one ALTER TABLE")
         plan.append((key, parsed.kind, sql))
     return [sql for _, _, sql in plan]

@@ -320,7 +320,10 @@ class OptimisticDDLHandler:
             return self.tracker.preview(ddl.schema, ddl.table, statements, position=ddl.position)
         except SchemaTrackError as e:
             raise ShardDDLError(f"{e.message}; `shardctl binlog skip {self.task} -s {self.source}` skips the "
-                                f"statement (the tracked schema then follows the upstream)",
+                                f"statement (the tracked schema then follows the upstream); if the table was "
+                                f"changed outside the binlog, `shardctl binlog-schema update {self.task} -s "
+                                f"{self.source} {ddl.schema} {ddl.table} FILE` sets its structure, or `shardctl "
+                                f"binlog inject {self.task} -s {self.source} \"SQL\"` runs the missing change first",
                                 **{**ctx, **e.context}) from e
 
     def _preview_create(self, ddl: TableDDL, statements: list[str]) -> Preview:

@@ -33,7 +33,9 @@ Rules (tested in tests/worker/test_checkpoint.py and the syncer tests):
    the checkpoint, the restart sees the intent; when the target's definition no longer equals
    the recorded one the DDL ran, and it is not run a second time.
 9. **Rebuild, don't remember.**  All in-memory state of a restarted syncer (read position,
-   table points, schemas, safe mode window) comes from these rows (tiflow#9588).
+   table points, schemas, safe mode window) comes from these rows (tiflow#9588).  The one
+   exception is the operator's: a ``binlog-schema update|delete --flush=false`` structure, kept by
+   the worker until the table's row holds it (``worker.sync.schema_ops``).
 10. **Keyless tables move their point with their rows.**  Rule 7 cannot make a table without a
    primary/unique key exact (``REPLACE`` has no key; matching every column may remove a
    legitimately identical row), so the apply transaction of a keyless table's changes also
@@ -354,6 +356,28 @@ class CheckpointStore:
         if tp is None:
             tp = self.tables[(schema, table)] = TablePoint(pos, None)
         tp.ddl_intent = intent
+
+    def write_table_info(self, schema: str, table: str, table_info: str | None) -> None:
+        """``binlog-schema update|delete --flush``: store one table's tracked schema (None: none,
+        re-read from the upstream at the next start) without moving its point; a table without a
+        row gets one with an empty point (nothing applied is claimed).  Fenced like every write."""
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                check_fence(cur, self.fq, self.source_id, self.epoch)
+                cur.execute(f"""INSERT INTO {self.fq} (id, cp_schema, cp_table, binlog_name, binlog_pos,
+                                binlog_gtid, table_info, is_global) VALUES (%s,%s,%s,'',0,'',%s,0)
+                                ON DUPLICATE KEY UPDATE table_info = VALUES(table_info)""",
+                            (self.source_id, schema, table, table_info if table_info is not None else "null"))
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+        finally:
+            conn.close()
+        tp = self.tables.get((schema, table))
+        if tp is not None:
+            tp.table_info = table_info
 
     def delete_all(self) -> None:
         """Remove this source's rows (task removed with --remove-meta)."""

@@ -102,12 +102,15 @@ class Syncer:
     def __init__(self, spark, task: TaskConfig, source: SourceConfig, handler: DDLHandler | None = None, *,
                  max_batch_events: int = 50_000, parallelism: int | None = None, hooks: Hooks | None = None,
                  apply_rows: int = 20_000, reader: str | None = None, skips=None,
-                 local_apply_rows: int = LOCAL_APPLY_ROWS, epoch: int = 0):
+                 local_apply_rows: int = LOCAL_APPLY_ROWS, epoch: int = 0, schema_overrides=None):
         """``skips``: the operator's pending ``binlog skip`` records
         (``worker.sync.binlog_skip.BinlogSkips``); None = no skips (no etcd).  ``epoch``: the
-        binding epoch this syncer writes under (``worker.sync.fence``); 0 = not fenced."""
+        binding epoch this syncer writes under (``worker.sync.fence``); 0 = not fenced.
+        ``schema_overrides(infos) -> infos``: the operator's ``binlog-schema`` structures put into
+        the checkpointed table infos at start (``worker.sync.schema_ops.SchemaOverrides``)."""
         self.spark, self.task, self.source = spark, task, source
         self.skips = skips
+        self.schema_overrides = schema_overrides
         self.local_apply_rows = local_apply_rows
         self.last_upstream_end: Position | None = None    # the upstream's end at the last batch
         self._driver_apply_noted = False
@@ -172,7 +175,10 @@ class Syncer:
         if self.online is not None:
             self.online.store.db_kwargs = self.down_kwargs
             self.online.restore()
-        self.handler.restore({k: tp.table_info for k, tp in loaded.tables.items()})
+        infos = {k: tp.table_info for k, tp in loaded.tables.items()}
+        if self.schema_overrides is not None:
+            infos = self.schema_overrides(infos)
+        self.handler.restore(infos)
         self.held = {}
         g, su = loaded.global_pos, loaded.safe_until
         self._safe_loaded = su if su is not None and (g is None or su > g) else None
@@ -440,10 +446,53 @@ class Syncer:
         return [(parsed.database or m.schema or "", None, m.query)]
 
     def _use_operator_record(self, m: Statement, rec) -> bool:
-        """``binlog skip`` or ``binlog replace`` armed at ``m``'s start."""
-        if getattr(rec, "op", "skip") == "replace":
+        """``binlog skip``, ``binlog replace`` or ``binlog inject`` armed at ``m``'s start."""
+        op = getattr(rec, "op", "skip")
+        if op == "inject":
+            return self._inject_before(m, rec)
+        if op == "replace":
             return self._replace_statement(m, rec)
         return self._skip_statement(m, rec)
+
+    def _inject_before(self, m: Statement, rec) -> bool:
+        """``shardctl binlog inject``: handle the operator's statements just before ``m`` (each
+        through the normal path: routed, coordinated on its shard-DDL lock, executed), then ``m``
+        itself as usual.  Injected statement ``i`` is handled as if it ended at ``m.start + 1 + i``:
+        a table point there says it ran (rule 6 skips it when a crash replays ``m``, the record
+        still pending) while ``m`` (ending at ``m.end``) is still to run; a point at ``m.start``
+        only says the rows before ``m`` are applied.  While a table is held on its lock the record
+        stays ``held`` (the table replays from ``m`` after its redirect); then it is marked done."""
+        session = m.schema or ""
+        try:
+            plan = plan_replacement(list(rec.replace_with), session, cmd="binlog inject")
+        except ReplacementError as e:
+            raise ShardMergeError(f"binlog inject at {rec.position}: {e}; `shardctl binlog revert "
+                                  f"{self.task.name} -s {self.source.source_id} -b {rec.position}` removes it",
+                                  task=self.task.name, source=self.source.source_id) from None
+        if m.start.file != m.end.file or m.start.pos + len(plan) >= m.end.pos:
+            raise ShardMergeError(f"binlog inject at {rec.position}: {len(plan)} statements do not fit before the "
+                                  f"statement (it ends at {m.end}); inject fewer statements (merge one table's "
+                                  "changes into one ALTER TABLE)", task=self.task.name, source=self.source.source_id)
+        tables = []
+        for i, sql in enumerate(plan):
+            parsed = ddlmod.parse_ddl(sql, session)
+            tables += [(schema, table) for schema, table, _ in self._statement_tables(parsed, m) if table]
+            at = Position(m.start.file, m.start.pos + 1 + i, m.start.gtid)
+            self._handle_statement(dataclasses.replace(m, query=sql, end=at))
+        self.store.flush()             # the injected statements' points, before the statement runs
+        injected = "; ".join(plan)
+        still = [f"{s}.{t}" for s, t in tables if (s, t) in self.held]
+        self.log.warning("statements injected before a binlog statement on the operator's binlog inject",
+                         position=str(m.start), statement=" ".join(m.query.split())[:500], injected=injected,
+                         held=",".join(still))
+        DDLS.labels(self.task.name, self.source.source_id, "operator_inject").inc(len(plan))
+        self._handle_statement(m)      # the statement itself (a held table skips it and replays it)
+        self._advance_global(m.end)
+        if still:
+            self.skips.held(rec, m.query, note=f"injected: {injected}; held on its lock: {', '.join(still)}")
+        else:
+            self.skips.used(rec, m.query, note=f"injected before it: {injected}")
+        return True
 
     def _replace_statement(self, m: Statement, rec) -> bool:
         """``shardctl binlog replace``: handle the operator's statements in place of ``m``, at

@@ -182,9 +182,6 @@ NOT_APPLICABLE = {
         "refuses the ALTER; the downstream table is pre-created with TiDB's NONCLUSTERED primary key",
     "shardddl4_1 DM_142, DM_143 (add / drop partition)": "the optimistic runs are commented out in DM "
         "itself (not supported there); pessimistic only",
-    "shardddl4_1 DM_153, DM_154 (re-add of a dropped column fixed by binlog-schema update --from-target / "
-        "--from-source)": "needs binlog-schema update (and binlog replace for DM_153); the skip-only fix of "
-        "the same conflict is DM_147's translation",
     "shardddl4_1 DM_131..DM_151 pessimistic runs": "pessimistic mode only",
 }
 
@@ -211,4 +208,37 @@ CASES = CASES + (
           ("s1", "alter table tb1 add d int not null"),
           ("expect", "stage", "any", "Error", "because schema conflict detected", "ADD COLUMN `d` INT NOT NULL")),
          columns="a INT PRIMARY KEY, b INT", task_options=_STRICT),
+)
+
+# DM_153 / DM_154: a shard drops column c and later re-adds it while the other shard still has it;
+# the re-add is a conflict ("wasn't fully dropped in downstream").  The operator fixes the shard's
+# tracked structure with binlog-schema update (from the downstream table, or the upstream one) while
+# the subtask waits on its lock, then replaces the blocked DDL (153) or drops the column downstream by
+# hand and skips it (154).  Row 1's c was dropped and re-added upstream (NULL there): DM sets it NULL
+# downstream before comparing, as here.
+_READD = (("s1", "insert into tb1 values(1,1)"), ("s2", "insert into tb1 values(2,2)"),
+          ("s1", "alter table tb1 add column b int, drop column c"),
+          ("s1", "insert into tb1 values(4,4)"), ("s2", "insert into tb1 values(5,5)"),
+          ("s1", "alter table tb1 add column c int, drop column b"),
+          ("s1", "insert into tb1 values(7,7)"), ("s2", "insert into tb1 values(8,8)"),
+          ("expect", "stage", "s1", "Paused", "because schema conflict detected",
+           "add column c that wasn't fully dropped in downstream"))
+_LATIN1 = "ENGINE=InnoDB DEFAULT CHARSET=latin1 COLLATE=latin1_bin"
+
+CASES = CASES + (
+    Case("dm153_readd_fixed_by_schema_from_target_and_replace", "shardddl4_1 DM_153_CASE (double-source-optimistic)",
+         {"s1": ("tb1",), "s2": ("tb1",)},
+         (*_READD,
+          ("ctl", "binlog-schema", "update", "{task}", "-s", "s1", "{db:s1}", "tb1", "--from-target"),
+          ("ctl", "binlog", "replace", "{task}", "alter table {db:s1}.tb1 drop column b"),
+          ("down", "update orders set c = null where a = 1"), ("wait_equal",)),
+         columns="a INT PRIMARY KEY, c INT", table_options=_LATIN1),
+    Case("dm154_readd_fixed_by_schema_from_source_and_skip", "shardddl4_1 DM_154_CASE (double-source-optimistic)",
+         {"s1": ("tb1",), "s2": ("tb1",)},
+         (*_READD,
+          ("ctl", "binlog-schema", "update", "{task}", "-s", "s1", "{db:s1}", "tb1", "--from-source"),
+          ("down", "alter table orders drop column b"),
+          ("ctl", "binlog", "skip", "{task}"),
+          ("down", "update orders set c = null where a = 1"), ("wait_equal",)),
+         columns="a INT PRIMARY KEY, c INT", table_options=_LATIN1),
 )
