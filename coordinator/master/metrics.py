@@ -17,3 +17,5 @@ BINDINGS = Gauge("shardmerge_master_bound_sources", "Sources bound to a live wor
 UNBOUND = Gauge("shardmerge_master_unbound_sources", "Sources with no live worker")
 
 LOCK_STATES = ("syncing", "conflict", "resolved", "error")
+PRECHECKS = Counter("shardmerge_master_prechecks_total",
+                    "Task prechecks run (check-task, start-task), by outcome: passed, warning, failed", ["outcome"])

@@ -1,0 +1,88 @@
+"""Run every precheck of a task: per source (server settings, privileges), per merged target
+(key presence, schema join, AUTO_INCREMENT collisions), and the downstream."""
+from __future__ import annotations
+
+import pymysql
+
+from coordinator.config import SourceConfig, TaskConfig
+from coordinator.obs import logger
+from coordinator.routing import TableMapper
+
+from . import downstream, shards, upstream
+from .grants import current_grants
+from .result import FAIL, CheckItem, CheckReport
+
+log = logger("precheck")
+
+
+def _source_conn(src: SourceConfig):
+    """(connection or None, failing item or None)."""
+    db = src.db
+    try:
+        return downstream.connect(db), None
+    except (pymysql.MySQLError, OSError) as e:
+        it = CheckItem("source_connection", "check whether the upstream is reachable with the source config",
+                       extra=f"source {src.source_id} ({db.address()})")
+        it.problem(FAIL, f"cannot connect to source {src.source_id} at {db.address()} as {db.user!r}: "
+                         f"{e}{db.tls_hint(e)}",
+                   "check `from` in the source config (operate-source show / get-config source) and that the "
+                   "server is running")
+        return None, it
+
+
+def _sequence(conn) -> tuple[int, int]:
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@GLOBAL.auto_increment_increment, @@GLOBAL.auto_increment_offset")
+        inc, off = cur.fetchone()
+    return int(inc), int(off)
+
+
+def run_prechecks(task: TaskConfig, sources: dict[str, SourceConfig], only: list[str] | None = None) -> CheckReport:
+    """All checks of ``task`` on the sources ``only`` (default: all of the task's).  ``sources``
+    holds the registered config of each; connection failures become failed items, never
+    exceptions."""
+    report = CheckReport()
+    conns: dict[str, object] = {}
+    seq: dict[str, tuple[int, int]] = {}
+    targets: dict[tuple[str, str], shards.Target] = {}
+    try:
+        for inst in task.instances:
+            if only and inst.source_id not in only:
+                continue
+            src = sources[inst.source_id]
+            where = f"source {src.source_id} ({src.db.address()})"
+            conn, failed = _source_conn(src)
+            if conn is None:
+                report.items.append(failed)
+                continue
+            conns[src.source_id] = conn
+            report.items += upstream.server_checks(conn, src, task.task_mode, where)
+            grants = current_grants(conn)
+            found = shards.discover(conn, src.source_id, TableMapper(inst, task.meta_schema))
+            if task.task_mode != "incremental":
+                report.items.append(upstream.dump_privilege(grants, [(s.schema, s.table) for s, _ in found], where))
+            if task.task_mode != "full":
+                report.items.append(upstream.replication_privilege(grants, where))
+            seq[src.source_id] = _sequence(conn)
+            for st, (ts, tt) in found:
+                targets.setdefault((ts, tt), shards.Target(ts, tt)).shards.append(st)
+        ordered = [targets[k] for k in sorted(targets)]
+        report.items.append(shards.key_check(ordered))
+        for t in ordered:
+            if len(t.shards) < 2:
+                continue
+            report.items.append(shards.join_check(t))
+            report.items.append(shards.auto_increment_check(t, conns, seq, task.task_mode))
+        down, item = downstream.connection_check(task)
+        report.items.append(item)
+        if down is not None:
+            try:
+                report.items.append(downstream.meta_schema_check(down, task))
+            finally:
+                down.close()
+    finally:
+        for c in conns.values():
+            c.close()
+    log.info("precheck done", task=task.name, total=len(report.items), failed=report.count("fail"),
+             warning=report.count("warn"))
+    return report
