@@ -88,7 +88,8 @@ def _join_all(a: TableSchema, b: TableSchema, la: str, lb: str) -> tuple[TableSc
     problems: list[str] = []
     for _ in range(64):
         try:
-            return (join(a, b, a_label=la, b_label=lb) if not problems else None), problems
+            joined = join(a, b, a_label=la, b_label=lb)
+            return (None if problems else joined), problems
         except SchemaError as e:
             problems.append(str(e))
             col = getattr(e, "column", None)
