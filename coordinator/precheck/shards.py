@@ -183,7 +183,7 @@ def _interleaved(a: _Auto, b: _Auto) -> bool:
         and a.shard.source != b.shard.source
 
 
-def auto_increment_check(t: Target, conns: dict, seq: dict[str, tuple[int, int]], mode: str) -> CheckItem:
+def auto_increment_check(t: Target, conns: dict, seq: dict[str, tuple[int, int]]) -> CheckItem:
     """AUTO_INCREMENT keys of merged shards: rows that already share a key value fail (the full
     load stops on the duplicate, or one shard's row overwrites the other's); shards generating
     from the same sequence warn (new rows will collide), as DM does."""
@@ -213,8 +213,7 @@ def auto_increment_check(t: Target, conns: dict, seq: dict[str, tuple[int, int]]
                 continue
             hit = _collisions(conns, a, b)
             if hit:
-                it.problem(FAIL if mode != "incremental" else WARN,
-                           f"{a.shard.label} and {b.shard.label} both hold rows with AUTO_INCREMENT key "
+                it.problem(FAIL, f"{a.shard.label} and {b.shard.label} both hold rows with AUTO_INCREMENT key "
                            f"`{a.column}` = {', '.join(str(k) for k in hit)}{' ...' if len(hit) == 5 else ''}: "
                            f"merged into {t.name} one row would replace the other", fix)
     if pairs > MAX_PAIRS:

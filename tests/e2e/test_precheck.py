@@ -1,7 +1,7 @@
 """End to end, real processes: `shardctl check-task` run by the master against the real
 sources and downstream (the real CLI binary's exit codes and dmctl's JSON shape; bad input
-refused with nothing written), and `start-task` refusing a task whose shard schemas conflict,
-then starting it with `--skip-precheck`; warnings are printed and the task starts.  One worker
+refused with nothing written), and `start-task` refusing a task whose shard schemas conflict (a
+full-load task: as in DM the shards' consistency is checked when the task loads), then starting it with `--skip-precheck`; warnings are printed and the task starts.  One worker
 (source s1, its four shard tables) is enough: the checks run in the master."""
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def not_stored(cluster, name: str) -> bool:
 
 
 def test_check_task_cli_passes_then_fails_on_conflicting_shards(cluster1, source1_db, downstream_db, tmp_path):
-    sc = Scenario(cluster1, {"s1": source1_db}, downstream_db, tmp_path, rows=3)
+    sc = Scenario(cluster1, {"s1": source1_db}, downstream_db, tmp_path, rows=3, mode="all")
     rc, out, err = shardctl(cluster1, "check-task", sc.task_file)
     assert rc == 0, (out, err)
     doc = json.loads(out)
@@ -104,7 +104,7 @@ def test_check_task_bad_input_is_refused_with_nothing_written(cluster1, tmp_path
 
 def test_start_task_refuses_on_a_failed_check_and_skip_precheck_starts(cluster1, source1_db, downstream_db,
                                                                        tmp_path):
-    sc = Scenario(cluster1, {"s1": source1_db}, downstream_db, tmp_path, rows=3)
+    sc = Scenario(cluster1, {"s1": source1_db}, downstream_db, tmp_path, rows=3, mode="all")
     source1_db.execute("ALTER TABLE orders_02 MODIFY v VARCHAR(20)")
     rc, doc = cluster1.ctl("start-task", sc.task_file)
     assert rc == 1
