@@ -8,11 +8,14 @@ import uuid
 import pymysql
 
 from coordinator.config import TaskConfig
+from coordinator.errors import ConfigError
 from coordinator.sql import quote_ident, quote_table
 
-from .result import FAIL, CheckItem
+from .result import FAIL, WARN, CheckItem
 
 CONNECT_TIMEOUT = 5
+SECRET_HINT = ("give the master the same secret (environment variable / file) as the workers so it can "
+               "check, or accept that these checks are skipped")
 
 
 def connect(db):
@@ -28,6 +31,10 @@ def connection_check(task: TaskConfig):
                    "target-database", extra=db.address())
     try:
         return connect(db), it
+    except ConfigError as e:      # a password-env / password-file only the workers have (see runner)
+        it.problem(WARN, f"the master cannot read the downstream password ({e}); the downstream checks were "
+                         f"not run", SECRET_HINT)
+        return None, it
     except (pymysql.MySQLError, OSError) as e:
         it.problem(FAIL, f"cannot connect to the downstream at {db.address()} as {db.user!r}: {e}{db.tls_hint(e)}",
                    "check `target-database` (host, port, user, password, security) in the task file and "

@@ -320,3 +320,23 @@ def test_meta_schema_not_writable_fails(two):
     assert state(rep, "meta_schema_writable") == FAIL
     assert f"cannot write to meta schema `{down.name}`" in errors(rep, "meta_schema_writable")
     assert down.execute("SHOW TABLES") == []
+
+
+def test_secret_the_master_lacks_skips_the_checks_with_a_warning(two, monkeypatch):
+    """`password-env` is read where the connection is made: a worker may hold it, the master not."""
+    dbs, down = two
+    create(dbs, "CREATE TABLE orders_1 (id BIGINT PRIMARY KEY, v INT)")
+    monkeypatch.delenv("PRECHECK_TEST_PW", raising=False)
+    p = dbs["s1"].params
+    s1 = parse_source(f"source-id: s1\nfrom: {{host: {p['host']}, port: {p['port']}, user: {p['user']}, "
+                      f"password-env: PRECHECK_TEST_PW}}\n")
+    rep = run(dbs, down, srcs={"s1": s1, "s2": source("s2", dbs["s2"].params)})
+    assert state(rep, "source_connection") == WARN
+    assert "the master cannot read the password of source s1" in errors(rep, "source_connection")
+    assert "PRECHECK_TEST_PW" in errors(rep, "source_connection")
+    assert not [i for i in rep.items if "source s1 " in i.extra and i.name != "source_connection"]
+    assert rep.passed
+    monkeypatch.setenv("PRECHECK_TEST_PW", p["password"])
+    rep = run(dbs, down, srcs={"s1": s1, "s2": source("s2", dbs["s2"].params)})
+    assert "source_connection" not in {i.name for i in rep.items}
+    assert state(rep, "mysql_binlog_row_image", "source s1 ") == SUCCESS
