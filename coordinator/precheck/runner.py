@@ -44,6 +44,21 @@ def _sequence(conn) -> tuple[int, int]:
     return int(inc), int(off)
 
 
+def _source_items(conn, src: SourceConfig, inst, task: TaskConfig, where: str,
+                  targets: dict[tuple[str, str], shards.Target]) -> list[CheckItem]:
+    """The server and privilege items of one source; its routed tables are added to ``targets``."""
+    items = upstream.server_checks(conn, src, task.task_mode, where)
+    grants = current_grants(conn)
+    found = shards.discover(conn, src.source_id, TableMapper(inst, task.meta_schema))
+    if task.task_mode != "incremental":
+        items.append(upstream.dump_privilege(grants, [(s.schema, s.table) for s, _ in found], where))
+    if task.task_mode != "full":
+        items.append(upstream.replication_privilege(grants, where))
+    for st, (ts, tt) in found:
+        targets.setdefault((ts, tt), shards.Target(ts, tt)).shards.append(st)
+    return items
+
+
 def run_prechecks(task: TaskConfig, sources: dict[str, SourceConfig], only: list[str] | None = None) -> CheckReport:
     """All checks of ``task`` on the sources ``only`` (default: all of the task's).  ``sources``
     holds the registered config of each; connection failures become failed items, never
@@ -63,16 +78,16 @@ def run_prechecks(task: TaskConfig, sources: dict[str, SourceConfig], only: list
                 report.items.append(failed)
                 continue
             conns[src.source_id] = conn
-            report.items += upstream.server_checks(conn, src, task.task_mode, where)
-            grants = current_grants(conn)
-            found = shards.discover(conn, src.source_id, TableMapper(inst, task.meta_schema))
-            if task.task_mode != "incremental":
-                report.items.append(upstream.dump_privilege(grants, [(s.schema, s.table) for s, _ in found], where))
-            if task.task_mode != "full":
-                report.items.append(upstream.replication_privilege(grants, where))
-            seq[src.source_id] = _sequence(conn)
-            for st, (ts, tt) in found:
-                targets.setdefault((ts, tt), shards.Target(ts, tt)).shards.append(st)
+            try:
+                report.items += _source_items(conn, src, inst, task, where, targets)
+                seq[src.source_id] = _sequence(conn)
+            except pymysql.MySQLError as e:       # e.g. a table the user may not SHOW CREATE
+                it = CheckItem("source_connection", "check whether the upstream answers the checks' queries",
+                               extra=where)
+                report.items.append(it.problem(FAIL, f"source {src.source_id} refused a check's query: {e}",
+                                               "grant the source's user the privileges of the failed checks "
+                                               "(see docs/precheck.md)"))
+                conns.pop(src.source_id).close()
         ordered = [targets[k] for k in sorted(targets)]
         report.items.append(shards.key_check(ordered))
         for t in ordered:
@@ -81,7 +96,13 @@ def run_prechecks(task: TaskConfig, sources: dict[str, SourceConfig], only: list
             if len(t.shards) < 2 or task.task_mode == "incremental":
                 continue
             report.items.append(shards.join_check(t))
-            report.items.append(shards.auto_increment_check(t, conns, seq))
+            try:
+                report.items.append(shards.auto_increment_check(t, conns, seq))
+            except pymysql.MySQLError as e:       # no SELECT on a shard: the dump privilege item fails too
+                it = CheckItem("auto-increment key checking", f"check whether AUTO_INCREMENT keys of the shards "
+                               f"of {t.name} collide when merged", extra=f"sharding {t.name}")
+                report.items.append(it.problem(WARN, f"the key values could not be read: {e}; not checked",
+                                               "grant SELECT on the shard tables to the source's user"))
         down, item = downstream.connection_check(task)
         report.items.append(item)
         if down is not None:

@@ -6,7 +6,9 @@ full-load task: as in DM the shards' consistency is checked when the task loads)
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -74,6 +76,12 @@ def test_check_task_cli_passes_then_fails_on_conflicting_shards(cluster1, source
 
     rc, out, err = shardctl(cluster1, "--format", "table", "check-task", sc.task_file)
     assert rc == 1 and "FAILED: pre-check failed" in out and "fail: column `v`" in out
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{cluster1.mmetrics}/metrics", timeout=5) as r:
+        metrics = r.read().decode()
+    counts = {o: float(m.group(1)) for o in ("passed", "failed")
+              if (m := re.search(rf'^shardmerge_master_prechecks_total{{outcome="{o}"}} (\S+)$', metrics, re.M))}
+    assert counts.get("passed", 0) >= 1 and counts.get("failed", 0) >= 2, counts
 
 
 def test_check_task_bad_input_is_refused_with_nothing_written(cluster1, tmp_path, source1_db, downstream_db):

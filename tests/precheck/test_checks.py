@@ -340,3 +340,15 @@ def test_secret_the_master_lacks_skips_the_checks_with_a_warning(two, monkeypatc
     rep = run(dbs, down, srcs={"s1": s1, "s2": source("s2", dbs["s2"].params)})
     assert "source_connection" not in {i.name for i in rep.items}
     assert state(rep, "mysql_binlog_row_image", "source s1 ") == SUCCESS
+
+
+def test_auto_increment_keys_unreadable_warn_not_checked(source1_db, downstream_db):
+    s1 = source1_db
+    for t in ("orders_1", "orders_2"):
+        s1.execute(f"CREATE TABLE {t} (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+    with user(s1.params, f"SELECT ON `{s1.name}`.`orders_1`", f"INSERT ON `{s1.name}`.`orders_2`",
+              "REPLICATION SLAVE, BINLOG MONITOR ON *.*") as p:
+        rep = run({"s1": s1}, downstream_db, srcs={"s1": source("s1", p)})
+    assert state(rep, "auto-increment key checking") == WARN
+    assert "the key values could not be read" in errors(rep, "auto-increment key checking")
+    assert state(rep, "source db dump privilege checker") == FAIL
