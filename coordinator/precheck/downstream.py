@@ -11,17 +11,9 @@ from coordinator.config import TaskConfig
 from coordinator.errors import ConfigError
 from coordinator.sql import quote_ident, quote_table
 
+from .connect import SECRET_HINT, connect
 from .result import FAIL, WARN, CheckItem
 
-CONNECT_TIMEOUT = 5
-SECRET_HINT = ("give the master the same secret (environment variable / file) as the workers so it can "
-               "check, or accept that these checks are skipped")
-
-
-def connect(db):
-    """A short-timeout connection (a precheck must answer within the start-task RPC)."""
-    return pymysql.connect(**db.pymysql_kwargs(), autocommit=True, charset="utf8mb4",
-                           connect_timeout=CONNECT_TIMEOUT, read_timeout=60, write_timeout=60)
 
 
 def connection_check(task: TaskConfig):

@@ -10,6 +10,7 @@ from coordinator.obs import logger
 from coordinator.routing import TableMapper
 
 from . import downstream, shards, upstream
+from .connect import SECRET_HINT, connect
 from .grants import current_grants
 from .result import FAIL, WARN, CheckItem, CheckReport
 
@@ -22,12 +23,12 @@ def _source_conn(src: SourceConfig):
     it = CheckItem("source_connection", "check whether the upstream is reachable with the source config",
                    extra=f"source {src.source_id} ({db.address()})")
     try:
-        return downstream.connect(db), None
+        return connect(db), None
     except ConfigError as e:
         # password-env / password-file are read where the connection is made: a worker may hold a
         # secret the master does not, which is a valid deployment, so the checks are skipped, loudly
         it.problem(WARN, f"the master cannot read the password of source {src.source_id} ({e}); the checks of "
-                         f"this source were not run", downstream.SECRET_HINT)
+                         f"this source were not run", SECRET_HINT)
         return None, it
     except (pymysql.MySQLError, OSError) as e:
         it.problem(FAIL, f"cannot connect to source {src.source_id} at {db.address()} as {db.user!r}: "
