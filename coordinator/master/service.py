@@ -1,7 +1,7 @@
 """The gRPC ``Master`` service.
 
 Reads (query-status, get-config, operate-source show, members) are answered by any master from
-etcd.  Writes and lock views need the leader: a follower forwards them to the leader's
+etcd, and so is check-task (the prechecks read the sources and the downstream, write nothing).  Writes and lock views need the leader: a follower forwards them to the leader's
 advertised address once (a forwarded call is marked so it is never forwarded again) and answers
 "not leader, leader is X" when that fails.
 """
