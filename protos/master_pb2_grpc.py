@@ -39,6 +39,11 @@ class MasterStub:
                 request_serializer=protos_dot_master__pb2.StartTaskRequest.SerializeToString,
                 response_deserializer=protos_dot_master__pb2.CommonResponse.FromString,
                 _registered_method=True)
+        self.CheckTask = channel.unary_unary(
+                '/shardmerge.v1.Master/CheckTask',
+                request_serializer=protos_dot_master__pb2.CheckTaskRequest.SerializeToString,
+                response_deserializer=protos_dot_master__pb2.CheckTaskResponse.FromString,
+                _registered_method=True)
         self.StopTask = channel.unary_unary(
                 '/shardmerge.v1.Master/StopTask',
                 request_serializer=protos_dot_master__pb2.StopTaskRequest.SerializeToString,
@@ -111,6 +116,17 @@ class MasterServicer:
 
     def StartTask(self, request, context):
         """Validate a DM-style task YAML, store it in etcd and start its subtasks.
+        Runs the prechecks first (as CheckTask) unless skip_precheck: any failed check refuses the
+        task (nothing written), warnings are returned in msg and the task starts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CheckTask(self, request, context):
+        """Prechecks of a task (dmctl check-task): the sources' binlog settings, GTID, server_id and
+        privileges, the shard tables' keys, schema join and AUTO_INCREMENT collisions, the
+        downstream and its meta schema.  Writes nothing to etcd.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -222,6 +238,11 @@ def add_MasterServicer_to_server(servicer, server):
                     request_deserializer=protos_dot_master__pb2.StartTaskRequest.FromString,
                     response_serializer=protos_dot_master__pb2.CommonResponse.SerializeToString,
             ),
+            'CheckTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckTask,
+                    request_deserializer=protos_dot_master__pb2.CheckTaskRequest.FromString,
+                    response_serializer=protos_dot_master__pb2.CheckTaskResponse.SerializeToString,
+            ),
             'StopTask': grpc.unary_unary_rpc_method_handler(
                     servicer.StopTask,
                     request_deserializer=protos_dot_master__pb2.StopTaskRequest.FromString,
@@ -315,6 +336,33 @@ class Master:
             '/shardmerge.v1.Master/StartTask',
             protos_dot_master__pb2.StartTaskRequest.SerializeToString,
             protos_dot_master__pb2.CommonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shardmerge.v1.Master/CheckTask',
+            protos_dot_master__pb2.CheckTaskRequest.SerializeToString,
+            protos_dot_master__pb2.CheckTaskResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -20,7 +20,7 @@ from coordinator.errors import ShardMergeError
 COMMAND_MODULES = (
     "coordinator.cli.master",     # master (run the process)
     "coordinator.cli.worker",     # worker (run the process)
-    "coordinator.cli.tasks",      # start-task, stop-task, pause-task, resume-task, query-status
+    "coordinator.cli.tasks",      # start-task, check-task, stop-task, pause-task, resume-task, query-status
     "coordinator.cli.locks",      # shard-ddl-lock (show-ddl-locks, unlock-ddl-lock)
     "coordinator.cli.sources",    # operate-source, get-config/config, list-member
     "coordinator.cli.binlog",     # binlog skip|replace|inject|revert|list, handle-error (legacy form)

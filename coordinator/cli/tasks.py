@@ -1,4 +1,4 @@
-"""``shardctl start-task | stop-task | pause-task | resume-task | query-status``: task lifecycle
+"""``shardctl start-task | check-task | stop-task | pause-task | resume-task | query-status``: task lifecycle
 commands (dmctl names)."""
 from __future__ import annotations
 
@@ -7,8 +7,11 @@ import os
 
 import yaml
 
-from coordinator.cli.common import CLIError, add_sources_flag, call, common, common_table, emit, render_table
+from coordinator.cli.common import (RPC_TIMEOUT, CLIError, add_sources_flag, call, common, common_table, emit,
+                                    render_table)
 from protos import master_pb2 as pb
+
+CHECK_TIMEOUT = 2 * RPC_TIMEOUT     # the checks read every shard table's definition
 
 
 def _read(path: str) -> str:
@@ -22,8 +25,39 @@ def _read(path: str) -> str:
 def start_task(args) -> int:
     text = _read(args.config)
     resp = call(args, "StartTask", pb.StartTaskRequest(task_yaml=text, file=args.config, sources=args.sources,
-                                                        remove_meta=args.remove_meta))
+                                                        remove_meta=args.remove_meta,
+                                                        skip_precheck=args.skip_precheck))
     return emit(args, common(resp), common_table)
+
+
+def check_doc(resp) -> dict:
+    """dmctl check-task's JSON: result, msg, and checkResult when the checks ran."""
+    doc: dict = {"result": resp.result, "msg": resp.msg}
+    if resp.check_result_json:
+        doc["checkResult"] = json.loads(resp.check_result_json)
+    return doc
+
+
+def check_table(doc: dict) -> str:
+    lines = [("OK" if doc["result"] else "FAILED") + (f": {doc['msg']}" if doc.get("msg") else "")]
+    results = doc.get("checkResult", {}).get("results", [])
+    rows = [[str(r["id"]), r["state"], r["name"], r["extra"] or "-"] for r in results]
+    if rows:
+        lines.append(render_table(["ID", "STATE", "CHECK", "WHERE"], rows))
+    for r in results:
+        for e in r["errors"]:
+            lines.append(f"  [{r['id']}] {e['severity']}: {e['short_error']}")
+        if r["errors"] and r["instruction"]:
+            lines.append(f"  [{r['id']}] fix: {r['instruction']}")
+    return "\n".join(lines)
+
+
+def check_task(args) -> int:
+    """Prechecks only; exit 0 when no check failed (warnings allowed), else 1."""
+    text = _read(args.config)
+    resp = call(args, "CheckTask", pb.CheckTaskRequest(task_yaml=text, file=args.config, sources=args.sources),
+                timeout=CHECK_TIMEOUT)
+    return emit(args, check_doc(resp), check_table)
 
 
 def task_name(arg: str) -> str:
@@ -129,8 +163,16 @@ def register(sub) -> None:
     p = sub.add_parser("start-task", help="validate a DM task YAML, store it and start its subtasks")
     add_sources_flag(p)
     p.add_argument("--remove-meta", action="store_true", help="first delete the task's shard DDL metadata (locks)")
+    p.add_argument("--skip-precheck", action="store_true",
+                   help="start without the prechecks of check-task (by default any failed check refuses the task)")
     p.add_argument("config", metavar="TASK.yaml")
     p.set_defaults(func=start_task)
+
+    p = sub.add_parser("check-task", help="run the prechecks of a task (binlog settings, privileges, shard "
+                                          "schemas, keys, downstream) without starting it")
+    add_sources_flag(p)
+    p.add_argument("config", metavar="TASK.yaml")
+    p.set_defaults(func=check_task)
 
     p = sub.add_parser("stop-task", help="stop a task (or some of its sources) and release its locks")
     add_sources_flag(p)

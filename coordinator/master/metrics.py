@@ -29,3 +29,5 @@ SUBTASKS = Gauge("shardmerge_master_subtasks",
 TRANSFERS = Counter("shardmerge_master_source_transfers_total", "transfer-source requests applied")
 
 LOCK_STATES = ("syncing", "conflict", "resolved", "error")
+PRECHECKS = Counter("shardmerge_master_prechecks_total",
+                    "Task prechecks run (check-task, start-task), by outcome: passed, warning, failed", ["outcome"])

@@ -1,12 +1,13 @@
 """The gRPC ``Master`` service.
 
 Reads (query-status, get-config, operate-source show, members) are answered by any master from
-etcd.  Writes and lock views need the leader: a follower forwards them to the leader's
+etcd, and so is check-task (the prechecks read the sources and the downstream, write nothing).  Writes and lock views need the leader: a follower forwards them to the leader's
 advertised address once (a forwarded call is marked so it is never forwarded again) and answers
 "not leader, leader is X" when that fails.
 """
 from __future__ import annotations
 
+import json
 import traceback
 from typing import Protocol
 
@@ -14,6 +15,7 @@ import grpc
 
 from coordinator.errors import ShardMergeError
 from coordinator.etcdproto import EtcdUnavailable, Fenced, Store
+from coordinator.master import precheck_task
 from coordinator.master.cluster import handle_error
 from coordinator.master.schema_ops import operate_schema
 from coordinator.obs import logger
@@ -125,14 +127,32 @@ class MasterService(pbg.MasterServicer):
     def StartTask(self, request, context):  # noqa: N802 (gRPC names)
         def run(fence):
             cluster, opt = self.node.cluster, self.node.optimist
-            cfg, _ = cluster.check_task(request.task_yaml, request.file, list(request.sources))
+            cfg, wanted = cluster.check_task(request.task_yaml, request.file, list(request.sources))
+            warned: list[str] = []
+            if not request.skip_precheck:
+                report = precheck_task.precheck(self.node.store, cfg, wanted)
+                if not report.passed:
+                    self.log.warning("start-task refused by precheck", task=cfg.name, summary=report.summary_line())
+                    return pb.CommonResponse(result=False, msg=precheck_task.refusal(report, cfg.name))
+                warned = precheck_task.warnings(report)
             if request.remove_meta and opt is not None:
                 opt.remove_task_meta(fence, cfg.name, None)
             out = cluster.start_task(fence, request.task_yaml, request.file, list(request.sources))
             self.node.wake_binder()
-            return pb.CommonResponse(result=out.ok, msg=out.msg, sources=[
+            msg = "\n".join(m for m in (out.msg, *warned) if m)
+            return pb.CommonResponse(result=out.ok, msg=msg, sources=[
                 pb.SourceResult(source=s, result=ok, msg=m) for s, ok, m in out.per_source])
         return self._leader_call("StartTask", request, context, pb.CommonResponse, run)
+
+    def CheckTask(self, request, context):  # noqa: N802
+        """Any master answers: the checks read the sources and the downstream, nothing in etcd
+        is written."""
+        def run():
+            cfg, wanted = self.node.cluster.check_task(request.task_yaml, request.file, list(request.sources))
+            report = precheck_task.precheck(self.node.store, cfg, wanted)
+            return pb.CheckTaskResponse(result=report.passed, msg=report.summary_line(),
+                                        check_result_json=json.dumps(report.to_json()))
+        return self._read("CheckTask", pb.CheckTaskResponse, run)
 
     def StopTask(self, request, context):  # noqa: N802
         def run(fence):

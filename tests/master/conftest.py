@@ -15,6 +15,7 @@ import grpc
 import pytest
 
 from coordinator.etcdproto import Store
+from tests.conftest import devservices
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARDCTL = str(ROOT / ".venv" / "bin" / "shardctl")
@@ -151,7 +152,13 @@ def write(tmp_path: Path, name: str, text: str) -> str:
     return str(p)
 
 
-def source_yaml(sid: str, port: int = 33061) -> str:
+# the private services' ports (SHARDMERGE_SERVICES_PORT_OFFSET): start-task's precheck connects to
+# the sources and the downstream, so the configs must name servers that are really there
+SOURCE_PORT = next(m.port for m in devservices.MARIADBS if m.name == "source1")
+DOWNSTREAM_PORT = next(m.port for m in devservices.MARIADBS if m.name == "downstream")
+
+
+def source_yaml(sid: str, port: int = SOURCE_PORT) -> str:
     return f"""source-id: {sid}
 flavor: mariadb
 enable-gtid: true
@@ -170,7 +177,7 @@ task-mode: incremental
 shard-mode: optimistic
 target-database:
   host: 127.0.0.1
-  port: 33063
+  port: {DOWNSTREAM_PORT}
   user: shardmerge
   password: shardmerge
 routes:

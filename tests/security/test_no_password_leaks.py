@@ -136,7 +136,15 @@ def test_passwords_never_printed(services, etcd_prefix, etcd_client, source1_db,
         rc, text = _ctl(addr, "start-task", str(good))
         assert rc == 0, text + diag()
         outputs["start-task good"] = text
+        # the precheck refuses the bad task (wrong downstream password; s2's password-env is only in
+        # the worker, so s2 is not checked): its messages are searched too; then it is started anyway
         rc, text = _ctl(addr, "start-task", str(bad))
+        assert rc != 0 and "not started: pre-check failed" in text and "downstream_connection" in text, text
+        outputs["start-task bad (refused by the precheck)"] = text
+        rc, text = _ctl(addr, "check-task", str(bad))
+        assert rc != 0 and "the master cannot read the password of source s2" in text, text
+        outputs["check-task bad"] = text
+        rc, text = _ctl(addr, "start-task", "--skip-precheck", str(bad))
         assert rc == 0, text + diag()
         outputs["start-task bad"] = text
         rc, text = _ctl(addr, "start-task", str(broken))

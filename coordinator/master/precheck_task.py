@@ -1,0 +1,44 @@
+"""The master's side of the prechecks: the task's sources come from their registered configs
+in etcd (the master, like DM's, is what can reach every source), then
+``coordinator.precheck.run_prechecks`` runs; start-task refuses on a failed check."""
+from __future__ import annotations
+
+from coordinator.config import SourceConfig, TaskConfig, parse_source
+from coordinator.errors import ConfigError
+from coordinator.etcdproto import Store
+from coordinator.precheck import FAIL, WARN, CheckReport, run_prechecks
+
+from . import metrics
+from .cluster import RequestError
+
+
+def registered_sources(store: Store, names: list[str]) -> dict[str, SourceConfig]:
+    out = {}
+    for name in names:
+        rec = store.get_source(name)
+        if rec is None:
+            raise RequestError(f"source {name!r} is not registered; run `shardctl operate-source create "
+                               f"SOURCE.yaml` first", source=name)
+        try:
+            out[name] = parse_source(rec.yaml, f"<registered source {name}>")
+        except ConfigError as e:
+            raise RequestError(f"the registered config of source {name!r} is invalid: {e}", source=name) from None
+    return out
+
+
+def precheck(store: Store, cfg: TaskConfig, sources: list[str]) -> CheckReport:
+    report = run_prechecks(cfg, registered_sources(store, sources), sources)
+    metrics.PRECHECKS.labels("failed" if not report.passed else "warning" if report.count(WARN) else "passed").inc()
+    return report
+
+
+def refusal(report: CheckReport, task: str) -> str:
+    """start-task's message when a check failed."""
+    return "\n".join([f"task {task!r} not started: {report.summary_line()}", *report.problems(FAIL),
+                      *(f"(warning) {w}" for w in report.problems(WARN)),
+                      "fix the failed checks (`shardctl check-task TASK.yaml` shows them all), or start "
+                      "with --skip-precheck to start anyway"])
+
+
+def warnings(report: CheckReport) -> list[str]:
+    return [f"pre-check warning: {w}" for w in report.problems(WARN)]

@@ -1,0 +1,16 @@
+"""Connections the prechecks make (to the sources and the downstream): short timeouts, since a
+precheck must answer within the start-task RPC."""
+from __future__ import annotations
+
+import pymysql
+
+CONNECT_TIMEOUT = 5
+SECRET_HINT = ("give the master the same secret (environment variable / file) as the workers so it can "
+               "check, or accept that these checks are skipped")
+
+
+def connect(db):
+    """``db``: a ``coordinator.config.DBConfig``; its password is resolved here (ConfigError when
+    this process cannot read a password-env / password-file)."""
+    return pymysql.connect(**db.pymysql_kwargs(), autocommit=True, charset="utf8mb4",
+                           connect_timeout=CONNECT_TIMEOUT, read_timeout=60, write_timeout=60)
