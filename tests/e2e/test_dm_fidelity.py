@@ -136,6 +136,8 @@ def test_dm_exec_error_skip_case(scenario):
     sc.start()
     sc.dbs["s1"].execute("INSERT INTO orders_01 VALUES (1, 1, 1)")
     sc.dbs["s2"].execute("INSERT INTO orders_01 VALUES (2, 2, 2)")
+    # the target exists once the shards' rows arrive (a subtask can report Running first)
+    sc.c.wait(lambda: sc.down.execute("SELECT COUNT(*) FROM orders")[0][0] == 2, 90, "2 rows downstream")
     sc.down.execute("INSERT INTO orders VALUES (3, 1, 1), (4, 2, 2)")
     sc.c.wait(lambda: sc.down.execute("SELECT COUNT(*) FROM orders")[0][0] == 4, 60, "4 rows downstream")
     for sid in sc.dbs:

@@ -55,7 +55,8 @@ def test_dm_update_ba_route_case(cluster, source1_db, source2_db, downstream_db,
         up[sid].execute(sql)
 
     def count(n):
-        c.wait(lambda: downstream_db.execute("SELECT COUNT(*) FROM tb")[0][0] == n, 90, f"{n} rows downstream")
+        # 180 s: the first count waits for the full load, which waits for the Spark session
+        c.wait(lambda: downstream_db.execute("SELECT COUNT(*) FROM tb")[0][0] == n, 180, f"{n} rows downstream")
 
     def start(both: bool):
         f = Path(tmp_path) / f"task-{'both' if both else 'one'}.yaml"
