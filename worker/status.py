@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 
 from coordinator.errors import ShardMergeError
 from coordinator.etcdproto.errors import EtcdProtoError
-from coordinator.etcdproto.records import SubtaskStatus
+from coordinator.etcdproto.status import SubtaskStatus
 from coordinator.obs import logger
 
 NEW = "New"            # starting: not replicating yet (no position taken); waiting_for says what

@@ -1,5 +1,7 @@
 """The etcd protocol of shardmerge: key layout, versioned JSON records, and the read/write
-helpers workers and the master share.  Full reference: docs/etcd-layout.md.
+helpers workers and the master share.  One module per record kind holds the record and its
+etcd operations (``info.py``, ``operation.py``, ...); ``store.py`` composes them into ``Store``.
+Full reference: docs/etcd-layout.md.
 
 Worker::
 
@@ -20,11 +22,20 @@ Master::
 from .errors import (BadKey, EtcdProtoError, EtcdUnavailable, Fenced, GarbageRecord, NotLeader,
                      OperationWaitTimeout, RecordError, StaleOperation, UnknownVersion)
 from .keys import DEFAULT_PREFIX, KINDS, Keys, LockKey, TableRef, lock_id, parse_lock_id, quote_name
-from .records import BinlogSkip, SchemaOp, binlog_pos_gtid, parse_binlog_pos
-from .records import (RECORD_TYPES, DroppedColumn, DroppedStage, Info, LeaderRecord, Operation, Record,
-                      SourceBinding, SourceRecord, SourceTables, Stage, SubtaskStatus, TaskRecord,
-                      WorkerRegistration)
-from .store import MAX_TXN_OPS, Fence, Listing, PutResult, RecordEvent, Store
+from .binding import SourceBinding
+from .binlog_skip import BinlogSkip, binlog_pos_gtid, parse_binlog_pos
+from .dropped_column import DroppedColumn
+from .info import Info
+from .leader import Fence, LeaderRecord
+from .operation import Operation, PutResult
+from .record import DroppedStage, Listing, Record, Stage
+from .schema_op import SchemaOp
+from .source import SourceRecord
+from .source_tables import SourceTables
+from .status import SubtaskStatus
+from .store import MAX_TXN_OPS, RECORD_TYPES, RecordEvent, Store
+from .task import TaskRecord
+from .worker import WorkerRegistration
 
 __all__ = [
     "BadKey", "EtcdProtoError", "EtcdUnavailable", "Fenced", "GarbageRecord", "NotLeader",

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 
 from coordinator.config import parse_task
 from coordinator.etcdproto import Fence, SchemaOp
-from coordinator.etcdproto.records import SCHEMA_OPS
+from coordinator.etcdproto.schema_op import SCHEMA_OPS
 from coordinator.routing import TableMapper
 from coordinator.schema.errors import SchemaError
 from coordinator.schema.parse import parse_create_table

@@ -2,7 +2,7 @@
 import json
 
 from coordinator.etcdproto import LockKey, Store, TableRef
-from coordinator.etcdproto.records import TaskRecord
+from coordinator.etcdproto.task import TaskRecord
 from coordinator.master.checkpoint_schema import CheckpointSchemaSource
 from coordinator.schema.parse import parse_create_table
 

@@ -1,0 +1,73 @@
+"""Info: a worker's sharded DDL for one upstream table, and its etcd operations (DM's
+``optimism/info.go``)."""
+import typing
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .keys import LockKey, TableRef
+from .record import Listing, Record, _meta
+
+if TYPE_CHECKING:
+    from .store import StoreCore as _Base
+else:
+    _Base = object
+
+
+@dataclass
+class Info(Record):
+    """A worker's sharded DDL (one upstream table, one or more single-change statements).
+
+    ``before`` is the tracked upstream schema before the first statement, ``afters[i]`` the schema
+    after statement ``i`` (both ``TableSchema.to_json()`` dicts).  ``ddls`` are routed to the
+    downstream names.  ``ignore_conflict`` marks a "force this schema" Info (no Operation is
+    written for it).  ``revision`` (not stored) is the Info key's mod revision: the master puts it
+    into the Operation's ``info_revision`` so the worker can ignore answers to older Infos."""
+    KIND: typing.ClassVar[str] = "info"
+    task: str
+    source: str
+    up_schema: str
+    up_table: str
+    down_schema: str
+    down_table: str
+    ddls: list[str]
+    before: dict | None
+    afters: list[dict]
+    ignore_conflict: bool = False
+    revision: int = _meta()
+    version: int = _meta()
+
+    def validate(self) -> None:
+        for n in ("task", "source", "up_schema", "up_table", "down_schema", "down_table"):
+            if not getattr(self, n):
+                raise ValueError(f"{n} is empty")
+
+    @property
+    def lock(self) -> LockKey:
+        return LockKey(self.task, self.down_schema, self.down_table)
+
+    @property
+    def table(self) -> TableRef:
+        return TableRef(self.source, self.up_schema, self.up_table)
+
+
+class InfoOps(_Base):
+    """Info reads and writes; a worker overwrites its table's Info, the master only reads them."""
+
+    # caller: worker (shardddl lock client / handler, binlog-schema --sync)
+    def put_info(self, info: Info) -> int:
+        """PUT the Info (overwrites the table's previous one); returns its revision, which the
+        answering Operation carries as ``info_revision``."""
+        key = self.keys.info(info.task, info.down_schema, info.down_table, info.source,
+                             info.up_schema, info.up_table)
+        rev = self._put(key, info)
+        info.revision = rev
+        return rev
+
+    # caller: worker (shardddl lock client / handler); CLI-side tests
+    def get_info(self, lock: LockKey, table: TableRef) -> Info | None:
+        return self._get("info", self.keys.info(lock.task, lock.down_schema, lock.down_table,
+                                                table.source, table.schema, table.table))[0]
+
+    # caller: master leader (optimist rebuild), worker (lock client resync)
+    def list_infos(self, task: str | None = None) -> Listing:
+        return self._list("info", self.keys.key("info", *([task] if task else [])))

@@ -1,0 +1,196 @@
+"""Operation: the master's answer to one table's Info, and its etcd operations (DM's
+``optimism/operation.go``)."""
+import dataclasses
+import queue
+import threading
+import time
+import typing
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import etcd3
+from etcd3 import transactions as T
+
+from .errors import EtcdUnavailable, OperationWaitTimeout, RecordError, StaleOperation
+from .keys import LockKey, TableRef
+from .leader import Fence
+from .record import Listing, Record, Stage, _meta
+
+if TYPE_CHECKING:
+    from .store import StoreCore as _Base
+else:
+    _Base = object
+
+
+@dataclass
+class Operation(Record):
+    """The master's answer for one table.  ``info_revision`` is the revision of the Info it
+    answers (for a redirect: of the Info that was skipped); ``cols`` are the columns that Info
+    dropped, echoed back on done for dropped-column bookkeeping.  ``revision`` (not stored) is
+    the Operation key's mod revision."""
+    KIND: typing.ClassVar[str] = "operation"
+    lock_id: str
+    task: str
+    source: str
+    up_schema: str
+    up_table: str
+    down_schema: str
+    down_table: str
+    info_revision: int
+    ddls: list[str]
+    stage: Stage
+    message: str = ""
+    done: bool = False
+    cols: list[str] = field(default_factory=list)
+    revision: int = _meta()
+
+    @property
+    def lock(self) -> LockKey:
+        return LockKey(self.task, self.down_schema, self.down_table)
+
+    @property
+    def table(self) -> TableRef:
+        return TableRef(self.source, self.up_schema, self.up_table)
+
+    def same_answer(self, other: "Operation") -> bool:
+        """Equal apart from ``done`` and the revision (done marks keep the answer)."""
+        a, b = self.to_dict(), other.to_dict()
+        a.pop("done"), b.pop("done")
+        return a == b
+
+
+@dataclass
+class PutResult:
+    put: bool
+    revision: int
+    reason: str = ""   # why not put: "done" (already done for this Info), "newer-info", "info-gone"
+
+
+class OperationOps(_Base):
+    """Operation reads, the worker's wait and done mark, and the master's guarded answer write."""
+
+    # caller: any (key of a table's Operation)
+    def operation_key(self, lock: LockKey, table: TableRef) -> str:
+        return self.keys.operation(lock.task, lock.down_schema, lock.down_table,
+                                   table.source, table.schema, table.table)
+
+    # caller: worker (shardddl lock client / handler)
+    def get_operation(self, lock: LockKey, table: TableRef) -> Operation | None:
+        return self._get("operation", self.operation_key(lock, table))[0]
+
+    # caller: worker (shardddl lock client, blocked on its DDL)
+    def wait_operation(self, lock: LockKey, table: TableRef, info_revision: int, *,
+                       after_revision: int = 0, timeout: float | None = None,
+                       stop: threading.Event | None = None) -> Operation:
+        """Block until the table's Operation answers ``info_revision`` with a mod revision above
+        ``after_revision`` and is not done; return it.  Operations for other (older) Infos are
+        ignored (DM pain #7).  After a ``detected`` answer call again with
+        ``after_revision=op.revision`` to wait for the next decision; in skip-and-wait, wait for
+        a ``resolved`` Operation the same way.  Raises ``OperationWaitTimeout``."""
+        key = self.operation_key(lock, table)
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def matches(op: Operation | None) -> bool:
+            return (op is not None and op.info_revision == info_revision
+                    and op.revision > after_revision and not op.done)
+
+        while True:
+            op, rev = self._get("operation", key)
+            if matches(op):
+                return op
+            q: queue.Queue = queue.Queue()
+            watch_id = self._call(f"watching {key}", self.client.add_watch_callback, key, q.put,
+                                  start_revision=rev + 1)
+            try:
+                while True:
+                    if stop is not None and stop.is_set():
+                        raise OperationWaitTimeout("stopped while waiting for an Operation",
+                                                   etcd_key=key, info_revision=info_revision)
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise OperationWaitTimeout(
+                            f"no Operation for info revision {info_revision} within {timeout}s",
+                            etcd_key=key, info_revision=info_revision)
+                    try:
+                        resp = q.get(timeout=min(left if left is not None else 1.0, 1.0))
+                    except queue.Empty:
+                        continue
+                    if isinstance(resp, Exception):
+                        break   # watch broke (etcd restart, compaction): re-read and re-watch
+                    for ev in resp.events:
+                        if isinstance(ev, etcd3.events.PutEvent):
+                            cand = self._decode("operation", ev.key, ev.value, ev._event.kv)
+                            if matches(cand):
+                                return cand
+            finally:
+                try:
+                    self.client.cancel_watch(watch_id)
+                except Exception:  # noqa: BLE001 — cancelling a broken watch must not mask the result
+                    pass
+
+    # caller: worker (shardddl lock client, after executing the answer)
+    def mark_done(self, op: Operation) -> int:
+        """Store ``op`` with ``done=true``.  Guarded: applies only if the stored Operation is
+        still the same answer (same info revision, stage, DDLs); a rewrite with identical
+        content (master rebuild) is followed.  Raises ``StaleOperation`` otherwise."""
+        key = self.operation_key(op.lock, op.table)
+        expect_rev = op.revision
+        for _ in range(5):
+            done = dataclasses.replace(op, done=True)
+            ok, rev, resps = self._txn(f"marking {key} done", [T.Mod(key) == expect_rev],
+                                       [T.Put(key, done.encode())], [T.Get(key)])
+            if ok:
+                return rev
+            kvs = resps[0].response_range.kvs
+            if not kvs:
+                raise StaleOperation("the Operation was deleted before it was marked done "
+                                     "(lock removed or table left it)", etcd_key=key, lock_id=op.lock_id)
+            cur = self._decode("operation", kvs[0].key, kvs[0].value, kvs[0])
+            if not cur.same_answer(op):
+                raise StaleOperation(f"the Operation was replaced (now stage {cur.stage.value}, info "
+                                     f"revision {cur.info_revision}); handle the current one",
+                                     etcd_key=key, lock_id=op.lock_id)
+            if cur.done:
+                return cur.revision
+            expect_rev = cur.revision
+        raise StaleOperation("the Operation keeps changing; retry", etcd_key=key, lock_id=op.lock_id)
+
+    # caller: master leader (optimist rebuild), worker (lock client resync)
+    def list_operations(self, task: str | None = None) -> Listing:
+        return self._list("operation", self.keys.key("operation", *([task] if task else [])))
+
+    # caller: master leader (master/locks.py, fenced)
+    def put_operation(self, fence: Fence, op: Operation, *, skip_done: bool = False) -> PutResult:
+        """Write the answer ``op`` (``op.info_revision`` = revision of the Info it answers).
+
+        Refused (``put=False``) when the table's Info key no longer has that revision: the worker
+        wrote a newer Info (reason ``newer-info``) or the Info is gone (``info-gone``), so the
+        answer is obsolete.  ``info_revision=0`` skips that guard (operator-made operations).
+        With ``skip_done`` (rebuild), an Operation already done for the same Info is kept
+        (reason ``done``): replaying history must not make a worker execute twice."""
+        info_key = self.keys.info(op.task, op.down_schema, op.down_table, op.source, op.up_schema, op.up_table)
+        key = self.keys.operation(op.task, op.down_schema, op.down_table, op.source, op.up_schema, op.up_table)
+        for _ in range(10):
+            cur, _rev = self._get_raw(key)
+            cmp = [T.Mod(key) == (cur.mod_revision if cur else 0)]
+            if skip_done and cur is not None:
+                try:
+                    stored = self._decode("operation", cur.key, cur.value, cur)
+                    if stored.done and stored.info_revision == op.info_revision:
+                        return PutResult(False, stored.revision, "done")
+                except RecordError:
+                    pass  # garbage is overwritten by the answer
+            if op.info_revision:
+                cmp.append(T.Mod(info_key) == op.info_revision)
+            ok, rev, resps = self._fenced(fence, f"writing {key}", cmp, [T.Put(key, op.encode())],
+                                          [T.Get(info_key)])
+            if ok:
+                op.revision = rev
+                return PutResult(True, rev)
+            kvs = resps[0].response_range.kvs
+            if op.info_revision and not kvs:
+                return PutResult(False, rev, "info-gone")
+            if op.info_revision and kvs[0].mod_revision != op.info_revision:
+                return PutResult(False, rev, "newer-info")
+            # the Operation changed between read and write (a worker's done mark): re-decide
+        raise EtcdUnavailable(f"Operation {key} kept changing while writing; retry", etcd_key=key)

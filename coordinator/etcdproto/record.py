@@ -1,0 +1,162 @@
+"""The base of the JSON records stored in etcd (one module per record kind holds the record and
+its etcd operations: info.py, operation.py, ... — see docs/etcd-layout.md).
+
+Every value is a JSON object with a format version ``"v"``.  A reader accepts every version up
+to ``VERSION`` of its record type (a later release adds a branch in ``_upgrade`` to read older
+records) and raises ``UnknownVersion`` for a newer one; anything else unreadable raises
+``GarbageRecord``.  Both name the key.
+
+Schemas inside Infos (``before``/``afters``) are the ``TableSchema.to_json()`` dicts of
+``coordinator.schema`` — our own format, not wire-compatible with DM's TiDB table-info JSON.
+
+Fields marked ``meta`` are not stored: they are filled from etcd's key metadata on read
+(``revision`` = the key's mod revision, ``version`` = its per-key version).
+"""
+import dataclasses
+import enum
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+
+from .errors import GarbageRecord, RecordError, UnknownVersion
+
+
+def _meta(default=0):
+    return field(default=default, compare=False, metadata={"meta": True})
+
+
+class Stage(str, enum.Enum):
+    """What an Operation tells the worker (see docs/etcd-layout.md for the worker's reaction)."""
+    NONE = "none"                    # execute ``ddls`` (maybe empty), then mark done
+    DETECTED = "detected"            # conflict: execute nothing, keep waiting for a newer Operation
+    SKIP_AND_WAIT = "skip-and-wait"  # skip this DDL and the table's later events until a redirect
+    RESOLVED = "resolved"            # redirect: the conflict is gone, replay the skipped binlog
+    UNLOCKED = "unlocked"            # operator decision: execute ``ddls`` (exec) or nothing (skip)
+    ERROR = "error"                  # the Info cannot be handled; pause the task with ``message``
+
+
+class DroppedStage(enum.IntEnum):
+    """Per table and column: how far a DROP COLUMN has progressed (drives re-add refusal)."""
+    NOT_DONE = 0   # the table dropped the column upstream; its worker has not confirmed yet
+    PARTIAL = 1    # confirmed, but this table's Operation did not execute the DROP downstream
+    DONE = 2       # this table's Operation executed the DROP downstream
+
+
+class Record:
+    KIND: typing.ClassVar[str] = ""
+    VERSION: typing.ClassVar[int] = 1
+
+    def to_dict(self) -> dict:
+        out = {"v": self.VERSION}
+        for f in dataclasses.fields(self):
+            if f.metadata.get("meta"):
+                continue
+            val = getattr(self, f.name)
+            out[f.name] = val.value if isinstance(val, enum.Enum) else val
+        return out
+
+    def encode(self) -> bytes:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+    @classmethod
+    def _upgrade(cls, d: dict, version: int) -> dict:
+        """Turn an older-version dict into the current shape (no older versions exist yet)."""
+        return d
+
+    @classmethod
+    def decode(cls, key: str, raw: bytes | str, parts: dict | None = None, **meta):
+        """Parse ``raw`` read at ``key``; ``meta`` sets the not-stored fields (revision, version)."""
+        where = dict(etcd_key=key, kind=cls.KIND, parts=parts)
+        try:
+            d = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise GarbageRecord(f"{cls.KIND} record is not JSON ({e}); delete or rewrite the key", **where) from e
+        if not isinstance(d, dict):
+            raise GarbageRecord(f"{cls.KIND} record is a JSON {type(d).__name__}, expected an object", **where)
+        v = d.get("v")
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise GarbageRecord(f"{cls.KIND} record has no valid format version field 'v' (got {v!r})", **where)
+        if v > cls.VERSION:
+            raise UnknownVersion(f"{cls.KIND} record has format version {v}; this release reads up to "
+                                 f"{cls.VERSION} (written by a newer shardmerge?)", **where)
+        d = cls._upgrade(d, v)
+        kw = {}
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if f.metadata.get("meta"):
+                if f.name in meta:
+                    kw[f.name] = meta[f.name]
+                continue
+            if f.name not in d:
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                    raise GarbageRecord(f"{cls.KIND} record lacks field {f.name!r}", **where)
+                continue
+            val = d[f.name]
+            tp = hints[f.name]
+            try:
+                kw[f.name] = _coerce(val, tp)
+            except (TypeError, ValueError) as e:
+                raise GarbageRecord(f"{cls.KIND} record field {f.name!r}: {e}", **where) from e
+        try:
+            rec = cls(**kw)
+            rec.validate()
+        except (TypeError, ValueError) as e:
+            raise GarbageRecord(f"{cls.KIND} record is inconsistent: {e}", **where) from e
+        return rec
+
+    def validate(self) -> None:
+        """Cross-field checks; raise ValueError."""
+
+
+def _coerce(val, tp):
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if val is None and type(None) in args:
+            return None
+        errs = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(val, a)
+            except (TypeError, ValueError) as e:
+                errs.append(str(e))
+        raise TypeError("; ".join(errs))
+    if origin is list:
+        if not isinstance(val, list):
+            raise TypeError(f"expected a list, got {type(val).__name__}")
+        (inner,) = typing.get_args(tp) or (typing.Any,)
+        return [_coerce(x, inner) for x in val]
+    if origin is dict or tp is dict:
+        if not isinstance(val, dict):
+            raise TypeError(f"expected an object, got {type(val).__name__}")
+        return val
+    if tp is typing.Any:
+        return val
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return tp(val)  # ValueError names the bad value
+    if tp is bool:
+        if not isinstance(val, bool):
+            raise TypeError(f"expected true/false, got {val!r}")
+        return val
+    if tp is int:
+        if not isinstance(val, int) or isinstance(val, bool):
+            raise TypeError(f"expected an integer, got {val!r}")
+        return val
+    if tp is str:
+        if not isinstance(val, str):
+            raise TypeError(f"expected a string, got {val!r}")
+        return val
+    raise TypeError(f"unsupported field type {tp}")
+
+
+
+@dataclass
+class Listing:
+    """Records of one kind read in one request: ``revision`` is the etcd revision of the read;
+    ``bad`` holds the undecodable ones (``RecordError`` naming the key and its components)."""
+    items: list
+    revision: int
+    bad: list[RecordError] = field(default_factory=list)
