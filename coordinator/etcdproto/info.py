@@ -63,7 +63,7 @@ class InfoOps(_Base):
         info.revision = rev
         return rev
 
-    # caller: worker (shardddl lock client / handler); CLI-side tests
+    # caller: worker (shardddl lock client / handler)
     def get_info(self, lock: LockKey, table: TableRef) -> Info | None:
         return self._get("info", self.keys.info(lock.task, lock.down_schema, lock.down_table,
                                                 table.source, table.schema, table.table))[0]

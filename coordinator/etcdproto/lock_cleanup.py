@@ -20,7 +20,7 @@ else:
 class LockCleanupOps(_Base):
     """Fenced deletes of the master leader."""
 
-    # caller: master leader (master/locks.py, lock keeper when a lock resolves)
+    # caller: master leader (master/locks.py, when the lock keeper reports a lock resolved or empty)
     def remove_lock(self, fence: Fence, lock: LockKey, handled_revision: int) -> bool:
         """Delete all Infos, Operations and dropped-column records of a resolved lock in ONE
         transaction, guarded so that no Info of the lock has a mod revision above

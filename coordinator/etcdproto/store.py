@@ -69,10 +69,10 @@ def _unavailable(e: Exception, what: str) -> EtcdUnavailable:
     return EtcdUnavailable(f"etcd did not answer while {what}: {type(e).__name__}: {e}")
 
 
-
 class StoreCore(Protocol):
-    """The plumbing the per-record operation mixins use (implemented by ``Store``); the mixins
-    subclass it only for the type checker."""
+    """The plumbing the per-record operation mixins use (implemented by ``Store``).  The mixins
+    subclass it only under TYPE_CHECKING (at run time their base is ``object``), so the record
+    modules never import this one and there is no cycle."""
     client: etcd3.Etcd3Client
     keys: Keys
 
