@@ -11,11 +11,10 @@ import re
 import sys
 import time
 import urllib.request
-import uuid
 
 import pytest
 
-from tests.e2e.conftest import ID_BASE, Cluster, Scenario
+from tests.e2e.conftest import ID_BASE, Cluster, Scenario, running
 
 
 @pytest.fixture
@@ -23,16 +22,14 @@ def cluster_on_spark(services, etcd_client, spark_cluster, tmp_path, monkeypatch
     # Two drivers share a 2-core cluster: each may take one core and a small executor.
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--conf spark.cores.max=1 --conf spark.executor.memory=512m "
                                               "--conf spark.ui.enabled=false pyspark-shell")
-    prefix = f"/shardmerge-test/sparkcluster-{uuid.uuid4().hex[:10]}/"
-    c = Cluster(services, prefix, tmp_path)
-    for w in c.workers.values():
-        w.args[w.args.index("local[1]")] = spark_cluster
-    try:
-        c.start()
+    def make(prefix, work):
+        c = Cluster(services, prefix, work)
+        for w in c.workers.values():
+            w.args[w.args.index("local[1]")] = spark_cluster
+        return c
+
+    with running(make, etcd_client, "sparkcluster", tmp_path) as c:
         yield c
-    finally:
-        c.stop()
-        etcd_client.delete_prefix(prefix)
 
 
 def _apps() -> list[dict]:

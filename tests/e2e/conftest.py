@@ -198,17 +198,25 @@ class Cluster:
         raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}\n{self.diagnostics()}")
 
 
-@pytest.fixture(scope="module")
-def cluster(services, etcd_client, tmp_path_factory):
-    prefix = f"/shardmerge-test/e2e-{uuid.uuid4().hex[:10]}/"
-    work = tmp_path_factory.mktemp("e2e")
-    c = Cluster(services, prefix, work)
+@contextlib.contextmanager
+def running(make, etcd_client, name: str, work: Path):
+    """A cluster of real processes under a fresh etcd prefix, stopped and its prefix deleted at
+    the end; ``make(prefix, work)`` builds it (``Cluster`` or a subclass, before ``start``)."""
+    prefix = f"/shardmerge-test/{name}-{uuid.uuid4().hex[:10]}/"
+    c = make(prefix, work)
     try:
         c.start()
         yield c
     finally:
         c.stop()
         etcd_client.delete_prefix(prefix)
+
+
+@pytest.fixture(scope="module")
+def cluster(services, etcd_client, tmp_path_factory):
+    with running(lambda prefix, work: Cluster(services, prefix, work), etcd_client, "e2e",
+                 tmp_path_factory.mktemp("e2e")) as c:
+        yield c
 
 
 # ----------------------------------------------------------------------------- one scenario

@@ -15,26 +15,20 @@ and the next DDL on that table stops the subtask in Error:
 from __future__ import annotations
 
 import signal
-import uuid
 
 import pytest
 
 from coordinator.etcdproto import LockKey, Store, TableRef
 
-from .conftest import ID_BASE, Scenario
+from .conftest import ID_BASE, Scenario, running
 from .test_operator_commands import OneSourceCluster
 
 
 @pytest.fixture(scope="module")
 def cluster1(services, etcd_client, tmp_path_factory):
-    prefix = f"/shardmerge-test/e2e-bsch-{uuid.uuid4().hex[:10]}/"
-    c = OneSourceCluster(services, prefix, tmp_path_factory.mktemp("e2e-bsch"))
-    try:
-        c.start()
+    with running(lambda prefix, work: OneSourceCluster(services, prefix, work), etcd_client, "e2e-bsch",
+                 tmp_path_factory.mktemp("e2e-bsch")) as c:
         yield c
-    finally:
-        c.stop()
-        etcd_client.delete_prefix(prefix)
 
 
 def _outside_binlog(db, sql: str) -> None:

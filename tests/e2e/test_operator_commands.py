@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import time
 import urllib.request
-import uuid
 
 import pytest
 
-from .conftest import ID_BASE, Cluster, Scenario
+from .conftest import ID_BASE, Cluster, Scenario, running
 
 
 class OneSourceCluster(Cluster):
@@ -36,14 +35,9 @@ class OneSourceCluster(Cluster):
 
 @pytest.fixture(scope="module")
 def cluster1(services, etcd_client, tmp_path_factory):
-    prefix = f"/shardmerge-test/e2e-ops-{uuid.uuid4().hex[:10]}/"
-    c = OneSourceCluster(services, prefix, tmp_path_factory.mktemp("e2e-ops"))
-    try:
-        c.start()
+    with running(lambda prefix, work: OneSourceCluster(services, prefix, work), etcd_client, "e2e-ops",
+                 tmp_path_factory.mktemp("e2e-ops")) as c:
         yield c
-    finally:
-        c.stop()
-        etcd_client.delete_prefix(prefix)
 
 
 def test_pause_task_holds_rows_and_resume_task_delivers_them(cluster1, source1_db, downstream_db, tmp_path):

@@ -12,11 +12,10 @@ from __future__ import annotations
 import re
 import time
 import urllib.request
-import uuid
 
 import pytest
 
-from .conftest import ID_BASE, SHARDCTL, Cluster, Proc, Scenario, free_port
+from .conftest import ID_BASE, SHARDCTL, Cluster, Proc, Scenario, free_port, running
 
 TWO = {"s1": ("orders_01", "orders_02")}
 
@@ -46,14 +45,9 @@ class SpareWorkerCluster(Cluster):
 
 @pytest.fixture(scope="module")
 def ops_cluster(services, etcd_client, tmp_path_factory):
-    prefix = f"/shardmerge-test/e2e-opstools-{uuid.uuid4().hex[:10]}/"
-    c = SpareWorkerCluster(services, prefix, tmp_path_factory.mktemp("e2e-opstools"))
-    try:
-        c.start()
+    with running(lambda prefix, work: SpareWorkerCluster(services, prefix, work), etcd_client, "e2e-opstools",
+                 tmp_path_factory.mktemp("e2e-opstools")) as c:
         yield c
-    finally:
-        c.stop()
-        etcd_client.delete_prefix(prefix)
 
 
 def scrape(addr: str) -> dict[str, float]:

@@ -9,26 +9,20 @@ import json
 import re
 import subprocess
 import urllib.request
-import uuid
 from pathlib import Path
 
 import pytest
 import yaml
 
-from .conftest import ROOT, SHARDCTL, Scenario
+from .conftest import ROOT, SHARDCTL, Scenario, running
 from .test_operator_commands import OneSourceCluster
 
 
 @pytest.fixture(scope="module")
 def cluster1(services, etcd_client, tmp_path_factory):
-    prefix = f"/shardmerge-test/e2e-pre-{uuid.uuid4().hex[:10]}/"
-    c = OneSourceCluster(services, prefix, tmp_path_factory.mktemp("e2e-pre"))
-    try:
-        c.start()
+    with running(lambda prefix, work: OneSourceCluster(services, prefix, work), etcd_client, "e2e-pre",
+                 tmp_path_factory.mktemp("e2e-pre")) as c:
         yield c
-    finally:
-        c.stop()
-        etcd_client.delete_prefix(prefix)
 
 
 def shardctl(cluster, *argv: str) -> tuple[int, str, str]:
