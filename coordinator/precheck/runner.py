@@ -65,7 +65,7 @@ def run_prechecks(task: TaskConfig, sources: dict[str, SourceConfig], only: list
     holds the registered config of each; connection failures become failed items, never
     exceptions."""
     report = CheckReport()
-    conns: dict[str, object] = {}
+    conns: dict[str, pymysql.connections.Connection] = {}
     seq: dict[str, tuple[int, int]] = {}
     targets: dict[tuple[str, str], shards.Target] = {}
     try:

@@ -163,6 +163,7 @@ MAX_PAIRS = 200         # shard pairs probed per target
 
 def _collisions(conns, a: _Auto, b: _Auto) -> list:
     """Key values both shards hold (from the first PROBE_KEYS of ``a`` in the common range)."""
+    assert a.lo is not None and b.lo is not None and a.hi is not None and b.hi is not None  # callers skip empty shards
     lo, hi = max(a.lo, b.lo), min(a.hi, b.hi)
     with conns[a.shard.source].cursor() as cur:
         cur.execute(f"SELECT {quote_ident(a.column)} FROM {quote_table(a.shard.schema, a.shard.table)} "
@@ -206,7 +207,7 @@ def auto_increment_check(t: Target, conns: dict, seq: dict[str, tuple[int, int]]
             if _interleaved(a, b):
                 continue
             same_seq.append((a, b))
-            if a.lo is None or b.lo is None or a.hi < b.lo or b.hi < a.lo:
+            if a.lo is None or b.lo is None or a.hi is None or b.hi is None or a.hi < b.lo or b.hi < a.lo:
                 continue
             pairs += 1
             if pairs > MAX_PAIRS:

@@ -175,8 +175,8 @@ class OnlineDDL:
                      shadow=t.table, position=str(start))
             return Ignore(f"shadow table {t.table} of {real} created")
         if parsed.kind == ddlmod.DROP_TABLE:
-            p = self.pending.get(key)
-            if p is not None and p.shadow == t.table and not p.cut_over:
+            gone = self.pending.get(key)
+            if gone is not None and gone.shadow == t.table and not gone.cut_over:
                 self.store.delete(*key)
                 del self.pending[key]
                 log.warning("online schema change abandoned: shadow table dropped before its cut-over; its "
@@ -184,9 +184,9 @@ class OnlineDDL:
                             position=str(start))
             return Ignore(f"shadow table {t.table} dropped")
         if parsed.kind in (ddlmod.ALTER_TABLE, ddlmod.CREATE_INDEX, ddlmod.DROP_INDEX):
-            p = self.pending.get(key)
-            if p is None or p.shadow != t.table or p.cut_over:
-                p = Pending(t.schema, real, t.table)   # the CREATE came before the task's start
+            known = self.pending.get(key)
+            p = known if known is not None and known.shadow == t.table and not known.cut_over \
+                else Pending(t.schema, real, t.table)   # else the CREATE came before the task's start
             sql = parsed.rewrite([quote_table(t.schema, real)])
             if not any(Position.from_json(d["pos"]).same_point(end) for d in p.ddls):
                 p.ddls.append({"pos": end.to_json(), "sql": sql})

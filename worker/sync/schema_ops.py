@@ -257,7 +257,7 @@ class SchemaOpServer:
         inst = cfg.instance(rec.source)
         mapper = TableMapper(inst, cfg.meta_schema) if inst is not None else None
         target = mapper.target(rec.up_schema, rec.up_table) if mapper is not None else None
-        if cfg.shard_mode != "optimistic" or target is None or new is None \
+        if cfg.shard_mode != "optimistic" or target is None or new is None or mapper is None \
                 or not mapper.router.is_sharded(rec.up_schema, rec.up_table):
             raise SchemaOpError(f"--sync sends the structure to the shard-DDL lock of a merged target; "
                                 f"`{rec.up_schema}`.`{rec.up_table}` is not a shard table of task {rec.task!r} in "
