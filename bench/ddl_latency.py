@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,13 +34,9 @@ import pymysql
 ROOT = Path(__file__).resolve().parent.parent
 SHARDCTL = str(ROOT / ".venv" / "bin" / "shardctl")
 sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT))   # tests.support (the shared test helpers)
 import devservices  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.ports import free_port  # noqa: E402
 
 
 def db(params, database=None):

@@ -9,7 +9,6 @@ import io
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -17,15 +16,10 @@ import urllib.request
 from pathlib import Path
 
 import yaml
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARDCTL = str(ROOT / ".venv" / "bin" / "shardctl")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Proc:

@@ -15,7 +15,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -25,18 +24,13 @@ from pathlib import Path
 import pymysql
 import pytest
 import yaml
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARDCTL = str(ROOT / ".venv" / "bin" / "shardctl")
 SHARDS = ("orders_01", "orders_02", "orders_03", "orders_04")
 SOURCES = ("s1", "s2")
 ID_BASE = {"s1": 0, "s2": 10_000_000}     # disjoint key ranges per source (one merged key space)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def db_params(params: dict) -> dict:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,15 +15,10 @@ import pytest
 
 from coordinator.etcdproto import Store
 from tests.conftest import devservices
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARDCTL = str(ROOT / ".venv" / "bin" / "shardctl")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(cond, timeout: float = 15.0, interval: float = 0.05, what: str = "condition"):

@@ -4,7 +4,6 @@ created and dropped, shard tables are created with conflicting columns and colli
 from __future__ import annotations
 
 import contextlib
-import socket
 import uuid
 
 import pymysql
@@ -12,12 +11,7 @@ import pytest
 
 from coordinator.config import parse_source, parse_task
 from coordinator.precheck import FAIL, SUCCESS, WARN, run_prechecks
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.ports import free_port as _free_port
 
 
 @contextlib.contextmanager

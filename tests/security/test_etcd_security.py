@@ -4,7 +4,6 @@ CA, user and password file."""
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -12,15 +11,10 @@ from pathlib import Path
 import pytest
 
 from coordinator.etcd_client import EtcdEndpointError, EtcdSecurity, connect
+from tests.support.ports import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARDCTL = str(ROOT / ".venv" / "bin" / "shardctl")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _openssl(*args, cwd):

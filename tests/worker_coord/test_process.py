@@ -1,7 +1,6 @@
 """The worker process: lease registration, binding + task pickup, replication, failover."""
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -16,14 +15,9 @@ from worker.process import WorkerOptions, WorkerProcess
 
 from ..worker.conftest import db_yaml, make_task, positions  # noqa: F401 (fixture)
 from .conftest import AutoMaster, wait_for
+from tests.support.ports import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _http(url: str) -> int:
