@@ -107,7 +107,11 @@ def main() -> int:
         while ctl(addrs[0], "list-member").returncode != 0:
             assert time.monotonic() < deadline, "masters did not come up"
             time.sleep(0.3)
-        r = ctl(addrs[0], "start-task", str(work / "task.yaml"))
+        # the worker registers its source when it starts: until then start-task says "not registered"
+        deadline = time.monotonic() + 60
+        while (r := ctl(addrs[0], "start-task", str(work / "task.yaml"))).returncode != 0 \
+                and "not registered" in r.stdout and time.monotonic() < deadline:
+            time.sleep(0.5)
         assert r.returncode == 0, r.stdout + r.stderr
         with up.cursor() as cur:      # one shard drops a column: the lock waits for the other
             cur.execute(f"ALTER TABLE {schema}.t_0 DROP COLUMN c")
