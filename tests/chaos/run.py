@@ -59,9 +59,11 @@ FAULTS = ("worker_kill", "master_kill", "etcd_restart", "downstream_restart")
 
 class Harness:
     def __init__(self, seed: int, faults: int, duration: float, *, catchup_timeout: float = 300,
-                 work: Path | None = None, keep: bool = False, verbose: bool = True, keyless: bool = False):
+                 work: Path | None = None, keep: bool = False, verbose: bool = True, keyless: bool = False,
+                 create_drop: bool = False):
         self.seed, self.n_faults, self.duration = seed, faults, duration
         self.keyless = keyless        # shards without a primary/unique key (checkpoint rule 10)
+        self.create_drop = create_drop   # shard tables created and dropped while locks are open
         self.rng = random.Random(seed)
         self.catchup_timeout = catchup_timeout
         self.keep = keep
@@ -109,7 +111,8 @@ class Harness:
         for w in self.writers.values():
             w.seed_rows(20)
         self.ddl = DDLStream({sid: (self.mysql[server], self.db) for sid, server in
-                              (("s1", "source1"), ("s2", "source2"))}, self.seed * 10 + 7)
+                              (("s1", "source1"), ("s2", "source2"))}, self.seed * 10 + 7,
+                              create_drop=self.create_drop)
         self.cluster = ChaosCluster(self.svc["etcd"], self.mysql, self.work, self.prefix)
         self.task_file = self.work / f"{self.task}.yaml"
         self.task_file.write_text(yaml.safe_dump(self._task(starts)))
@@ -377,11 +380,12 @@ class Harness:
             "rows_lost": len(lost), "rows_stale": len(stale), "rows_duplicated": dup,
             "row_counts": {"upstream": up_count, "downstream": len(rows)},
             "ddl_statements_upstream": len(self.ddl.executed), "ddl_rounds": self.ddl.rounds_done,
+            "tables_created_dropped": len(self.ddl.created_dropped),
             "ddls_applied": sum(ddl_counts.values()), "ddls_applied_twice": len(twice),
             "ddls_missing": len(missing), "ddls_missing_detail": missing,
             "index_rounds_never_applied": index_rounds_skipped,
             "ddls_twice_detail": twice, "schema_ok": cols == FINAL_COLUMNS and indexes == (["k_id"] if self.keyless else ["PRIMARY"]),
-            "keyless": self.keyless,
+            "keyless": self.keyless, "create_drop": self.create_drop,
             "schema": {"columns": cols, "indexes": indexes},
             "locks_left": locks_left, "unexpected_exits": len(self.unexpected),
             "fault_errors": self.fault_errors,
@@ -442,7 +446,8 @@ class Harness:
 
 def summary_line(r: dict) -> str:
     kinds = ",".join(f"{k}={v}" for k, v in sorted(r["fault_kinds"].items()))
-    return (f"CHAOS seed={r['seed']} keyless={r.get('keyless', False)} faults={r['faults']} ({kinds}) rows_written={r['rows_written']} "
+    extra = f"tables_created_dropped={r['tables_created_dropped']} " if r.get("create_drop") else ""
+    return (f"CHAOS seed={r['seed']} keyless={r.get('keyless', False)} faults={r['faults']} ({kinds}) {extra}rows_written={r['rows_written']} "
             f"rows_lost={r['rows_lost']} rows_stale={r['rows_stale']} rows_duplicated={r['rows_duplicated']} "
             f"ddls_applied={r['ddls_applied']} ddls_applied_twice={r['ddls_applied_twice']} "
             f"ddls_missing={r['ddls_missing']} "
@@ -466,9 +471,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stop-services", action="store_true", help="stop the private services at the end")
     ap.add_argument("--keyless", action="store_true", help="shard tables without a primary/unique key "
                     "(a plain index on id): replay after a crash must still be exact")
+    ap.add_argument("--create-drop", action="store_true", help="in every round's ADD COLUMN and rename steps, "
+                    "create a shard table halfway through the step (the lock is open) and drop it at three quarters")
     a = ap.parse_args(argv)
     h = Harness(a.seed, a.faults, a.duration, catchup_timeout=a.catchup_timeout,
-                work=Path(a.work_dir) if a.work_dir else None, keep=a.keep, keyless=a.keyless)
+                work=Path(a.work_dir) if a.work_dir else None, keep=a.keep, keyless=a.keyless,
+                create_drop=a.create_drop)
     ok = False
     try:
         r = h.run()

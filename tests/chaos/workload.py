@@ -175,9 +175,15 @@ class Writer(threading.Thread):
 class DDLStream(threading.Thread):
     """Rounds of uniquely named ADD/DROP COLUMN/INDEX on all 8 shards (see module doc)."""
 
-    def __init__(self, dbs: dict[str, tuple[dict, str]], seed: int, *, gap: tuple[float, float] = (1.0, 4.0)):
+    def __init__(self, dbs: dict[str, tuple[dict, str]], seed: int, *, gap: tuple[float, float] = (1.0, 4.0),
+                 create_drop: bool = False):
         super().__init__(name="ddl-stream", daemon=True)
         self.dbs = dbs                     # sid -> (params, database)
+        # --create-drop: in the ADD COLUMN and the rename steps of every round, a shard table is
+        # created (from a shard's current definition, before or after the step) halfway through
+        # the step, while the lock is open, and dropped at three quarters; it holds no rows
+        self.create_drop = create_drop
+        self.created_dropped: list[tuple[str, str, str]] = []   # (sid, table, "CREATE"/"DROP")
         self.rng = random.Random(seed)
         self.gap = gap
         self.stop_event = threading.Event()
@@ -198,11 +204,18 @@ class DDLStream(threading.Thread):
         try:
             while not self.stop_event.is_set():
                 self.round += 1
-                for step in STEPS:
+                for n_step, step in enumerate(STEPS):
                     stmt = step.format(k=self.round)
                     order = [(sid, t) for sid in self.dbs for t in SHARDS]
                     self.rng.shuffle(order)
-                    for sid, t in order:
+                    extra = (self.rng.choice(sorted(self.dbs)), f"orders_x{self.round}_{n_step}") \
+                        if self.create_drop and n_step in (0, 3) else None
+                    for n, (sid, t) in enumerate(order):
+                        if extra is not None and n == len(order) // 2:
+                            self._create_like(conns, extra[0], extra[1], self.rng.choice(SHARDS))
+                        if extra is not None and n == 3 * len(order) // 4:
+                            self._run(conns, extra[0], f"DROP TABLE {extra[1]}")
+                            self.created_dropped.append((extra[0], extra[1], "DROP"))
                         self._alter(conns, sid, t, stmt)
                         # finishing a round after stop: no more pauses
                         if not self.stop_event.is_set():
@@ -213,15 +226,26 @@ class DDLStream(threading.Thread):
                 c.close()
 
     def _alter(self, conns, sid: str, t: str, stmt: str) -> None:
-        sql = f"ALTER TABLE {t} {stmt}"
+        self._run(conns, sid, f"ALTER TABLE {t} {stmt}")
+        self.executed.append((sid, t, stmt))
+
+    def _create_like(self, conns, sid: str, name: str, model: str) -> None:
+        """A full CREATE TABLE with ``model``'s current definition (not ``CREATE ... LIKE``, whose
+        text names a table the worker may no longer find upstream when it reads the statement)."""
+        with conns[sid].cursor() as cur:
+            cur.execute(f"SHOW CREATE TABLE {model}")
+            ddl = cur.fetchone()[1]
+        self._run(conns, sid, ddl.replace(f"CREATE TABLE `{model}`", f"CREATE TABLE `{name}`", 1))
+        self.created_dropped.append((sid, name, "CREATE"))
+
+    def _run(self, conns, sid: str, sql: str) -> None:
         for _attempt in range(20):
             try:
                 with conns[sid].cursor() as cur:
                     cur.execute(sql)
-                self.executed.append((sid, t, stmt))
                 return
             except pymysql.MySQLError as e:   # lock wait with a writer: try again
-                self.errors.append(f"{sid}.{t}: {sql}: {e}")
+                self.errors.append(f"{sid}: {sql}: {e}")
                 time.sleep(0.5)
                 if isinstance(e, (pymysql.err.OperationalError, pymysql.err.InterfaceError)) and e.args \
                         and e.args[0] in (2006, 2013, 2003):
