@@ -35,8 +35,9 @@ CASES = (
           ("wait_equal",))),
     Case("add_same_column_with_different_types", "shardddl1 DM_031_CASE (double-source-optimistic)",
          {"s1": ("tb1",), "s2": ("tb1",)},
+         # source 1's ADD must reach the lock first (DM's case relies on timing; CI once ran s2's first)
          (("s1", "alter table tb1 add new_col1 int"), ("s1", "insert into tb1 values(1,1)"),
-          ("s2", "insert into tb1 values(2)"), ("s2", "alter table tb1 add new_col1 varchar(10)"),
+          ("s2", "insert into tb1 values(2)"), ("count", 2), ("s2", "alter table tb1 add new_col1 varchar(10)"),
           ("s1", "insert into tb1 values(3,3)"), ("s2", "insert into tb1 values(4,'dkfj')"),
           ("expect", "stage", "s2", "Paused", "because schema conflict detected",
            "ADD COLUMN `new_col1` VARCHAR(10)"))),
