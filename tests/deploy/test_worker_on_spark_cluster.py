@@ -22,13 +22,8 @@ def cluster_on_spark(services, etcd_client, spark_cluster, tmp_path, monkeypatch
     # Two drivers share a 2-core cluster: each may take one core and a small executor.
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--conf spark.cores.max=1 --conf spark.executor.memory=512m "
                                               "--conf spark.ui.enabled=false pyspark-shell")
-    def make(prefix, work):
-        c = Cluster(services, prefix, work)
-        for w in c.workers.values():
-            w.args[w.args.index("local[1]")] = spark_cluster
-        return c
-
-    with running(make, etcd_client, "sparkcluster", tmp_path) as c:
+    with running(lambda prefix, work: Cluster(services, prefix, work, spark_master=spark_cluster), etcd_client,
+                 "sparkcluster", tmp_path) as c:
         yield c
 
 

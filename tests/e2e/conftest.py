@@ -10,200 +10,52 @@ and the tail of every process log.
 from __future__ import annotations
 
 import contextlib
-import io
-import json
-import os
 import random
-import signal
-import subprocess
 import threading
-import time
 import uuid
 from pathlib import Path
 
 import pymysql
 import pytest
 import yaml
+from tests.support.cluster import ProcessCluster, running
 from tests.support.ports import free_port
+from tests.support.procs import ROOT, SHARDCTL, Proc, db_params
 
-ROOT = Path(__file__).resolve().parents[2]
-SHARDCTL = str(ROOT / ".venv" / "bin" / "shardctl")
+__all__ = ["ROOT", "SHARDCTL", "Proc", "db_params", "free_port", "running", "Cluster", "Scenario", "Writer"]
 SHARDS = ("orders_01", "orders_02", "orders_03", "orders_04")
 SOURCES = ("s1", "s2")
 ID_BASE = {"s1": 0, "s2": 10_000_000}     # disjoint key ranges per source (one merged key space)
 
 
-def db_params(params: dict) -> dict:
-    return {k: params[k] for k in ("host", "port", "user", "password")}
+class Cluster(ProcessCluster):
+    """The e2e cluster: one master (``e2e-master``), a worker per source of ``sources`` (default
+    s1 and s2) and the free workers ``spare``, on the dev services."""
 
+    def __init__(self, services, prefix: str, work: Path, *, sources: dict | None = None, spare=(),
+                 spark_master: str = "local[1]"):
+        super().__init__(services.etcd, services.mysql, work, prefix, masters=("e2e-master",), sources=sources,
+                         spare=spare, spark_master=spark_master)
+        self.services = services
 
-class Proc:
-    """One shardctl subprocess with its output in a log file."""
+    @property
+    def master(self) -> Proc:
+        return self.masters["e2e-master"]
 
-    def __init__(self, name: str, args: list[str], log_dir: Path):
-        self.name, self.args = name, args
-        self.log_path = log_dir / f"{name}.log"
-        self.proc: subprocess.Popen | None = None
-        self.env: dict[str, str] = {}      # extra environment (e.g. SHARDMERGE_FAILPOINTS)
+    @property
+    def master_addr(self) -> str:
+        return self.grpc_addr["e2e-master"]
 
-    def start(self) -> "Proc":
-        log = open(self.log_path, "ab")
-        log.write(f"---- start {' '.join(self.args)}\n".encode())
-        log.flush()
-        self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
-        log.close()
-        return self
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self, sig=signal.SIGKILL, timeout: float = 30) -> None:
-        if self.alive():
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-    def tail(self, n: int = 25) -> str:
-        try:
-            lines = self.log_path.read_text(errors="replace").splitlines()
-        except OSError:
-            return ""
-        return "\n".join(line[:600] for line in lines[-n:])
-
-
-class Cluster:
-    """Master + one worker per source on one etcd prefix; ``ctl(...)`` runs shardctl."""
-
-    def __init__(self, services, prefix: str, work: Path):
-        self.services, self.prefix, self.work = services, prefix, work
-        self.mport, self.mmetrics = free_port(), free_port()
-        self.master_addr = f"127.0.0.1:{self.mport}"
-        self.master = Proc("master", [SHARDCTL, "master", "--etcd", services.etcd, "--listen", self.master_addr,
-                                      "--prefix", prefix, "--election-ttl", "3", "--name", "e2e-master",
-                                      "--metrics-addr", f"127.0.0.1:{self.mmetrics}"], work)
-        self.source_files: dict[str, str] = {}
-        self.workers: dict[str, Proc] = {}
-        self.worker_metrics: dict[str, str] = {}   # source -> host:port of its worker's /metrics
-        for sid, server in zip(SOURCES, ("source1", "source2")):
-            p = work / f"{sid}.yaml"
-            p.write_text(yaml.safe_dump({"source-id": sid, "enable-gtid": True, "flavor": "mariadb",
-                                         "from": db_params(services.mysql[server])}))
-            self.source_files[sid] = str(p)
-            self.worker_metrics[sid] = f"127.0.0.1:{free_port()}"
-            self.workers[sid] = Proc(f"worker-{sid}", [
-                SHARDCTL, "worker", "--etcd", services.etcd, "--source", str(p), "--name", f"w-{sid}",
-                "--prefix", prefix, "--ttl", "3", "--spark-master", "local[1]",
-                "--metrics-addr", self.worker_metrics[sid]], work)
-        self.context = ""        # what the running scenario is doing (printed on failure)
-        self.task_name = ""
-
-    # ------------------------------------------------------------------ processes
-    def start(self) -> "Cluster":
-        self.master.start()
-        self.wait(lambda: self._readyz() == 200, 60, "master /readyz")
-        for w in self.workers.values():
-            w.start()
-        self.wait_bound()
-        return self
-
-    def _readyz(self) -> int:
-        import urllib.error
-        import urllib.request
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.mmetrics}/readyz", timeout=2) as r:
-                return r.status
-        except urllib.error.HTTPError as e:
-            return e.code
-        except OSError:
-            return 0
-
-    def wait_bound(self, timeout: float = 90) -> None:
-        def bound():
-            rc, doc = self.ctl("operate-source", "show")
-            got = {s["source"]: s["worker"] for s in doc.get("sources", [])} if isinstance(doc, dict) else {}
-            return all(got.get(sid) == f"w-{sid}" for sid in SOURCES) and got
-        self.wait(bound, timeout, "both sources bound to their worker")
+    @property
+    def mmetrics(self) -> int:
+        return int(self.metrics_addr["e2e-master"].rsplit(":", 1)[1])
 
     def restart_master(self) -> None:
         self.master.start()
-        self.wait(lambda: self._readyz() == 200, 60, "restarted master /readyz")
+        self.wait_leader()
 
     def restart_worker(self, sid: str) -> None:
         self.workers[sid].start()
-
-    def stop(self) -> None:
-        for w in self.workers.values():
-            w.kill(signal.SIGTERM)
-        self.master.kill(signal.SIGTERM)
-
-    # ------------------------------------------------------------------ shardctl
-    def ctl(self, *argv: str, fmt: str | None = None) -> tuple[int, dict | str]:
-        """Run `shardctl --master-addr ADDR argv...` (the CLI's own entry point, in-process);
-        returns (exit code, parsed JSON or the text)."""
-        from coordinator.cli import main
-        pre = ["--master-addr", self.master_addr] + (["--format", fmt] if fmt else [])
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                rc = main(pre + list(argv))
-            except SystemExit as e:       # argparse errors
-                rc = int(e.code or 0)
-        text = out.getvalue() + err.getvalue()
-        try:
-            return rc, json.loads(out.getvalue())
-        except ValueError:
-            return rc, text
-
-    def ctl_ok(self, *argv: str) -> dict:
-        rc, doc = self.ctl(*argv)
-        assert rc == 0, f"shardctl {' '.join(argv)} failed (exit {rc}): {doc}\n{self.diagnostics()}"
-        return doc
-
-    def diagnostics(self) -> str:
-        parts = [f"context: {self.context}"]
-        if self.task_name:
-            for argv in (("query-status", self.task_name), ("show-ddl-locks", self.task_name)):
-                try:
-                    rc, doc = self.ctl(*argv)
-                    parts.append(f"$ shardctl {' '.join(argv)} -> {rc}\n"
-                                 + (json.dumps(doc, indent=1) if isinstance(doc, dict) else str(doc))[:6000])
-                except Exception as e:  # noqa: BLE001 — diagnostics must not hide the failure
-                    parts.append(f"{argv}: {e!r}")
-        for p in (self.master, *self.workers.values()):
-            parts.append(f"---- {p.name} (alive={p.alive()}) log tail:\n{p.tail()}")
-        return "\n".join(parts)
-
-    def wait(self, cond, timeout: float, what: str, interval: float = 0.5):
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            try:
-                last = cond()
-            except Exception as e:  # noqa: BLE001 — keep polling, report the last failure
-                last = e
-            else:
-                if last:
-                    return last
-            time.sleep(interval)
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}\n{self.diagnostics()}")
-
-
-@contextlib.contextmanager
-def running(make, etcd_client, name: str, work: Path):
-    """A cluster of real processes under a fresh etcd prefix, stopped and its prefix deleted at
-    the end; ``make(prefix, work)`` builds it (``Cluster`` or a subclass, before ``start``)."""
-    prefix = f"/shardmerge-test/{name}-{uuid.uuid4().hex[:10]}/"
-    c = make(prefix, work)
-    try:
-        c.start()
-        yield c
-    finally:
-        c.stop()
-        etcd_client.delete_prefix(prefix)
 
 
 @pytest.fixture(scope="module")

@@ -21,12 +21,12 @@ import pytest
 from coordinator.etcdproto import LockKey, Store, TableRef
 
 from .conftest import ID_BASE, Scenario, running
-from .test_operator_commands import OneSourceCluster
+from .test_operator_commands import one_source_cluster
 
 
 @pytest.fixture(scope="module")
 def cluster1(services, etcd_client, tmp_path_factory):
-    with running(lambda prefix, work: OneSourceCluster(services, prefix, work), etcd_client, "e2e-bsch",
+    with running(lambda prefix, work: one_source_cluster(services, prefix, work), etcd_client, "e2e-bsch",
                  tmp_path_factory.mktemp("e2e-bsch")) as c:
         yield c
 

@@ -18,24 +18,14 @@ import pytest
 from .conftest import ID_BASE, Cluster, Scenario, running
 
 
-class OneSourceCluster(Cluster):
+def one_source_cluster(services, prefix, work) -> Cluster:
     """The e2e cluster with only source s1's worker."""
-
-    def __init__(self, services, prefix, work):
-        super().__init__(services, prefix, work)
-        del self.workers["s2"]
-
-    def wait_bound(self, timeout: float = 90) -> None:
-        def bound():
-            rc, doc = self.ctl("operate-source", "show")
-            return isinstance(doc, dict) and any(s["source"] == "s1" and s["worker"] == "w-s1"
-                                                 for s in doc.get("sources", []))
-        self.wait(bound, timeout, "source s1 bound to its worker")
+    return Cluster(services, prefix, work, sources={"s1": "source1"})
 
 
 @pytest.fixture(scope="module")
 def cluster1(services, etcd_client, tmp_path_factory):
-    with running(lambda prefix, work: OneSourceCluster(services, prefix, work), etcd_client, "e2e-ops",
+    with running(lambda prefix, work: one_source_cluster(services, prefix, work), etcd_client, "e2e-ops",
                  tmp_path_factory.mktemp("e2e-ops")) as c:
         yield c
 

@@ -15,28 +15,20 @@ import urllib.request
 
 import pytest
 
-from .conftest import ID_BASE, SHARDCTL, Cluster, Proc, Scenario, free_port, running
+from tests.support.procs import write_source_file
+
+from .conftest import ID_BASE, Cluster, Scenario, running
 
 TWO = {"s1": ("orders_01", "orders_02")}
 
 
 class SpareWorkerCluster(Cluster):
-    """The e2e cluster with s1's worker and a free one, no s2 worker."""
+    """The e2e cluster with s1's worker and a free one (``w-spare``), no s2 worker."""
 
     def __init__(self, services, prefix, work):
-        super().__init__(services, prefix, work)
-        del self.workers["s2"]
-        self.worker_metrics["spare"] = f"127.0.0.1:{free_port()}"
-        self.workers["spare"] = Proc("worker-spare", [
-            SHARDCTL, "worker", "--etcd", services.etcd, "--name", "w-spare", "--prefix", prefix, "--ttl", "3",
-            "--spark-master", "local[1]", "--metrics-addr", self.worker_metrics["spare"]], work)
-
-    def wait_bound(self, timeout: float = 90) -> None:
-        def ready():
-            rc, doc = self.ctl("list-member")
-            names = {m["name"]: m["sources"] for m in doc.get("members", [])} if isinstance(doc, dict) else {}
-            return names.get("w-s1") == ["s1"] and names.get("w-spare") == []
-        self.wait(ready, timeout, "s1 bound to w-s1 and w-spare registered free")
+        super().__init__(services, prefix, work, sources={"s1": "source1"}, spare=("spare",))
+        # s2's config, for the test that registers a second source on the spare worker
+        self.source_files["s2"] = write_source_file(work / "s2.yaml", "s2", services.mysql["source2"])
 
     def bindings(self) -> dict:
         rc, doc = self.ctl("operate-source", "show")

@@ -15,12 +15,12 @@ import pytest
 import yaml
 
 from .conftest import ROOT, SHARDCTL, Scenario, running
-from .test_operator_commands import OneSourceCluster
+from .test_operator_commands import one_source_cluster
 
 
 @pytest.fixture(scope="module")
 def cluster1(services, etcd_client, tmp_path_factory):
-    with running(lambda prefix, work: OneSourceCluster(services, prefix, work), etcd_client, "e2e-pre",
+    with running(lambda prefix, work: one_source_cluster(services, prefix, work), etcd_client, "e2e-pre",
                  tmp_path_factory.mktemp("e2e-pre")) as c:
         yield c
 

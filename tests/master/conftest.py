@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import grpc
@@ -16,42 +14,19 @@ import pytest
 from coordinator.etcdproto import Store
 from tests.conftest import devservices
 from tests.support.ports import free_port
-
-ROOT = Path(__file__).resolve().parents[2]
-SHARDCTL = str(ROOT / ".venv" / "bin" / "shardctl")
+from tests.support.procs import SHARDCTL, Proc, http_get, master_args, wait_for
 
 
-def wait_for(cond, timeout: float = 15.0, interval: float = 0.05, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = cond()
-        except Exception as e:  # noqa: BLE001 — keep polling, report the last failure
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
-
-
-class MasterProc:
-    """One `shardctl master` subprocess."""
+class MasterProc(Proc):
+    """One `shardctl master` subprocess on free loopback ports, with its gRPC stub and HTTP probes."""
 
     def __init__(self, etcd: str, prefix: str, ttl: int = 2, name: str = "", log_dir: Path | None = None):
         self.port, self.mport = free_port(), free_port()
         self.addr = f"127.0.0.1:{self.port}"
-        self.name = name or f"m{self.port}"
-        self.args = [SHARDCTL, "master", "--etcd", etcd, "--listen", self.addr, "--prefix", prefix,
-                     "--election-ttl", str(ttl), "--metrics-addr", f"127.0.0.1:{self.mport}", "--name", self.name]
-        self.log_path = (log_dir or Path("/tmp")) / f"master-{self.name}.log"
-        self.proc = None
-
-    def start(self) -> "MasterProc":
-        self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT)
-        return self
+        name = name or f"m{self.port}"
+        super().__init__(f"master-{name}", master_args(etcd, self.addr, prefix, name, ttl, f"127.0.0.1:{self.mport}"),
+                         log_dir or Path("/tmp"))
+        self.name = name
 
     def stub(self):
         from protos import master_pb2_grpc as pbg
@@ -65,37 +40,16 @@ class MasterProc:
         return wait_for(lambda: self.leader_info().leader, timeout, what=f"{self.name} to know a leader")
 
     def readyz(self) -> tuple[int, str]:
-        import urllib.error
-        import urllib.request
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.mport}/readyz", timeout=2) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
+        return http_get(f"127.0.0.1:{self.mport}", "/readyz")
 
     def wait_ready(self, timeout=15.0):
         wait_for(lambda: self.readyz()[0] == 200, timeout, what=f"{self.name} /readyz")
         return self
 
     def metrics(self) -> str:
-        import urllib.request
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.mport}/metrics", timeout=2) as r:
-            return r.read().decode()
-
-    def kill(self, sig=signal.SIGKILL):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:   # a loaded machine: a slow graceful stop is not the test's subject
-                self.proc.kill()
-                self.proc.wait(timeout=15)
-
-    def output(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
+        code, text = http_get(f"127.0.0.1:{self.mport}", "/metrics")
+        assert code == 200, f"{self.name} /metrics: {code} {text[:200]}"
+        return text
 
 
 @pytest.fixture
@@ -109,7 +63,7 @@ def masters(services, etcd_prefix, tmp_path):
         return m
     yield start
     for m in started:
-        m.kill(signal.SIGTERM if m.proc and m.proc.poll() is None else signal.SIGKILL)
+        m.kill(signal.SIGTERM if m.alive() else signal.SIGKILL)
 
 
 @pytest.fixture
