@@ -27,12 +27,12 @@ class BindingOps(_Base):
     """Written by the master leader (scheduler); read by masters and workers."""
 
     # caller: any master (service, cluster, transfer, binlog-schema), worker (process, binlog-schema)
-    def list_bindings(self) -> Listing:
-        return self._list("binding", self.keys.key("binding"))
+    def list_bindings(self) -> Listing[SourceBinding]:
+        return self._list(SourceBinding, self.keys.key("binding"))
 
     # caller: none in the tree today (tests); kept for symmetry with get_source/get_task
     def get_binding(self, source: str) -> SourceBinding | None:
-        return self._get("binding", self.keys.key("binding", source))[0]
+        return self._get(SourceBinding, self.keys.key("binding", source))[0]
 
     # caller: master leader (cluster, transfer, fenced)
     def put_binding(self, fence: Fence, b: SourceBinding, expect_revision: int | None = None) -> bool:

@@ -92,9 +92,9 @@ class BinlogSkipOps(_Base):
     """Armed and reverted by the master leader; met and finished by the worker."""
 
     # caller: the reads below
-    def _skip_record(self, kv) -> BinlogSkip:
+    def _skip_record(self, kv: typing.Any) -> BinlogSkip:
         """Decode one binlog-skip key; its task, source and FILE:POS must match the key's."""
-        rec = self._decode("binlog-skip", kv.key, kv.value, kv)
+        rec = self._decode(BinlogSkip, kv.key, kv.value, kv)
         key = kv.key.decode() if isinstance(kv.key, bytes) else kv.key
         _, parts = self.keys.parse(key)
         if (rec.task, rec.source, rec.position) != (parts["task"], parts["source"], parts["position"]):
@@ -112,12 +112,13 @@ class BinlogSkipOps(_Base):
         return rev
 
     # caller: any master (binlog list), worker (worker/sync/binlog_skip.py)
-    def list_binlog_skips(self, task: str | None = None, source: str | None = None) -> Listing:
+    def list_binlog_skips(self, task: str | None = None, source: str | None = None) -> Listing[BinlogSkip]:
         """Skip records (all states) of every task, one task, or one task+source."""
         parts = [p for p in (task, source) if p]
         prefix = self.keys.key("binlog-skip", *parts)
         resp = self._call(f"listing {prefix}", self.client.get_prefix_response, prefix)
-        items, bad = [], []
+        items: list[BinlogSkip] = []
+        bad: list[RecordError] = []
         for kv in resp.kvs:
             try:
                 items.append(self._skip_record(kv))
@@ -132,7 +133,7 @@ class BinlogSkipOps(_Base):
         return self._skip_record(resp.kvs[0]) if resp.kvs else None
 
     # caller: worker (worker/sync/binlog_skip.py)
-    def finish_binlog_skip(self, rec: BinlogSkip, state: str, **fields) -> BinlogSkip | None:
+    def finish_binlog_skip(self, rec: BinlogSkip, state: str, **fields: typing.Any) -> BinlogSkip | None:
         """Worker: store ``rec`` with ``state`` (done / passed) and ``fields`` (statement, worker,
         done_at, note), only if the key still holds the revision ``rec`` was read at.  Returns the
         stored record, or None when it was deleted or rewritten meanwhile (revert, re-arm)."""

@@ -37,9 +37,9 @@ class DroppedColumnOps(_Base):
     """Written and read by the master leader only (re-add refusal survives a master restart)."""
 
     # caller: master leader (optimist rebuild); delete_table
-    def list_dropped_columns(self, lock: LockKey | None = None) -> Listing:
+    def list_dropped_columns(self, lock: LockKey | None = None) -> Listing[DroppedColumn]:
         pre = self.keys.lock_prefix("dropped-column", lock) if lock else self.keys.key("dropped-column")
-        return self._list("dropped-column", pre)
+        return self._list(DroppedColumn, pre)
 
     # caller: master leader (master/locks.py, fenced)
     def put_dropped_columns(self, fence: Fence, lock: LockKey, table: TableRef, columns: Iterable[str],

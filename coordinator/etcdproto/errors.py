@@ -26,7 +26,8 @@ class RecordError(EtcdProtoError):
     decoded key components (``{}`` when the key itself is foreign) so callers can attribute the
     record to a task / lock / table without the value."""
 
-    def __init__(self, message: str, *, etcd_key: str, kind: str = "", parts: dict | None = None, **ctx):
+    def __init__(self, message: str, *, etcd_key: str, kind: str = "", parts: dict | None = None,
+                 **ctx: object):
         super().__init__(message, etcd_key=etcd_key, **ctx)
         self.kind = kind
         self.parts = dict(parts or {})

@@ -65,9 +65,9 @@ class InfoOps(_Base):
 
     # caller: worker (shardddl lock client / handler)
     def get_info(self, lock: LockKey, table: TableRef) -> Info | None:
-        return self._get("info", self.keys.info(lock.task, lock.down_schema, lock.down_table,
+        return self._get(Info, self.keys.info(lock.task, lock.down_schema, lock.down_table,
                                                 table.source, table.schema, table.table))[0]
 
     # caller: master leader (optimist rebuild), worker (lock client resync)
-    def list_infos(self, task: str | None = None) -> Listing:
-        return self._list("info", self.keys.key("info", *([task] if task else [])))
+    def list_infos(self, task: str | None = None) -> Listing[Info]:
+        return self._list(Info, self.keys.key("info", *([task] if task else [])))

@@ -133,13 +133,15 @@ class Keys:
     def leader(self) -> str:
         return self.key("leader")
 
-    def info(self, task, down_schema, down_table, source, up_schema, up_table) -> str:
+    def info(self, task: str, down_schema: str, down_table: str, source: str, up_schema: str,
+             up_table: str) -> str:
         return self.key("info", task, down_schema, down_table, source, up_schema, up_table)
 
-    def operation(self, task, down_schema, down_table, source, up_schema, up_table) -> str:
+    def operation(self, task: str, down_schema: str, down_table: str, source: str, up_schema: str,
+                  up_table: str) -> str:
         return self.key("operation", task, down_schema, down_table, source, up_schema, up_table)
 
-    def dropped_column(self, lock: LockKey, column, source, up_schema, up_table) -> str:
+    def dropped_column(self, lock: LockKey, column: str, source: str, up_schema: str, up_table: str) -> str:
         return self.key("dropped-column", lock.task, lock.down_schema, lock.down_table,
                         column, source, up_schema, up_table)
 

@@ -2,7 +2,7 @@
 carries (DM's ``election`` package)."""
 import typing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from etcd3 import transactions as T
 
@@ -24,13 +24,21 @@ class LeaderRecord(Record):
     create_revision: int = _meta()
 
 
+class Lease(Protocol):
+    """What a fence needs of an etcd3 lease (etcd3 ships no type information)."""
+    id: int
+
+    def refresh(self) -> Any: ...
+    def revoke(self) -> Any: ...
+
+
 @dataclass(frozen=True)
 class Fence:
     """Proof of leadership: the leader key's create revision at election.  Pass it to every
     master write.  ``lease`` is the etcd lease keeping the leader key alive (refresh it)."""
     revision: int
     member: str
-    lease: object = None
+    lease: Lease | None = None
 
 
 class LeaderOps(_Base):

@@ -30,7 +30,7 @@ class LockCleanupOps(_Base):
         op = self.keys.lock_prefix("operation", lock)
         dp = self.keys.lock_prefix("dropped-column", lock)
 
-        def rng(p):
+        def rng(p: str) -> bytes:
             return eu.prefix_range_end(eu.to_bytes(p))
         ok, _, _ = self._fenced(fence, f"removing lock {lock.id}",
                                 [T.Mod(ip, rng(ip)) < handled_revision + 1],

@@ -6,7 +6,7 @@ import threading
 import time
 import typing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 import etcd3
 from etcd3 import transactions as T
@@ -76,7 +76,7 @@ class OperationOps(_Base):
 
     # caller: worker (shardddl lock client / handler)
     def get_operation(self, lock: LockKey, table: TableRef) -> Operation | None:
-        return self._get("operation", self.operation_key(lock, table))[0]
+        return self._get(Operation, self.operation_key(lock, table))[0]
 
     # caller: worker (shardddl lock client, blocked on its DDL)
     def wait_operation(self, lock: LockKey, table: TableRef, info_revision: int, *,
@@ -90,12 +90,12 @@ class OperationOps(_Base):
         key = self.operation_key(lock, table)
         deadline = None if timeout is None else time.monotonic() + timeout
 
-        def matches(op: Operation | None) -> bool:
+        def matches(op: Operation | None) -> TypeGuard[Operation]:
             return (op is not None and op.info_revision == info_revision
                     and op.revision > after_revision and not op.done)
 
         while True:
-            op, rev = self._get("operation", key)
+            op, rev = self._get(Operation, key)
             if matches(op):
                 return op
             q: queue.Queue = queue.Queue()
@@ -119,7 +119,7 @@ class OperationOps(_Base):
                         break   # watch broke (etcd restart, compaction): re-read and re-watch
                     for ev in resp.events:
                         if isinstance(ev, etcd3.events.PutEvent):
-                            cand = self._decode("operation", ev.key, ev.value, ev._event.kv)
+                            cand = self._decode(Operation, ev.key, ev.value, ev._event.kv)
                             if matches(cand):
                                 return cand
             finally:
@@ -145,7 +145,7 @@ class OperationOps(_Base):
             if not kvs:
                 raise StaleOperation("the Operation was deleted before it was marked done "
                                      "(lock removed or table left it)", etcd_key=key, lock_id=op.lock_id)
-            cur = self._decode("operation", kvs[0].key, kvs[0].value, kvs[0])
+            cur = self._decode(Operation, kvs[0].key, kvs[0].value, kvs[0])
             if not cur.same_answer(op):
                 raise StaleOperation(f"the Operation was replaced (now stage {cur.stage.value}, info "
                                      f"revision {cur.info_revision}); handle the current one",
@@ -156,8 +156,8 @@ class OperationOps(_Base):
         raise StaleOperation("the Operation keeps changing; retry", etcd_key=key, lock_id=op.lock_id)
 
     # caller: master leader (optimist rebuild), worker (lock client resync)
-    def list_operations(self, task: str | None = None) -> Listing:
-        return self._list("operation", self.keys.key("operation", *([task] if task else [])))
+    def list_operations(self, task: str | None = None) -> Listing[Operation]:
+        return self._list(Operation, self.keys.key("operation", *([task] if task else [])))
 
     # caller: master leader (master/locks.py, fenced)
     def put_operation(self, fence: Fence, op: Operation, *, skip_done: bool = False) -> PutResult:
@@ -175,7 +175,7 @@ class OperationOps(_Base):
             cmp = [T.Mod(key) == (cur.mod_revision if cur else 0)]
             if skip_done and cur is not None:
                 try:
-                    stored = self._decode("operation", cur.key, cur.value, cur)
+                    stored = self._decode(Operation, cur.key, cur.value, cur)
                     if stored.done and stored.info_revision == op.info_revision:
                         return PutResult(False, stored.revision, "done")
                 except RecordError:

@@ -18,12 +18,23 @@ import json
 import types
 import typing
 from dataclasses import dataclass, field
+from typing import Any, Generic, TypedDict, TypeVar
 
 from .errors import GarbageRecord, RecordError, UnknownVersion
 
+R = TypeVar("R", bound="Record")
 
-def _meta(default=0):
+
+def _meta(default: Any = 0) -> Any:
+    # ``Any`` like ``dataclasses.field`` itself: the result is the field's default to the checker
     return field(default=default, compare=False, metadata={"meta": True})
+
+
+class _Where(TypedDict):
+    """What every decode error names: the key, the record kind and the key's components."""
+    etcd_key: str
+    kind: str
+    parts: dict | None
 
 
 class Stage(str, enum.Enum):
@@ -44,11 +55,16 @@ class DroppedStage(enum.IntEnum):
 
 
 class Record:
+    """Base of the record dataclasses (every concrete kind is a ``@dataclass`` subclass)."""
     KIND: typing.ClassVar[str] = ""
     VERSION: typing.ClassVar[int] = 1
+    if typing.TYPE_CHECKING:
+        # Declared, not set: makes ``Record`` a ``DataclassInstance`` to the checker so
+        # ``dataclasses.fields``/``replace`` accept it; each subclass's @dataclass sets it.
+        __dataclass_fields__: typing.ClassVar[dict[str, dataclasses.Field[Any]]]
 
     def to_dict(self) -> dict:
-        out = {"v": self.VERSION}
+        out: dict[str, Any] = {"v": self.VERSION}
         for f in dataclasses.fields(self):
             if f.metadata.get("meta"):
                 continue
@@ -65,9 +81,9 @@ class Record:
         return d
 
     @classmethod
-    def decode(cls, key: str, raw: bytes | str, parts: dict | None = None, **meta):
+    def decode(cls: type[R], key: str, raw: bytes | str, parts: dict | None = None, **meta: Any) -> R:
         """Parse ``raw`` read at ``key``; ``meta`` sets the not-stored fields (revision, version)."""
-        where = dict(etcd_key=key, kind=cls.KIND, parts=parts)
+        where = _Where(etcd_key=key, kind=cls.KIND, parts=parts)
         try:
             d = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as e:
@@ -81,7 +97,7 @@ class Record:
             raise UnknownVersion(f"{cls.KIND} record has format version {v}; this release reads up to "
                                  f"{cls.VERSION} (written by a newer shardmerge?)", **where)
         d = cls._upgrade(d, v)
-        kw = {}
+        kw: dict[str, Any] = {}
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
             if f.metadata.get("meta"):
@@ -109,7 +125,7 @@ class Record:
         """Cross-field checks; raise ValueError."""
 
 
-def _coerce(val, tp):
+def _coerce(val: Any, tp: Any) -> Any:
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
@@ -154,9 +170,9 @@ def _coerce(val, tp):
 
 
 @dataclass
-class Listing:
+class Listing(Generic[R]):
     """Records of one kind read in one request: ``revision`` is the etcd revision of the read;
     ``bad`` holds the undecodable ones (``RecordError`` naming the key and its components)."""
-    items: list
+    items: list[R]
     revision: int
     bad: list[RecordError] = field(default_factory=list)

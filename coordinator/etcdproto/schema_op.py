@@ -82,15 +82,16 @@ class SchemaOpOps(_Base):
         return rev
 
     # caller: worker (worker/sync/schema_ops.py)
-    def list_schema_ops(self, task: str | None = None, source: str | None = None) -> Listing:
+    def list_schema_ops(self, task: str | None = None, source: str | None = None) -> Listing[SchemaOp]:
         """Requests (all states) of every task, one task, or one task+source."""
         parts = [p for p in (task, source) if p]
         prefix = self.keys.key("schema-op", *parts)
         resp = self._call(f"listing {prefix}", self.client.get_prefix_response, prefix)
-        items, bad = [], []
+        items: list[SchemaOp] = []
+        bad: list[RecordError] = []
         for kv in resp.kvs:
             try:
-                items.append(self._decode("schema-op", kv.key, kv.value, kv))
+                items.append(self._decode(SchemaOp, kv.key, kv.value, kv))
             except RecordError as e:
                 bad.append(e)
         return Listing(items, resp.header.revision, bad)
@@ -99,10 +100,10 @@ class SchemaOpOps(_Base):
     def get_schema_op(self, task: str, source: str, up_schema: str, up_table: str) -> SchemaOp | None:
         key = self.keys.key("schema-op", task, source, up_schema, up_table)
         resp = self._call("reading binlog-schema request", self.client.get_response, key)
-        return self._decode("schema-op", resp.kvs[0].key, resp.kvs[0].value, resp.kvs[0]) if resp.kvs else None
+        return self._decode(SchemaOp, resp.kvs[0].key, resp.kvs[0].value, resp.kvs[0]) if resp.kvs else None
 
     # caller: worker (worker/sync/schema_ops.py)
-    def finish_schema_op(self, rec: SchemaOp, state: str, **fields) -> SchemaOp | None:
+    def finish_schema_op(self, rec: SchemaOp, state: str, **fields: typing.Any) -> SchemaOp | None:
         """Worker: store ``rec`` answered (``state`` done/failed, ``result``...), only if the key
         still holds the revision it was read at; None when it changed meanwhile."""
         key = self._schema_op_key(rec)

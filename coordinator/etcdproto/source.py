@@ -28,12 +28,12 @@ class SourceOps(_Base):
     """Written by the master leader (operate-source); read by masters and workers."""
 
     # caller: any master (cluster view, transfer)
-    def list_sources(self) -> Listing:
-        return self._list("source", self.keys.key("source"))
+    def list_sources(self) -> Listing[SourceRecord]:
+        return self._list(SourceRecord, self.keys.key("source"))
 
     # caller: any master (cluster, precheck), worker (process start)
     def get_source(self, source: str) -> SourceRecord | None:
-        return self._get("source", self.keys.key("source", source))[0]
+        return self._get(SourceRecord, self.keys.key("source", source))[0]
 
     # caller: master leader (operate-source create, fenced)
     def put_source(self, fence: Fence, cfg: SourceRecord) -> int:

@@ -76,8 +76,8 @@ class SourceTablesOps(_Base):
 
     # caller: master leader (binlog-schema requests)
     def get_source_tables(self, task: str, source: str) -> SourceTables | None:
-        return self._get("source-tables", self.keys.key("source-tables", task, source))[0]
+        return self._get(SourceTables, self.keys.key("source-tables", task, source))[0]
 
     # caller: master leader (optimist rebuild, master/locks.py)
-    def list_source_tables(self, task: str | None = None) -> Listing:
-        return self._list("source-tables", self.keys.key("source-tables", *([task] if task else [])))
+    def list_source_tables(self, task: str | None = None) -> Listing[SourceTables]:
+        return self._list(SourceTables, self.keys.key("source-tables", *([task] if task else [])))

@@ -1,7 +1,7 @@
 """SubtaskStatus: what a worker reports for query-status, and its etcd operations."""
 import typing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .record import Listing, Record, _meta
 
@@ -31,9 +31,9 @@ class StatusOps(_Base):
     """Written by the worker (on its lease); read by masters and workers."""
 
     # caller: worker (worker/status.py)
-    def put_status(self, st: SubtaskStatus, lease=None) -> int:
+    def put_status(self, st: SubtaskStatus, lease: Any = None) -> int:
         return self._put(self.keys.key("status", st.task, st.source), st, lease=lease)
 
     # caller: any master (cluster, binder, transfer, binlog-schema), worker (process)
-    def list_status(self, task: str | None = None) -> Listing:
-        return self._list("status", self.keys.key("status", *([task] if task else [])))
+    def list_status(self, task: str | None = None) -> Listing[SubtaskStatus]:
+        return self._list(SubtaskStatus, self.keys.key("status", *([task] if task else [])))

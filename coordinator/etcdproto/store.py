@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Protocol
+from typing import Any, Callable, Iterable, Iterator, Protocol, TypeVar, overload
 
 import etcd3
 import grpc
@@ -36,13 +36,15 @@ from .keys import DEFAULT_PREFIX, Keys, LockKey, TableRef
 from .leader import Fence, LeaderOps, LeaderRecord
 from .lock_cleanup import LockCleanupOps
 from .operation import Operation, OperationOps
-from .record import Listing, Record
+from .record import R, Listing, Record
 from .schema_op import SchemaOp, SchemaOpOps
 from .source import SourceOps, SourceRecord
 from .source_tables import SourceTables, SourceTablesOps
 from .status import StatusOps, SubtaskStatus
 from .task import TaskOps, TaskRecord
 from .worker import WorkerOps, WorkerRegistration
+
+_T = TypeVar("_T")
 
 MAX_TXN_OPS = 120  # etcd's default --max-txn-ops is 128; leave room for compares
 
@@ -69,38 +71,47 @@ def _unavailable(e: Exception, what: str) -> EtcdUnavailable:
     return EtcdUnavailable(f"etcd did not answer while {what}: {type(e).__name__}: {e}")
 
 
+# A transaction's outcome: (succeeded, header revision, raw responses).  etcd3 has no type
+# information, so its compares, operations, leases, key-values and responses are ``Any`` here.
+TxnResult = tuple[bool, int, Any]
+
+
 class StoreCore(Protocol):
     """The plumbing the per-record operation mixins use (implemented by ``Store``).  The mixins
     subclass it only under TYPE_CHECKING (at run time their base is ``object``), so the record
-    modules never import this one and there is no cycle."""
+    modules never import this one and there is no cycle.
+
+    ``_decode``, ``_get`` and ``_list`` take the record class (``Info``, ``Operation``, ...) and
+    return that type; ``Store`` also accepts a kind name (``"info"``), typed as plain ``Record``."""
     client: etcd3.Etcd3Client
     keys: Keys
 
-    def _call(self, what: str, fn, *a, **kw): ...
-    def _txn(self, what: str, compare: list, success: list, failure: list | None = None): ...
-    def _fence_cmp(self, fence: Fence): ...
-    def _fenced(self, fence: Fence, what: str, compare: list, success: list, failure: list | None = None): ...
+    def _call(self, what: str, fn: Callable[..., _T], *a: Any, **kw: Any) -> _T: ...
+    def _txn(self, what: str, compare: list, success: list, failure: list | None = None) -> TxnResult: ...
+    def _fence_cmp(self, fence: Fence) -> Any: ...
+    def _fenced(self, fence: Fence, what: str, compare: list, success: list,
+                failure: list | None = None) -> TxnResult: ...
     def _fenced_chunks(self, fence: Fence, what: str, ops: list) -> int: ...
-    def _decode(self, kind: str, key: bytes | str, raw: bytes, kv=None) -> Record: ...
-    def _get(self, kind: str, key: str): ...
-    def _get_raw(self, key: str): ...
-    def _list(self, kind: str, prefix: str) -> Listing: ...
-    def _put(self, key: str, rec: Record, lease=None) -> int: ...
+    def _decode(self, kind: type[R], key: bytes | str, raw: bytes, kv: Any = None) -> R: ...
+    def _get(self, kind: type[R], key: str) -> tuple[R | None, int]: ...
+    def _get_raw(self, key: str) -> tuple[Any, int]: ...
+    def _list(self, kind: type[R], prefix: str) -> Listing[R]: ...
+    def _put(self, key: str, rec: Record, lease: Any = None) -> int: ...
     @staticmethod
     def _t(table: TableRef) -> tuple[str, str, str]: ...
-    def list_dropped_columns(self, lock: LockKey | None = None) -> Listing: ...
+    def list_dropped_columns(self, lock: LockKey | None = None) -> Listing[DroppedColumn]: ...
 
 
 class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps, LockCleanupOps,
             SourceOps, TaskOps, WorkerOps, BindingOps, StatusOps, BinlogSkipOps, SchemaOpOps):
     """All shardmerge records under ``prefix`` in one etcd (see docs/etcd-layout.md)."""
 
-    def __init__(self, client: etcd3.Etcd3Client, prefix: str = DEFAULT_PREFIX):
+    def __init__(self, client: etcd3.Etcd3Client, prefix: str = DEFAULT_PREFIX) -> None:
         self.client = client
         self.keys = Keys(prefix)
 
     # ------------------------------------------------------------------ low level
-    def _call(self, what: str, fn, *a, **kw):
+    def _call(self, what: str, fn: Callable[..., _T], *a: Any, **kw: Any) -> _T:
         try:
             return fn(*a, **kw)
         except (etcd3.exceptions.ConnectionFailedError, etcd3.exceptions.ConnectionTimeoutError,
@@ -111,7 +122,7 @@ class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps,
                 raise
             raise _unavailable(e, what) from e
 
-    def _txn(self, what: str, compare: list, success: list, failure: list | None = None):
+    def _txn(self, what: str, compare: list, success: list, failure: list | None = None) -> TxnResult:
         """Run one transaction; returns (succeeded, header revision, raw responses)."""
         req = etcdrpc.TxnRequest(compare=[c.build_message() for c in compare],
                                  success=self.client._ops_to_requests(success),
@@ -120,10 +131,11 @@ class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps,
                           credentials=self.client.call_credentials, metadata=self.client.metadata)
         return resp.succeeded, resp.header.revision, resp.responses
 
-    def _fence_cmp(self, fence: Fence):
+    def _fence_cmp(self, fence: Fence) -> Any:
         return T.Create(self.keys.leader()) == fence.revision
 
-    def _fenced(self, fence: Fence, what: str, compare: list, success: list, failure: list | None = None):
+    def _fenced(self, fence: Fence, what: str, compare: list, success: list,
+                failure: list | None = None) -> TxnResult:
         """Fenced txn.  On failure the leader key is read in the same txn: if the fence is what
         failed, raise ``Fenced``; else return (False, rev, responses[1:]) for the caller."""
         ok, rev, resps = self._txn(what, [self._fence_cmp(fence), *compare], success,
@@ -146,38 +158,57 @@ class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps,
             _, rev, _ = self._fenced(fence, what, [], ops[i:i + MAX_TXN_OPS])
         return rev
 
-    def _decode(self, kind: str, key: bytes | str, raw: bytes, kv=None) -> Record:
+    @overload
+    def _decode(self, kind: type[R], key: bytes | str, raw: bytes, kv: Any = None) -> R: ...
+    @overload
+    def _decode(self, kind: str, key: bytes | str, raw: bytes, kv: Any = None) -> Record: ...
+
+    def _decode(self, kind: type[Record] | str, key: bytes | str, raw: bytes, kv: Any = None) -> Record:
+        """Decode the value ``raw`` of ``key`` as a record of ``kind`` (its class or its name);
+        ``kv`` (the etcd key-value) fills the not-stored fields (revision, ...)."""
+        name = kind if isinstance(kind, str) else kind.KIND
         key = key.decode() if isinstance(key, bytes) else key
         try:
             _, parts = self.keys.parse(key)
         except BadKey as e:
-            raise GarbageRecord(f"foreign key under the {kind} prefix: {e.message}", etcd_key=key, kind=kind) from e
-        cls = RECORD_TYPES[kind]
-        meta = {}
+            raise GarbageRecord(f"foreign key under the {name} prefix: {e.message}", etcd_key=key, kind=name) from e
+        cls = RECORD_TYPES[kind] if isinstance(kind, str) else kind
+        meta: dict[str, Any] = {}
         if kv is not None:
             meta = {"revision": kv.mod_revision, "version": kv.version, "create_revision": kv.create_revision}
         names = {f.name for f in dataclasses.fields(cls) if f.metadata.get("meta")}
         meta = {k: v for k, v in meta.items() if k in names}
-        if kind == "dropped-column":
+        if name == "dropped-column":
             meta.update(parts)
         rec = cls.decode(key, raw, parts=parts, **meta)
-        if kind in ("info", "operation", "source-tables", "status", "source", "task", "binding", "worker"):
+        if name in ("info", "operation", "source-tables", "status", "source", "task", "binding", "worker"):
             for n, v in parts.items():
                 if getattr(rec, n, v) != v:
-                    raise GarbageRecord(f"{kind} record says {n}={getattr(rec, n)!r} but its key says "
-                                        f"{v!r}", etcd_key=key, kind=kind, parts=parts)
+                    raise GarbageRecord(f"{name} record says {n}={getattr(rec, n)!r} but its key says "
+                                        f"{v!r}", etcd_key=key, kind=name, parts=parts)
         return rec
 
-    def _get(self, kind: str, key: str):
+    @overload
+    def _get(self, kind: type[R], key: str) -> tuple[R | None, int]: ...
+    @overload
+    def _get(self, kind: str, key: str) -> tuple[Record | None, int]: ...
+
+    def _get(self, kind: type[Record] | str, key: str) -> tuple[Record | None, int]:
         resp = self._call(f"reading {key}", self.client.get_response, key)
         if not resp.kvs:
             return None, resp.header.revision
         kv = resp.kvs[0]
         return self._decode(kind, kv.key, kv.value, kv), resp.header.revision
 
-    def _list(self, kind: str, prefix: str) -> Listing:
+    @overload
+    def _list(self, kind: type[R], prefix: str) -> Listing[R]: ...
+    @overload
+    def _list(self, kind: str, prefix: str) -> Listing[Record]: ...
+
+    def _list(self, kind: type[Record] | str, prefix: str) -> Listing[Any]:
         resp = self._call(f"listing {prefix}", self.client.get_prefix_response, prefix)
-        items, bad = [], []
+        items: list[Record] = []
+        bad: list[RecordError] = []
         for kv in resp.kvs:
             try:
                 items.append(self._decode(kind, kv.key, kv.value, kv))
@@ -185,7 +216,7 @@ class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps,
                 bad.append(e)
         return Listing(items, resp.header.revision, bad)
 
-    def _put(self, key: str, rec: Record, lease=None) -> int:
+    def _put(self, key: str, rec: Record, lease: Any = None) -> int:
         resp = self._call(f"writing {key}", self.client.put, key, rec.encode(), lease=lease)
         return resp.header.revision
 
@@ -202,7 +233,7 @@ class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps,
         for ``client.cancel_watch``."""
         prefix = self.keys.key(kind, *sub)
 
-        def on_response(resp):
+        def on_response(resp: Any) -> None:
             if isinstance(resp, Exception):
                 callback(resp)
                 return
@@ -212,7 +243,7 @@ class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps,
         return self._call(f"watching {prefix}", self.client.add_watch_prefix_callback, prefix,
                           on_response, start_revision=start_revision, prev_kv=True)
 
-    def _event(self, kind: str, ev) -> RecordEvent:
+    def _event(self, kind: str, ev: Any) -> RecordEvent:
         raw = ev._event.kv
         key = raw.key.decode("utf-8", "replace")
         try:
@@ -231,7 +262,7 @@ class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps,
             out.error = e
         return out
 
-    def _get_raw(self, key: str):
+    def _get_raw(self, key: str) -> tuple[Any, int]:
         resp = self._call(f"reading {key}", self.client.get_response, key)
         return (resp.kvs[0] if resp.kvs else None), resp.header.revision
 

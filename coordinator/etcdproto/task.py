@@ -73,12 +73,12 @@ class TaskOps(_Base):
     """Written by the master leader (start/pause/resume/stop-task); read by masters and workers."""
 
     # caller: any master (cluster, binder, transfer), worker (process: which subtasks to run)
-    def list_tasks(self) -> Listing:
-        return self._list("task", self.keys.key("task"))
+    def list_tasks(self) -> Listing[TaskRecord]:
+        return self._list(TaskRecord, self.keys.key("task"))
 
     # caller: any master (cluster, locks, checkpoint schema), worker (binlog-schema)
     def get_task(self, task: str) -> TaskRecord | None:
-        return self._get("task", self.keys.key("task", task))[0]
+        return self._get(TaskRecord, self.keys.key("task", task))[0]
 
     # caller: master leader (start/pause/resume-task, fenced)
     def put_task(self, fence: Fence, cfg: TaskRecord) -> int:

@@ -4,6 +4,7 @@ import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .leader import Lease
 from .record import Listing, Record, _meta
 
 if TYPE_CHECKING:
@@ -31,12 +32,12 @@ class WorkerOps(_Base):
     """A worker registers itself; masters read the registrations."""
 
     # caller: worker (process start)
-    def register_worker(self, reg: WorkerRegistration, ttl: int = 10):
+    def register_worker(self, reg: WorkerRegistration, ttl: int = 10) -> Lease:
         """PUT the registration on a new lease; returns the lease (refresh it to stay alive)."""
         lease = self._call("granting worker lease", self.client.lease, ttl)
         self._put(self.keys.key("worker", reg.worker), reg, lease=lease.id)
         return lease
 
     # caller: any master (service, cluster, transfer, binlog-schema)
-    def list_workers(self) -> Listing:
-        return self._list("worker", self.keys.key("worker"))
+    def list_workers(self) -> Listing[WorkerRegistration]:
+        return self._list(WorkerRegistration, self.keys.key("worker"))

@@ -123,9 +123,10 @@ class SchemaOpServer:
                 continue
             # taken up first (a new revision): a master that gives up waiting can no longer
             # withdraw it as "nothing changed" while this worker applies it
-            rec = self.store.finish_schema_op(rec, "pending", worker=self.worker.name)
-            if rec is None:
+            taken = self.store.finish_schema_op(rec, "pending", worker=self.worker.name)
+            if taken is None:
                 continue          # withdrawn or replaced meanwhile
+            rec = taken
             state, result = "done", ""
             try:
                 result = self._answer(rec)
