@@ -27,6 +27,7 @@ import pymysql
 from coordinator.errors import ShardMergeError
 from coordinator.sql import quote_ident
 from worker.events import Position
+from worker.meta_store import MetaStore
 
 
 class LoadCheckpointError(ShardMergeError):
@@ -69,56 +70,37 @@ class _LockConflict(Exception):
     """A deadlock or lock-wait timeout while writing the plan: the transaction is rerun."""
 
 
-class LoadStore:
+class LoadStore(MetaStore):
+    columns = """
+        source VARCHAR(64) NOT NULL,
+        up_schema VARCHAR(128) NOT NULL,
+        up_table VARCHAR(128) NOT NULL,
+        chunk INT NOT NULL,
+        status VARCHAR(16) NOT NULL,
+        lo LONGTEXT, hi LONGTEXT, info LONGTEXT,
+        rows_loaded BIGINT NOT NULL DEFAULT 0,
+        binlog_name VARCHAR(128) NOT NULL DEFAULT '',
+        binlog_pos BIGINT UNSIGNED NOT NULL DEFAULT 0,
+        binlog_gtid TEXT,
+        update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+        PRIMARY KEY (source, up_schema, up_table, chunk)
+    """
+    error = LoadCheckpointError
+    what = "load checkpoints"
+
     def __init__(self, db_kwargs: dict, meta_schema: str, task: str, source_id: str):
-        self.db_kwargs = dict(db_kwargs)
-        self.meta_schema, self.task, self.source_id = meta_schema, task, source_id
-        self.fq = fq_name(meta_schema, task)
-
-    def _connect(self):
-        try:
-            return pymysql.connect(**self.db_kwargs, autocommit=False, charset="utf8mb4")
-        except pymysql.MySQLError as e:
-            raise LoadCheckpointError(f"cannot connect to the downstream for load checkpoints: {e}",
-                                      task=self.task, source=self.source_id) from e
-
-    def ensure_table(self) -> None:
-        conn = self._connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute(f"CREATE DATABASE IF NOT EXISTS {_q(self.meta_schema)}")
-                cur.execute(f"""CREATE TABLE IF NOT EXISTS {self.fq} (
-                    source VARCHAR(64) NOT NULL,
-                    up_schema VARCHAR(128) NOT NULL,
-                    up_table VARCHAR(128) NOT NULL,
-                    chunk INT NOT NULL,
-                    status VARCHAR(16) NOT NULL,
-                    lo LONGTEXT, hi LONGTEXT, info LONGTEXT,
-                    rows_loaded BIGINT NOT NULL DEFAULT 0,
-                    binlog_name VARCHAR(128) NOT NULL DEFAULT '',
-                    binlog_pos BIGINT UNSIGNED NOT NULL DEFAULT 0,
-                    binlog_gtid TEXT,
-                    update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
-                    PRIMARY KEY (source, up_schema, up_table, chunk)
-                ) DEFAULT CHARSET = utf8mb4""")
-            conn.commit()
-        finally:
-            conn.close()
+        super().__init__(db_kwargs, meta_schema, task, source_id, fq_name(meta_schema, task))
 
     def load(self) -> Stored:
-        conn = self._connect()
         try:
-            with conn.cursor() as cur:
+            with self._transaction() as cur:
                 cur.execute(f"SELECT up_schema, up_table, chunk, status, lo, hi, info, rows_loaded, binlog_name, "
                             f"binlog_pos, binlog_gtid FROM {self.fq} WHERE source = %s "
                             f"ORDER BY up_schema, up_table, chunk", (self.source_id,))
                 rows = cur.fetchall()
-            conn.commit()
         except pymysql.MySQLError as e:
             raise LoadCheckpointError(f"cannot read load checkpoints from {self.fq}: {e}", task=self.task,
                                       source=self.source_id) from e
-        finally:
-            conn.close()
         plan, status, tables, chunks = None, "", {}, []
         for s, t, c, st, lo, hi, info, n, bn, bp, bg in rows:
             if s == "" and t == "":
@@ -143,6 +125,8 @@ class LoadStore:
 
     def _save_plan_once(self, plan: dict, tables: dict[tuple[str, str], dict], chunks: list[ChunkRow],
                         last: bool = False) -> None:
+        # not ``_transaction``: only the statements' errors become typed here; a ROLLBACK that
+        # fails on a lost connection raises its own pymysql error
         conn = self._connect()
         try:
             with conn.cursor() as cur:
@@ -166,40 +150,25 @@ class LoadStore:
             conn.close()
 
     def finish(self, result: dict) -> None:
-        conn = self._connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute(f"SELECT info FROM {self.fq} WHERE source = %s AND up_schema = '' AND up_table = '' "
-                            f"AND chunk = -1 FOR UPDATE", (self.source_id,))
-                row = cur.fetchone()
-                plan = json.loads(row[0]) if row and row[0] else {}
-                plan["result"] = result
-                cur.execute(f"UPDATE {self.fq} SET status = 'finished', info = %s WHERE source = %s AND "
-                            f"up_schema = '' AND up_table = '' AND chunk = -1", (json.dumps(plan), self.source_id))
-            conn.commit()
-        finally:
-            conn.close()
+        with self._transaction() as cur:
+            cur.execute(f"SELECT info FROM {self.fq} WHERE source = %s AND up_schema = '' AND up_table = '' "
+                        f"AND chunk = -1 FOR UPDATE", (self.source_id,))
+            row = cur.fetchone()
+            plan = json.loads(row[0]) if row and row[0] else {}
+            plan["result"] = result
+            cur.execute(f"UPDATE {self.fq} SET status = 'finished', info = %s WHERE source = %s AND "
+                        f"up_schema = '' AND up_table = '' AND chunk = -1", (json.dumps(plan), self.source_id))
 
     def progress_rows(self) -> dict[tuple[str, str], tuple[int, int]]:
         """{(schema, table): (rows loaded, chunks done)} from the done chunks (cheap poll)."""
-        conn = self._connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute(f"SELECT up_schema, up_table, SUM(rows_loaded), COUNT(*) FROM {self.fq} "
-                            f"WHERE source = %s AND chunk >= 0 AND status = 'done' GROUP BY up_schema, up_table",
-                            (self.source_id,))
-                out = {(s, t): (int(n or 0), int(c)) for s, t, n, c in cur.fetchall()}
-            conn.commit()
-            return out
-        finally:
-            conn.close()
+        with self._transaction() as cur:
+            cur.execute(f"SELECT up_schema, up_table, SUM(rows_loaded), COUNT(*) FROM {self.fq} "
+                        f"WHERE source = %s AND chunk >= 0 AND status = 'done' GROUP BY up_schema, up_table",
+                        (self.source_id,))
+            out = {(s, t): (int(n or 0), int(c)) for s, t, n, c in cur.fetchall()}
+        return out
 
     def delete_all(self) -> None:
         """Forget this source's load (``stop-task --remove-meta``)."""
-        conn = self._connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute(f"DELETE FROM {self.fq} WHERE source = %s", (self.source_id,))
-            conn.commit()
-        finally:
-            conn.close()
+        with self._transaction() as cur:
+            cur.execute(f"DELETE FROM {self.fq} WHERE source = %s", (self.source_id,))

@@ -53,11 +53,13 @@ import time
 from dataclasses import dataclass, field
 
 import pymysql
+from pymysql.cursors import Cursor
 
 from coordinator.errors import ShardMergeError
 from coordinator.obs import logger
 from coordinator.sql import checkpoint_table, quote_ident
 from worker.events import Position
+from worker.meta_store import MetaStore
 from worker.sync.fence import FENCE_COLUMN, FencedOut, check_fence
 
 log = logger("worker.sync.checkpoint")
@@ -86,15 +88,33 @@ table_name = checkpoint_table      # the name the master reads too (coordinator.
 _q = quote_ident
 
 
-class CheckpointStore:
+class CheckpointStore(MetaStore):
     """In-memory points of one (task, source) plus their flush to the downstream."""
+
+    columns = """
+        id VARCHAR(64) NOT NULL,
+        cp_schema VARCHAR(128) NOT NULL,
+        cp_table VARCHAR(128) NOT NULL,
+        binlog_name VARCHAR(128) NOT NULL DEFAULT '',
+        binlog_pos BIGINT UNSIGNED NOT NULL DEFAULT 0,
+        binlog_gtid TEXT,
+        exit_safe_binlog_name VARCHAR(128) NOT NULL DEFAULT '',
+        exit_safe_binlog_pos BIGINT UNSIGNED NOT NULL DEFAULT 0,
+        exit_safe_binlog_gtid TEXT,
+        table_info LONGTEXT,
+        ddl_intent LONGTEXT,
+        is_global TINYINT(1) NOT NULL DEFAULT 0,
+        create_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP,
+        update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+        UNIQUE KEY uk_id_schema_table (id, cp_schema, cp_table)
+    """
+    error = CheckpointError
+    what = "checkpoints"
 
     def __init__(self, db_kwargs: dict, meta_schema: str, task: str, source_id: str, epoch: int = 0):
         """``epoch``: this writer's binding epoch (``worker.sync.fence``); 0 = not fenced."""
         self.epoch = epoch
-        self.db_kwargs = dict(db_kwargs)
-        self.meta_schema, self.task, self.source_id = meta_schema, task, source_id
-        self.fq = f"{_q(meta_schema)}.{_q(table_name(task))}"
+        super().__init__(db_kwargs, meta_schema, task, source_id, f"{_q(meta_schema)}.{_q(table_name(task))}")
         self.global_pos: Position | None = None
         self.global_dirty = False
         self.safe_until: Position | None = None
@@ -103,97 +123,51 @@ class CheckpointStore:
         self.rejected = 0                   # older saves refused (rule 3); exposed for tests/metrics
 
     # ------------------------------------------------------------------ storage
-    def _connect(self):
-        try:
-            return pymysql.connect(**self.db_kwargs, autocommit=False, charset="utf8mb4")
-        except pymysql.MySQLError as e:
-            raise CheckpointError(f"cannot connect to the downstream for checkpoints: {e}",
-                                  task=self.task, source=self.source_id) from e
-
-    def ensure_table(self) -> None:
-        conn = self._connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute(f"CREATE DATABASE IF NOT EXISTS {_q(self.meta_schema)}")
-                cur.execute(f"""CREATE TABLE IF NOT EXISTS {self.fq} (
-                    id VARCHAR(64) NOT NULL,
-                    cp_schema VARCHAR(128) NOT NULL,
-                    cp_table VARCHAR(128) NOT NULL,
-                    binlog_name VARCHAR(128) NOT NULL DEFAULT '',
-                    binlog_pos BIGINT UNSIGNED NOT NULL DEFAULT 0,
-                    binlog_gtid TEXT,
-                    exit_safe_binlog_name VARCHAR(128) NOT NULL DEFAULT '',
-                    exit_safe_binlog_pos BIGINT UNSIGNED NOT NULL DEFAULT 0,
-                    exit_safe_binlog_gtid TEXT,
-                    table_info LONGTEXT,
-                    ddl_intent LONGTEXT,
-                    is_global TINYINT(1) NOT NULL DEFAULT 0,
-                    create_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP,
-                    update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
-                    UNIQUE KEY uk_id_schema_table (id, cp_schema, cp_table)
-                ) DEFAULT CHARSET = utf8mb4""")
-                # tables made before fencing get the column (a no-op when it is there)
-                cur.execute(f"ALTER TABLE {self.fq} ADD COLUMN IF NOT EXISTS {FENCE_COLUMN} "
-                            f"BIGINT NOT NULL DEFAULT 0")
-            conn.commit()
-        finally:
-            conn.close()
+    # Each method is one ``_transaction``; ``rollback_on`` names the errors a method rolls back
+    # explicitly (the server discards any other's transaction when the connection closes).
+    def _upgrade(self, cur: Cursor) -> None:
+        # tables made before fencing get the column (a no-op when it is there)
+        cur.execute(f"ALTER TABLE {self.fq} ADD COLUMN IF NOT EXISTS {FENCE_COLUMN} "
+                    f"BIGINT NOT NULL DEFAULT 0")
 
     def claim(self) -> None:
         """Fencing: make this writer's epoch the source's (see ``worker.sync.fence``); raises
         :class:`FencedOut` when a newer writer has claimed it."""
         if not self.epoch:
             return
-        conn = self._connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute(f"INSERT IGNORE INTO {self.fq} (id, cp_schema, cp_table, table_info, is_global) "
-                            f"VALUES (%s, '', '', 'null', 1)", (self.source_id,))
-                cur.execute(f"SELECT {FENCE_COLUMN} FROM {self.fq} WHERE id = %s AND is_global = 1 FOR UPDATE",
-                            (self.source_id,))
-                stored = int(cur.fetchone()[0])
-                if stored > self.epoch:
-                    raise FencedOut(f"source {self.source_id} was claimed by a newer binding (epoch {stored} > "
-                                    f"{self.epoch}); this worker does not write it", task=self.task,
-                                    source=self.source_id)
-                cur.execute(f"UPDATE {self.fq} SET {FENCE_COLUMN} = %s WHERE id = %s AND is_global = 1",
-                            (self.epoch, self.source_id))
-            conn.commit()
-        except BaseException:
-            conn.rollback()
-            raise
-        finally:
-            conn.close()
+        with self._transaction(rollback_on=(BaseException,)) as cur:
+            cur.execute(f"INSERT IGNORE INTO {self.fq} (id, cp_schema, cp_table, table_info, is_global) "
+                        f"VALUES (%s, '', '', 'null', 1)", (self.source_id,))
+            cur.execute(f"SELECT {FENCE_COLUMN} FROM {self.fq} WHERE id = %s AND is_global = 1 FOR UPDATE",
+                        (self.source_id,))
+            stored = int(cur.fetchone()[0])
+            if stored > self.epoch:
+                raise FencedOut(f"source {self.source_id} was claimed by a newer binding (epoch {stored} > "
+                                f"{self.epoch}); this worker does not write it", task=self.task,
+                                source=self.source_id)
+            cur.execute(f"UPDATE {self.fq} SET {FENCE_COLUMN} = %s WHERE id = %s AND is_global = 1",
+                        (self.epoch, self.source_id))
         log.info("writer epoch claimed", task=self.task, source=self.source_id, epoch=self.epoch)
 
     def check_fence(self) -> None:
         """The fence, on its own (before a DDL, which cannot share a transaction)."""
         if not self.epoch:
             return
-        conn = self._connect()
-        try:
-            with conn.cursor() as cur:
-                check_fence(cur, self.fq, self.source_id, self.epoch)
-            conn.commit()
-        finally:
-            conn.close()
+        with self._transaction() as cur:
+            check_fence(cur, self.fq, self.source_id, self.epoch)
 
     def load(self) -> Loaded:
         """Read every row of this source and make them the in-memory state (rule 9)."""
-        conn = self._connect()
         try:
-            with conn.cursor() as cur:
+            with self._transaction() as cur:
                 cur.execute(f"SELECT cp_schema, cp_table, binlog_name, binlog_pos, binlog_gtid, "
                             f"exit_safe_binlog_name, exit_safe_binlog_pos, exit_safe_binlog_gtid, "
                             f"table_info, ddl_intent, is_global FROM {self.fq} WHERE id = %s",
                             (self.source_id,))
                 rows = cur.fetchall()
-            conn.commit()
         except pymysql.MySQLError as e:
             raise CheckpointError(f"cannot read checkpoints from {self.fq}: {e}", task=self.task,
                                   source=self.source_id) from e
-        finally:
-            conn.close()
         self.global_pos, self.safe_until, self.tables, self.holds = None, None, {}, {}
         self.global_dirty = False
         for s, t, bn, bp, bg, sn, sp, sg, info, intent, is_global in rows:
@@ -273,36 +247,28 @@ class CheckpointStore:
         self.global_dirty = False
 
     def _flush_once(self, dirty: dict) -> None:
-        conn = self._connect()
-        try:
-            with conn.cursor() as cur:
-                check_fence(cur, self.fq, self.source_id, self.epoch, lock="FOR UPDATE")
-                cur.execute(f"SELECT cp_schema, cp_table, binlog_name, binlog_pos FROM {self.fq} "
-                            f"WHERE id = %s FOR UPDATE", (self.source_id,))
-                stored = {(s, t): Position(bn, int(bp)) for s, t, bn, bp in cur.fetchall()}
-                for (s, t), tp in dirty.items():
-                    old = stored.get((s, t))
-                    if old is not None and old.file and tp.pos < old:
-                        self.rejected += 1
-                        log.warning("stored table checkpoint is newer; keeping it", task=self.task,
-                                    source=self.source_id, table=f"{s}.{t}", position=str(tp.pos),
-                                    stored=str(old))
-                        continue
-                    self._upsert(cur, s, t, tp.pos, tp.table_info, 0)
-                if self.global_dirty and self.global_pos is not None:
-                    old = stored.get(("", ""))
-                    if old is None or not old.file or old <= self.global_pos:
-                        self._upsert(cur, "", "", self.global_pos, None, 1)
-                    else:
-                        self.rejected += 1
-                        log.warning("stored global checkpoint is newer; keeping it", task=self.task,
-                                    source=self.source_id, position=str(self.global_pos), stored=str(old))
-            conn.commit()
-        except (pymysql.MySQLError, FencedOut):
-            conn.rollback()
-            raise
-        finally:
-            conn.close()
+        with self._transaction(rollback_on=(pymysql.MySQLError, FencedOut)) as cur:
+            check_fence(cur, self.fq, self.source_id, self.epoch, lock="FOR UPDATE")
+            cur.execute(f"SELECT cp_schema, cp_table, binlog_name, binlog_pos FROM {self.fq} "
+                        f"WHERE id = %s FOR UPDATE", (self.source_id,))
+            stored = {(s, t): Position(bn, int(bp)) for s, t, bn, bp in cur.fetchall()}
+            for (s, t), tp in dirty.items():
+                old = stored.get((s, t))
+                if old is not None and old.file and tp.pos < old:
+                    self.rejected += 1
+                    log.warning("stored table checkpoint is newer; keeping it", task=self.task,
+                                source=self.source_id, table=f"{s}.{t}", position=str(tp.pos),
+                                stored=str(old))
+                    continue
+                self._upsert(cur, s, t, tp.pos, tp.table_info, 0)
+            if self.global_dirty and self.global_pos is not None:
+                old = stored.get(("", ""))
+                if old is None or not old.file or old <= self.global_pos:
+                    self._upsert(cur, "", "", self.global_pos, None, 1)
+                else:
+                    self.rejected += 1
+                    log.warning("stored global checkpoint is newer; keeping it", task=self.task,
+                                source=self.source_id, position=str(self.global_pos), stored=str(old))
 
     def _upsert(self, cur, s, t, pos: Position, info, is_global) -> None:
         cur.execute(f"""INSERT INTO {self.fq} (id, cp_schema, cp_table, binlog_name, binlog_pos,
@@ -317,42 +283,32 @@ class CheckpointStore:
         """Rule 7: store the end of the batch about to be applied (only ever raised)."""
         if self.safe_until is not None and pos <= self.safe_until:
             return
-        conn = self._connect()
-        try:
-            with conn.cursor() as cur:
-                check_fence(cur, self.fq, self.source_id, self.epoch)
-                g = self.global_pos or Position()
-                cur.execute(f"""INSERT INTO {self.fq} (id, cp_schema, cp_table, binlog_name, binlog_pos,
-                                binlog_gtid, exit_safe_binlog_name, exit_safe_binlog_pos,
-                                exit_safe_binlog_gtid, table_info, is_global)
-                                VALUES (%s,'','',%s,%s,%s,%s,%s,%s,'null',1)
-                                ON DUPLICATE KEY UPDATE exit_safe_binlog_name = VALUES(exit_safe_binlog_name),
-                                exit_safe_binlog_pos = VALUES(exit_safe_binlog_pos),
-                                exit_safe_binlog_gtid = VALUES(exit_safe_binlog_gtid)""",
-                            (self.source_id, g.file, g.pos, g.gtid, pos.file, pos.pos, pos.gtid))
-            conn.commit()
-        finally:
-            conn.close()
+        with self._transaction() as cur:
+            check_fence(cur, self.fq, self.source_id, self.epoch)
+            g = self.global_pos or Position()
+            cur.execute(f"""INSERT INTO {self.fq} (id, cp_schema, cp_table, binlog_name, binlog_pos,
+                            binlog_gtid, exit_safe_binlog_name, exit_safe_binlog_pos,
+                            exit_safe_binlog_gtid, table_info, is_global)
+                            VALUES (%s,'','',%s,%s,%s,%s,%s,%s,'null',1)
+                            ON DUPLICATE KEY UPDATE exit_safe_binlog_name = VALUES(exit_safe_binlog_name),
+                            exit_safe_binlog_pos = VALUES(exit_safe_binlog_pos),
+                            exit_safe_binlog_gtid = VALUES(exit_safe_binlog_gtid)""",
+                        (self.source_id, g.file, g.pos, g.gtid, pos.file, pos.pos, pos.gtid))
         self.safe_until = pos
 
     def write_ddl_intent(self, schema: str, table: str, intent: dict | None) -> None:
         """Rule 8: record (or clear, with None) the DDL being executed for one table."""
         tp = self.tables.get((schema, table))
         pos = tp.pos if tp else Position()
-        conn = self._connect()
-        try:
-            with conn.cursor() as cur:
-                check_fence(cur, self.fq, self.source_id, self.epoch)
-                cur.execute(f"""INSERT INTO {self.fq} (id, cp_schema, cp_table, binlog_name, binlog_pos,
-                                binlog_gtid, table_info, ddl_intent, is_global)
-                                VALUES (%s,%s,%s,%s,%s,%s,%s,%s,0)
-                                ON DUPLICATE KEY UPDATE ddl_intent = VALUES(ddl_intent)""",
-                            (self.source_id, schema, table, pos.file, pos.pos, pos.gtid,
-                             (tp.table_info if tp and tp.table_info else "null"),
-                             json.dumps(intent) if intent else None))
-            conn.commit()
-        finally:
-            conn.close()
+        with self._transaction() as cur:
+            check_fence(cur, self.fq, self.source_id, self.epoch)
+            cur.execute(f"""INSERT INTO {self.fq} (id, cp_schema, cp_table, binlog_name, binlog_pos,
+                            binlog_gtid, table_info, ddl_intent, is_global)
+                            VALUES (%s,%s,%s,%s,%s,%s,%s,%s,0)
+                            ON DUPLICATE KEY UPDATE ddl_intent = VALUES(ddl_intent)""",
+                        (self.source_id, schema, table, pos.file, pos.pos, pos.gtid,
+                         (tp.table_info if tp and tp.table_info else "null"),
+                         json.dumps(intent) if intent else None))
         if tp is None:
             tp = self.tables[(schema, table)] = TablePoint(pos, None)
         tp.ddl_intent = intent
@@ -361,30 +317,17 @@ class CheckpointStore:
         """``binlog-schema update|delete --flush``: store one table's tracked schema (None: none,
         re-read from the upstream at the next start) without moving its point; a table without a
         row gets one with an empty point (nothing applied is claimed).  Fenced like every write."""
-        conn = self._connect()
-        try:
-            with conn.cursor() as cur:
-                check_fence(cur, self.fq, self.source_id, self.epoch)
-                cur.execute(f"""INSERT INTO {self.fq} (id, cp_schema, cp_table, binlog_name, binlog_pos,
-                                binlog_gtid, table_info, is_global) VALUES (%s,%s,%s,'',0,'',%s,0)
-                                ON DUPLICATE KEY UPDATE table_info = VALUES(table_info)""",
-                            (self.source_id, schema, table, table_info if table_info is not None else "null"))
-            conn.commit()
-        except BaseException:
-            conn.rollback()
-            raise
-        finally:
-            conn.close()
+        with self._transaction(rollback_on=(BaseException,)) as cur:
+            check_fence(cur, self.fq, self.source_id, self.epoch)
+            cur.execute(f"""INSERT INTO {self.fq} (id, cp_schema, cp_table, binlog_name, binlog_pos,
+                            binlog_gtid, table_info, is_global) VALUES (%s,%s,%s,'',0,'',%s,0)
+                            ON DUPLICATE KEY UPDATE table_info = VALUES(table_info)""",
+                        (self.source_id, schema, table, table_info if table_info is not None else "null"))
         tp = self.tables.get((schema, table))
         if tp is not None:
             tp.table_info = table_info
 
     def delete_all(self) -> None:
         """Remove this source's rows (task removed with --remove-meta)."""
-        conn = self._connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute(f"DELETE FROM {self.fq} WHERE id = %s", (self.source_id,))
-            conn.commit()
-        finally:
-            conn.close()
+        with self._transaction() as cur:
+            cur.execute(f"DELETE FROM {self.fq} WHERE id = %s", (self.source_id,))

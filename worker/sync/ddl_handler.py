@@ -150,17 +150,22 @@ class DirectDDLHandler:
         s = self.schemas.get((schema, table))
         return None if s is None else json.dumps(s.to_json(), sort_keys=True, separators=(",", ":"))
 
-    def _track(self, event: DDLEvent) -> None:
+    def _follow(self, event: DDLEvent) -> None:
+        """Move the table's schema past ``event``; raises when the schema engine cannot model it
+        (the callers differ in what they do then)."""
         key = (event.schema, event.table)
-        try:
-            if event.kind == ddlmod.CREATE_TABLE:
-                self.schemas[key] = parse_create_table(event.query)
-            elif event.kind == ddlmod.DROP_TABLE:
-                self.schemas.pop(key, None)
-            elif key in self.schemas:
-                self.schemas[key] = apply_ddl(self.schemas[key], event.query)
-        except Exception:  # tracking is best-effort here; coordination uses its own tracker
+        if event.kind == ddlmod.CREATE_TABLE:
+            self.schemas[key] = parse_create_table(event.query)
+        elif event.kind == ddlmod.DROP_TABLE:
             self.schemas.pop(key, None)
+        elif key in self.schemas:
+            self.schemas[key] = apply_ddl(self.schemas[key], event.query)
+
+    def _track(self, event: DDLEvent) -> None:
+        try:
+            self._follow(event)
+        except Exception:  # tracking is best-effort here; coordination uses its own tracker
+            self.schemas.pop((event.schema, event.table), None)
 
     def handle_ddl(self, event: DDLEvent, ctx: DDLContext) -> DDLDecision:
         if event.target_table is not None and event.kind not in (ddlmod.OTHER, ddlmod.NOT_DDL):
@@ -174,14 +179,6 @@ class DirectDDLHandler:
         """Operator skip: the tracked schema follows the upstream (see :func:`follow_skipped`)."""
         key = (event.schema, event.table)
 
-        def apply():
-            if event.kind == ddlmod.CREATE_TABLE:
-                self.schemas[key] = parse_create_table(event.query)
-            elif event.kind == ddlmod.DROP_TABLE:
-                self.schemas.pop(key, None)
-            elif key in self.schemas:
-                self.schemas[key] = apply_ddl(self.schemas[key], event.query)
-
         def reload():
             conn = ctx.upstream()
             try:
@@ -192,7 +189,7 @@ class DirectDDLHandler:
                 conn.close()
             self.schemas[key] = parse_create_table(sql)
 
-        follow_skipped(event, ctx, apply, reload, lambda: self.schemas.pop(key, None))
+        follow_skipped(event, ctx, lambda: self._follow(event), reload, lambda: self.schemas.pop(key, None))
 
 
 def direct_decision(event: DDLEvent, ctx: DDLContext) -> DDLDecision:

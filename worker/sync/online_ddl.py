@@ -32,8 +32,9 @@ from coordinator.obs import logger
 from coordinator.routing import OnlineTables
 from coordinator.schema import kinds as ddlmod
 from coordinator.schema.replacement import ReplacementError, plan_replacement
-from coordinator.sql import quote_ident, quote_table
+from coordinator.sql import quote_table
 from worker.events import Position
+from worker.meta_store import create_statements
 
 log = logger("worker.sync.online_ddl")
 
@@ -104,15 +105,14 @@ class OnlineDDLStore:
             conn.close()
 
     def ensure_table(self) -> None:
-        self._run(f"CREATE DATABASE IF NOT EXISTS {quote_ident(self.meta_schema)}")
-        self._run(f"""CREATE TABLE IF NOT EXISTS {self.fq} (
-            id VARCHAR(64) NOT NULL,
-            up_schema VARCHAR(128) NOT NULL,
-            up_table VARCHAR(128) NOT NULL,
-            state LONGTEXT NOT NULL,
-            update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
-            PRIMARY KEY (id, up_schema, up_table)
-        ) DEFAULT CHARSET = utf8mb4""")
+        for sql in create_statements(self.meta_schema, self.fq, """
+                id VARCHAR(64) NOT NULL,
+                up_schema VARCHAR(128) NOT NULL,
+                up_table VARCHAR(128) NOT NULL,
+                state LONGTEXT NOT NULL,
+                update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+                PRIMARY KEY (id, up_schema, up_table)"""):
+            self._run(sql)
 
     def load(self) -> dict[tuple[str, str], Pending]:
         out = {}
