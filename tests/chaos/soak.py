@@ -21,13 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import sys
 import threading
 import time
 from pathlib import Path
 
-import pymysql
+from tests.support.writer import BackgroundWriter
 
 from .run import Harness, summary_line
 from .workload import ID_BASE, SHARDS, connect
@@ -36,42 +35,25 @@ BULK_BASE = 500_000_000          # bulk ids: far above the chaos writers' ids of
 BULK_ROWS, BULK_LIVE = 20, 20_000
 
 
-class BulkWriter(threading.Thread):
+class BulkWriter(BackgroundWriter):
     """20-row INSERTs at ``rate`` rows/s on one source's shards; the oldest rows are deleted once
     more than BULK_LIVE are live, so the tables stay bounded."""
 
     def __init__(self, sid: str, params: dict, db: str, rate: float, seed: int):
-        super().__init__(name=f"bulk-{sid}", daemon=True)
-        self.params, self.db, self.rate = params, db, rate
-        self.rng = random.Random(seed)
+        super().__init__(f"bulk-{sid}", lambda: connect(params, db), seed)
+        self.rate = rate
         self.next_id = ID_BASE[sid] + BULK_BASE
         self.live: list[tuple[str, int, int]] = []      # (table, first id, last id) per insert
         self.rows_written = 0
-        self.failed = 0
-        self.stop_event = threading.Event()
+        self._next_at = 0.0
 
-    def run(self) -> None:
-        conn = None
-        interval = BULK_ROWS / self.rate
-        next_at = time.monotonic()
-        while not self.stop_event.is_set():
-            next_at += interval
-            try:
-                if conn is None:
-                    conn = connect(self.params, self.db)
-                self._one(conn)
-            except pymysql.MySQLError:
-                self.failed += 1
-                try:
-                    conn.close()
-                except Exception:  # noqa: BLE001
-                    pass
-                conn = None
-            self.stop_event.wait(max(0.0, next_at - time.monotonic()))
-        if conn is not None:
-            conn.close()
+    def pause(self) -> float:
+        """Paced: one insert every BULK_ROWS / rate seconds, however long the inserts take."""
+        now = time.monotonic()
+        self._next_at = self._next_at + BULK_ROWS / self.rate if self._next_at else now
+        return max(0.0, self._next_at - now)
 
-    def _one(self, conn) -> None:
+    def step(self, conn) -> None:
         t = self.rng.choice(SHARDS)
         first = self.next_id + 1
         ids = range(first, first + BULK_ROWS)
@@ -86,10 +68,6 @@ class BulkWriter(threading.Thread):
             with conn.cursor() as cur:
                 cur.execute(f"DELETE FROM {ot} WHERE id BETWEEN %s AND %s", (lo, hi))
             self.rows_written += hi - lo + 1
-
-    def stop(self) -> None:
-        self.stop_event.set()
-        self.join(30)
 
 
 def tree_rss_mb(pid: int) -> float:

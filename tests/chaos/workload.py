@@ -23,6 +23,7 @@ import threading
 import time
 
 import pymysql
+from tests.support.writer import BackgroundWriter
 
 SHARDS = ("orders_01", "orders_02", "orders_03", "orders_04")
 COLUMNS = "id BIGINT PRIMARY KEY, v INT NOT NULL, note VARCHAR(40)"
@@ -38,20 +39,15 @@ def connect(params: dict, db: str | None = None):
                            connect_timeout=5, read_timeout=60, write_timeout=60)
 
 
-class Writer(threading.Thread):
+class Writer(BackgroundWriter):
     """Row changes on the 4 shards of one source until stopped."""
 
     def __init__(self, sid: str, params: dict, db: str, seed: int, *, pause: tuple[float, float] = (0.02, 0.06)):
-        super().__init__(name=f"writer-{sid}", daemon=True)
+        super().__init__(f"writer-{sid}", lambda: connect(params, db), seed, pause=pause)
         self.sid, self.params, self.db = sid, params, db
-        self.rng = random.Random(seed)
-        self.pause = pause
         self.next_id = ID_BASE[sid]
         self.live: dict[str, dict[int, None]] = {t: {} for t in SHARDS}   # ordered sets of live ids
-        self.stats = {"inserted": 0, "updated": 0, "deleted": 0, "key_changes": 0, "transactions": 0,
-                      "failed": 0}
-        self.stop_event = threading.Event()
-        self.last_error = ""
+        self.stats = {"inserted": 0, "updated": 0, "deleted": 0, "key_changes": 0, "transactions": 0}
 
     def seed_rows(self, n: int) -> None:
         with connect(self.params, self.db) as c, c.cursor() as cur:
@@ -72,29 +68,6 @@ class Writer(threading.Thread):
         s = self.stats
         return s["inserted"] + s["updated"] + s["deleted"]
 
-    def run(self) -> None:
-        conn = None
-        while not self.stop_event.wait(self.rng.uniform(*self.pause)):
-            try:
-                if conn is None:
-                    conn = connect(self.params, self.db)
-                self._one(conn)
-            except pymysql.MySQLError as e:       # e.g. lock wait during an ALTER: nothing committed
-                self.stats["failed"] += 1
-                self.last_error = str(e)
-                try:
-                    conn.rollback()
-                except Exception:  # noqa: BLE001 — the connection is replaced below
-                    pass
-                if isinstance(e, (pymysql.err.OperationalError, pymysql.err.InterfaceError)):
-                    try:
-                        conn.close()
-                    except Exception:  # noqa: BLE001
-                        pass
-                    conn = None
-        if conn is not None:
-            conn.close()
-
     def _pick(self, t: str) -> int | None:
         live = self.live[t]
         if not live:
@@ -103,7 +76,7 @@ class Writer(threading.Thread):
         ids = list(live) if len(live) < 64 else list(live)[-64:] if self.rng.random() < 0.7 else list(live)
         return self.rng.choice(ids)
 
-    def _one(self, conn) -> None:
+    def step(self, conn) -> None:
         r = self.rng.random()
         if r < 0.08:
             self._transaction(conn)
@@ -166,10 +139,6 @@ class Writer(threading.Thread):
         self.stats["updated"] += upd
         self.stats["deleted"] += dele
         self.stats["transactions"] += 1
-
-    def stop(self) -> None:
-        self.stop_event.set()
-        self.join(30)
 
 
 class DDLStream(threading.Thread):

@@ -10,17 +10,15 @@ and the tail of every process log.
 from __future__ import annotations
 
 import contextlib
-import random
-import threading
 import uuid
 from pathlib import Path
 
-import pymysql
 import pytest
 import yaml
 from tests.support.cluster import ProcessCluster, running
 from tests.support.ports import free_port
 from tests.support.procs import ROOT, SHARDCTL, Proc, db_params
+from tests.support.writer import BackgroundWriter
 
 __all__ = ["ROOT", "SHARDCTL", "Proc", "db_params", "free_port", "running", "Cluster", "Scenario", "Writer"]
 SHARDS = ("orders_01", "orders_02", "orders_03", "orders_04")
@@ -66,48 +64,27 @@ def cluster(services, etcd_client, tmp_path_factory):
 
 
 # ----------------------------------------------------------------------------- one scenario
-class Writer:
+class Writer(BackgroundWriter):
     """Background writes to every shard of one source: inserts, updates, deletes on ``id, v``
     (columns no scenario changes).  Statements refused while a shard is being altered or
     dropped are simply retried on another shard."""
 
     def __init__(self, db, sid: str, tables, seed: int, base: int = 5_000_000):
-        self.db, self.sid, self.tables = db, sid, list(tables)
-        self.rng = random.Random(seed)
+        super().__init__(f"writer-{sid}", db.connect, seed)
+        self.tables = list(tables)
         self.next_id = ID_BASE[sid] + base
-        self.stop_event = threading.Event()
-        self.writes = 0
-        self.thread = threading.Thread(target=self._run, daemon=True, name=f"writer-{sid}")
 
-    def start(self) -> "Writer":
-        self.thread.start()
-        return self
-
-    def _run(self) -> None:
-        conn = self.db.connect()
-        try:
-            while not self.stop_event.wait(0.02):
-                t = self.rng.choice(self.tables)
-                op = self.rng.random()
-                try:
-                    with conn.cursor() as cur:
-                        if op < 0.6:
-                            self.next_id += 1
-                            cur.execute(f"INSERT INTO {t} (id, v) VALUES (%s, %s)", (self.next_id, self.next_id % 97))
-                        elif op < 0.85:
-                            cur.execute(f"UPDATE {t} SET v = v + 1 ORDER BY id DESC LIMIT 2")
-                        else:
-                            cur.execute(f"DELETE FROM {t} ORDER BY id LIMIT 1")
-                    self.writes += 1
-                except pymysql.MySQLError:
-                    pass
-        finally:
-            conn.close()
-
-    def stop(self) -> int:
-        self.stop_event.set()
-        self.thread.join(10)
-        return self.writes
+    def step(self, conn) -> None:
+        t = self.rng.choice(self.tables)
+        op = self.rng.random()
+        with conn.cursor() as cur:
+            if op < 0.6:
+                self.next_id += 1
+                cur.execute(f"INSERT INTO {t} (id, v) VALUES (%s, %s)", (self.next_id, self.next_id % 97))
+            elif op < 0.85:
+                cur.execute(f"UPDATE {t} SET v = v + 1 ORDER BY id DESC LIMIT 2")
+            else:
+                cur.execute(f"DELETE FROM {t} ORDER BY id LIMIT 1")
 
 
 class Scenario:
@@ -165,8 +142,10 @@ class Scenario:
 
     def start_writers(self, tables: dict | None = None) -> None:
         """Background writers on every source (``tables``: {source: shard names} to limit them)."""
-        self.writers = [Writer(db, sid, (tables or {}).get(sid, SHARDS), seed=n, base=5_000_000 + 100_000 * self.runs).start()
+        self.writers = [Writer(db, sid, (tables or {}).get(sid, SHARDS), seed=n, base=5_000_000 + 100_000 * self.runs)
                         for n, (sid, db) in enumerate(self.dbs.items())]
+        for w in self.writers:
+            w.start()
         self.runs += 1
 
     def stop_writers(self) -> int:

@@ -3,12 +3,10 @@
 and a background writer that keeps changing the shards while the dump runs."""
 from __future__ import annotations
 
-import random
-import threading
-
 import yaml
 
 from coordinator.config import parse_task
+from tests.support.writer import BackgroundWriter
 from tests.worker.conftest import make_task
 
 
@@ -41,49 +39,34 @@ def create_shards(db, base: int, n: int = 4, rows: int = 200):
         db.execute(f"INSERT INTO orders_{k:02d} VALUES {vals}")
 
 
-class Writer:
-    """Inserts, updates (incl. key changes) and deletes on the shards until stopped."""
+class Writer(BackgroundWriter):
+    """Inserts, updates (incl. key changes) and deletes on the shards until stopped; no statement
+    may fail (the first error is raised when the ``with`` block ends)."""
 
     def __init__(self, db, base: int, n: int = 4, seed: int = 1):
+        super().__init__("load-writer", db.connect, seed, pause=(0.01, 0.01), fail_fast=True)
         self.db, self.base, self.n = db, base, n
-        self.rng = random.Random(seed)
-        self.stop = threading.Event()
-        self.ops = 0
-        self.error: BaseException | None = None
         self.next_id = base + 9_000
-        self.th = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self):
-        self.th.start()
-        return self
+    @property
+    def ops(self) -> int:
+        return self.writes
 
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.th.join()
-        if self.error:
-            raise self.error
-
-    def _run(self):
-        try:
-            with self.db.connect() as c, c.cursor() as cur:
-                while not self.stop.is_set():
-                    k = self.rng.randint(1, self.n)
-                    t = f"orders_{k:02d}"
-                    lo = self.base + k * 10_000
-                    op = self.rng.random()
-                    if op < 0.35:
-                        self.next_id += 1
-                        cur.execute(f"INSERT INTO {t} VALUES (%s, 'w', 1, 9.99, 'live', NOW(3), x'01')",
-                                    (lo + 5_000 + self.next_id % 4_000,))
-                    elif op < 0.7:
-                        cur.execute(f"UPDATE {t} SET qty = qty + 1, note = 'upd' WHERE id = %s",
-                                    (lo + self.rng.randint(0, 199),))
-                    elif op < 0.85:
-                        cur.execute(f"DELETE FROM {t} WHERE id = %s", (lo + self.rng.randint(0, 199),))
-                    else:   # key change: moves a row to another chunk's range
-                        cur.execute(f"UPDATE IGNORE {t} SET id = id + 4000 WHERE id = %s",
-                                    (lo + self.rng.randint(0, 199),))
-                    self.ops += 1
-                    self.stop.wait(0.01)
-        except BaseException as e:  # surfaced by __exit__
-            self.error = e
+    def step(self, conn) -> None:
+        k = self.rng.randint(1, self.n)
+        t = f"orders_{k:02d}"
+        lo = self.base + k * 10_000
+        op = self.rng.random()
+        with conn.cursor() as cur:
+            if op < 0.35:
+                self.next_id += 1
+                cur.execute(f"INSERT INTO {t} VALUES (%s, 'w', 1, 9.99, 'live', NOW(3), x'01')",
+                            (lo + 5_000 + self.next_id % 4_000,))
+            elif op < 0.7:
+                cur.execute(f"UPDATE {t} SET qty = qty + 1, note = 'upd' WHERE id = %s",
+                            (lo + self.rng.randint(0, 199),))
+            elif op < 0.85:
+                cur.execute(f"DELETE FROM {t} WHERE id = %s", (lo + self.rng.randint(0, 199),))
+            else:   # key change: moves a row to another chunk's range
+                cur.execute(f"UPDATE IGNORE {t} SET id = id + 4000 WHERE id = %s",
+                            (lo + self.rng.randint(0, 199),))
