@@ -18,25 +18,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pymysql
 
-ROOT = Path(__file__).resolve().parent.parent
-SHARDCTL = str(ROOT / ".venv" / "bin" / "shardctl")
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT))   # tests.support (the shared test helpers)
-import devservices  # noqa: E402
-from tests.support.ports import free_port  # noqa: E402
+from _procs import BenchCluster, ctl, free_port
 
 
 def db(params, database=None):
@@ -107,11 +98,8 @@ def main() -> int:
     ap.add_argument("--short", action="store_true", help="CI form: 8 locks")
     a = ap.parse_args()
     n_locks = 8 if a.short else a.locks
-    info = devservices.start()
-    my = info["mysql"]
-    tag = uuid.uuid4().hex[:6]
-    work = Path(tempfile.mkdtemp(prefix="sm-ddl-bench-"))
-    prefix = f"/shardmerge-bench-{tag}/"
+    cl = BenchCluster("ddl")
+    my, tag, work = cl.mysql, cl.tag, cl.work
     cols = ", ".join(f"c{i} INT NULL" for i in range(n_locks))
     shards = {"s1": (f"bddl_{tag}_a", my["source1"]), "s2": (f"bddl_{tag}_b", my["source2"])}
     for schema, params in shards.values():
@@ -120,50 +108,25 @@ def main() -> int:
             for t in ("t_0", "t_1"):
                 cur.execute(f"CREATE TABLE {schema}.{t} (id INT PRIMARY KEY, v INT, {cols})")
     target = f"bddl_{tag}"
-    task = {
-        "name": f"ddlbench{tag}", "task-mode": "all", "shard-mode": "optimistic", "meta-schema": f"bddl_meta_{tag}",
-        "target-database": my["downstream"],
-        "mysql-instances": [{"source-id": s, "route-rules": ["r"], "block-allow-list": "only"} for s in shards],
-        "block-allow-list": {"only": {"do-dbs": [f"bddl_{tag}_*"]}},
-        "routes": {"r": {"schema-pattern": f"bddl_{tag}_*", "table-pattern": "t_*",
-                         "target-schema": target, "target-table": "t"}},
-    }
-    (work / "task.yaml").write_text(json.dumps(task))
+    task_name = f"ddlbench{tag}"
+    task_file = cl.task_file(task_name, task_mode="all", meta_schema=f"bddl_meta_{tag}",
+                             schema_pattern=f"bddl_{tag}_*", target=target, starts=dict.fromkeys(shards))
     for sid, (_, params) in shards.items():
-        (work / f"{sid}.yaml").write_text(json.dumps({"source-id": sid, "flavor": "mariadb", "from": params}))
-    mport = free_port()
-    addr = f"127.0.0.1:{mport}"
-    procs = []
-
-    def spawn(name, *args):
-        log = open(work / f"{name}.log", "wb")
-        p = subprocess.Popen([SHARDCTL, *args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        procs.append(p)
-        return p
-
-    def ctl(*args):
-        return subprocess.run([SHARDCTL, "--master-addr", addr, *args], capture_output=True, text=True)
-
+        cl.source_file(sid, params)
+    addr = f"127.0.0.1:{free_port()}"
     peak = {"kb": 0}
     stop = threading.Event()
     try:
-        spawn("master", "master", "--etcd", info["etcd"], "--listen", addr, "--prefix", prefix, "--election-ttl", "5")
-        workers = [spawn(f"worker-{s}", "worker", "--etcd", info["etcd"], "--source", str(work / f"{s}.yaml"),
-                         "--prefix", prefix, "--name", f"bench-{s}-{tag}", "--spark-master", "local[1]",
-                         "--log-level", os.environ.get("BENCH_LOG_LEVEL", "INFO"))
-                   for s in shards]
+        cl.master("master", addr, "--election-ttl", "5")
+        workers = [cl.worker(s, "--log-level", os.environ.get("BENCH_LOG_LEVEL", "INFO")) for s in shards]
 
         def sample():
             while not stop.is_set():
                 peak["kb"] = max(peak["kb"], max(tree_rss_kb(w.pid) for w in workers))
                 stop.wait(0.5)
         threading.Thread(target=sample, daemon=True).start()
-        deadline = time.monotonic() + 120
-        while ctl("list-member").returncode != 0:
-            assert time.monotonic() < deadline, "master did not come up"
-            time.sleep(0.5)
-        r = ctl("start-task", str(work / "task.yaml"))
-        assert r.returncode == 0, r.stdout + r.stderr
+        cl.wait_master(addr, timeout=120, interval=0.5)
+        cl.start_task(addr, task_file)
         print("[bench] task started; waiting for the load and the switch to binlog", flush=True)
         down = db(my["downstream"])
 
@@ -175,7 +138,7 @@ def main() -> int:
 
         deadline = time.monotonic() + 300
         while True:
-            st = json.loads(ctl("query-status", task["name"]).stdout or "{}")
+            st = json.loads(ctl(addr, "query-status", task_name).stdout or "{}")
             subs = [s for src in st.get("sources", []) for s in src.get("subTaskStatus", [])]
             if len(subs) == 2 and all(s["stage"] == "Running" and s.get("unit") == "Sync" for s in subs) \
                     and has_col("c0"):
@@ -197,7 +160,7 @@ def main() -> int:
                 assert time.monotonic() < deadline, f"lock {i}: c{i} still downstream after 120 s"
                 if time.monotonic() > next_look:   # slow: fail early if a subtask stays in Error
                     next_look = time.monotonic() + 5
-                    st = json.loads(ctl("query-status", task["name"]).stdout or "{}")
+                    st = json.loads(ctl(addr, "query-status", task_name).stdout or "{}")
                     bad = [s for src in st.get("sources", []) for s in src.get("subTaskStatus", [])
                            if s.get("stage") == "Error"]
                     errors_seen = errors_seen + 1 if bad else 0
@@ -226,17 +189,7 @@ def main() -> int:
         return 0
     finally:
         stop.set()
-        for p in procs:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for p in procs:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-        print(f"[bench] logs in {work}", flush=True)
+        cl.stop()
 
 
 if __name__ == "__main__":

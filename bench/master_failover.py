@@ -10,72 +10,28 @@ beside it is one election TTL + 1 s (the dead leader's lease must expire first).
 """
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import uuid
-from pathlib import Path
 
-import pymysql
-
-ROOT = Path(__file__).resolve().parent.parent
-SHARDCTL = str(ROOT / ".venv" / "bin" / "shardctl")
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT / "bench"))
-import devservices  # noqa: E402
-from ddl_latency import free_port  # noqa: E402
+from _procs import BenchCluster, ctl, free_port, round_args
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--short", action="store_true", help="CI form: 1 round")
-    ap.add_argument("--election-ttl", type=int, default=3)
-    a = ap.parse_args()
-    rounds = 1 if a.short else a.rounds
-    info = devservices.start()
-    my = info["mysql"]
-    tag = uuid.uuid4().hex[:6]
-    work = Path(tempfile.mkdtemp(prefix="sm-failover-bench-"))
-    prefix = f"/shardmerge-bench-{tag}/"
+    a, rounds = round_args(__doc__, "--election-ttl")
+    cl = BenchCluster("failover")
+    my, tag, work = cl.mysql, cl.tag, cl.work
     schema, target = f"bfo_{tag}_a", f"bfo_{tag}"
-    up = pymysql.connect(**my["source1"], autocommit=True)
-    with up.cursor() as cur:
-        cur.execute("SHOW MASTER STATUS")
-        f, p = cur.fetchone()[:2]
-        cur.execute(f"CREATE DATABASE {schema}")
-        for t in ("t_0", "t_1"):
-            cur.execute(f"CREATE TABLE {schema}.{t} (id INT PRIMARY KEY, v INT, c INT)")
-    task = {"name": f"fobench{tag}", "task-mode": "incremental", "shard-mode": "optimistic",
-            "meta-schema": f"bfo_meta_{tag}", "target-database": my["downstream"],
-            "mysql-instances": [{"source-id": "s1", "route-rules": ["r"], "block-allow-list": "only",
-                                 "meta": {"binlog-name": f, "binlog-pos": p}}],
-            "block-allow-list": {"only": {"do-dbs": [schema]}},
-            "routes": {"r": {"schema-pattern": schema, "table-pattern": "t_*", "target-schema": target,
-                             "target-table": "t"}}}
-    (work / "task.yaml").write_text(json.dumps(task))
-    (work / "s1.yaml").write_text(json.dumps({"source-id": "s1", "flavor": "mariadb", "from": my["source1"]}))
+    up, start = cl.upstream_schema(schema, ("t_0", "t_1"), "id INT PRIMARY KEY, v INT, c INT")
+    task_name = f"fobench{tag}"
+    task_file = cl.task_file(task_name, task_mode="incremental", meta_schema=f"bfo_meta_{tag}",
+                             schema_pattern=schema, target=target, starts={"s1": start})
+    cl.source_file("s1", my["source1"])
     addrs = [f"127.0.0.1:{free_port()}" for _ in range(2)]
-    procs: dict[str, subprocess.Popen] = {}
-
-    def spawn(name, *args):
-        log = open(work / f"{name}.log", "ab")
-        procs[name] = subprocess.Popen([SHARDCTL, *args], stdout=log, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
-        return procs[name]
 
     def master(i):
-        return spawn(f"master{i}", "master", "--etcd", info["etcd"], "--listen", addrs[i], "--prefix", prefix,
-                     "--election-ttl", str(a.election_ttl), "--name", f"m{i}-{tag}")
-
-    def ctl(addr, *args):
-        return subprocess.run([SHARDCTL, "--master-addr", addr, *args], capture_output=True, text=True)
+        return cl.master(f"master{i}", addrs[i], "--election-ttl", str(a.election_ttl), "--name", f"m{i}-{tag}")
 
     def leader() -> int | None:
         for addr in addrs:
@@ -89,7 +45,7 @@ def main() -> int:
         return None
 
     def locks(addr) -> list:
-        r = ctl(addr, "shard-ddl-lock", task["name"])
+        r = ctl(addr, "shard-ddl-lock", task_name)
         if r.returncode != 0:
             return []
         try:
@@ -101,18 +57,9 @@ def main() -> int:
         master(0)
         time.sleep(1.0)
         master(1)
-        spawn("worker", "worker", "--etcd", info["etcd"], "--source", str(work / "s1.yaml"), "--prefix", prefix,
-              "--name", f"bench-s1-{tag}", "--spark-master", "local[1]")
-        deadline = time.monotonic() + 60
-        while ctl(addrs[0], "list-member").returncode != 0:
-            assert time.monotonic() < deadline, "masters did not come up"
-            time.sleep(0.3)
-        # the worker registers its source when it starts: until then start-task says "not registered"
-        deadline = time.monotonic() + 60
-        while (r := ctl(addrs[0], "start-task", str(work / "task.yaml"))).returncode != 0 \
-                and "not registered" in r.stdout and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert r.returncode == 0, r.stdout + r.stderr
+        cl.worker("s1")
+        cl.wait_master(addrs[0])
+        cl.start_task(addrs[0], task_file, wait_registered=60)
         with up.cursor() as cur:      # one shard drops a column: the lock waits for the other
             cur.execute(f"ALTER TABLE {schema}.t_0 DROP COLUMN c")
         deadline = time.monotonic() + 120
@@ -126,8 +73,7 @@ def main() -> int:
                 lead = leader()
                 time.sleep(0.1)
             other = 1 - lead
-            os.killpg(procs[f"master{lead}"].pid, signal.SIGKILL)
-            procs[f"master{lead}"].wait()
+            cl.kill(f"master{lead}")
             t0 = time.monotonic()
             while len(locks(addrs[other])) != 1:
                 assert time.monotonic() - t0 < 120, f"no leader with the lock after 120 s; logs in {work}"
@@ -143,17 +89,7 @@ def main() -> int:
               f"limit election TTL + 1 s = {limit} s (ratio {statistics.median(took) / limit:.2f})")
         return 0
     finally:
-        for p in procs.values():
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for p in procs.values():
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-        print(f"[bench] logs in {work}", flush=True)
+        cl.stop()
 
 
 if __name__ == "__main__":

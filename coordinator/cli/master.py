@@ -1,31 +1,17 @@
 """``shardctl master``: run a master process until SIGTERM/SIGINT."""
 from __future__ import annotations
 
-import signal
-import sys
-
+from coordinator.cli.process import serve
 from coordinator.errors import ShardMergeError
-from coordinator.etcd_client import add_security_args, security_from_args, set_default_security
-from coordinator.obs import setup_logging
+from coordinator.etcd_client import add_security_args
 
 
 def run(args) -> int:
-
     from coordinator.master.node import MasterNode   # the whole master: only when this command runs
-    setup_logging(args.log_level)
-    set_default_security(security_from_args(args))
-    try:
-        node = MasterNode(args.etcd, args.listen, advertise=args.advertise_addr, name=args.name,
-                          prefix=args.prefix, election_ttl=args.election_ttl, metrics_addr=args.metrics_addr,
-                          http_cert=args.http_cert, http_key=args.http_key)
-        node.start()
-    except (ShardMergeError, ValueError, OSError) as e:
-        print(f"shardctl master: {e}", file=sys.stderr)
-        return 1
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: node.stop())
-    node.wait()
-    return 0
+    return serve("master", args, lambda: MasterNode(
+        args.etcd, args.listen, advertise=args.advertise_addr, name=args.name, prefix=args.prefix,
+        election_ttl=args.election_ttl, metrics_addr=args.metrics_addr, http_cert=args.http_cert,
+        http_key=args.http_key), (ShardMergeError, ValueError, OSError))
 
 
 def register(sub) -> None:

@@ -3,31 +3,17 @@
 ``python -m coordinator.cli worker ...`` runs it without the installed script."""
 from __future__ import annotations
 
-import signal
-import sys
-
+from coordinator.cli.process import serve
 from coordinator.errors import ShardMergeError
-from coordinator.etcd_client import EtcdEndpointError, add_security_args, security_from_args, set_default_security
-from coordinator.obs import setup_logging
+from coordinator.etcd_client import EtcdEndpointError, add_security_args
 
 
 def run(args) -> int:
-
     from worker.process import WorkerOptions, WorkerProcess   # the whole worker: only when this command runs
-    setup_logging(args.log_level)
-    set_default_security(security_from_args(args))
-    try:
-        proc = WorkerProcess(WorkerOptions(
-            etcd=args.etcd, name=args.name, source_file=args.source, prefix=args.prefix,
-            spark_master=args.spark_master, metrics_addr=args.metrics_addr, ttl=args.ttl))
-        proc.start()
-    except (ShardMergeError, EtcdEndpointError, OSError) as e:
-        print(f"shardctl worker: {e}", file=sys.stderr)
-        return 1
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: proc.stop())
-    proc.wait()
-    return 0
+    return serve("worker", args, lambda: WorkerProcess(WorkerOptions(
+        etcd=args.etcd, name=args.name, source_file=args.source, prefix=args.prefix,
+        spark_master=args.spark_master, metrics_addr=args.metrics_addr, ttl=args.ttl)),
+        (ShardMergeError, EtcdEndpointError, OSError))
 
 
 def register(sub) -> None:

@@ -5,18 +5,15 @@ every live master (a follower forwards writes to the leader)."""
 from __future__ import annotations
 
 import contextlib
-import io
-import json
 import os
 import signal
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import yaml
 from tests.support.ports import free_port
+from tests.support.probes import http_get, shardctl_doc
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARDCTL = str(ROOT / ".venv" / "bin" / "shardctl")
@@ -105,24 +102,15 @@ class ChaosCluster:
         return [*self.masters.values(), *self.workers.values()]
 
     # ------------------------------------------------------------------ masters
-    def _http(self, name: str, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://{self.metrics_addr[name]}{path}", timeout=2) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode(errors="replace")
-        except OSError as e:
-            return 0, str(e)
-
     def leader(self) -> str | None:
         """The master that reports itself leader (and ready) on /metrics + /readyz."""
         for name, p in self.masters.items():
             if not p.alive():
                 continue
-            code, text = self._http(name, "/metrics")
+            code, text = http_get(self.metrics_addr[name], "/metrics")
             if code == 200 and any(line.startswith("shardmerge_master_is_leader ") and line.split()[-1] == "1.0"
                                    for line in text.splitlines()):
-                if self._http(name, "/readyz")[0] == 200:
+                if http_get(self.metrics_addr[name], "/readyz")[0] == 200:
                     return name
         return None
 
@@ -139,22 +127,12 @@ class ChaosCluster:
     def ctl(self, *argv: str) -> tuple[int, dict | str]:
         """``shardctl --master-addr <a live master> argv...`` in-process; (exit code, JSON or text).
         Tries the leader first, then every other live master."""
-        from coordinator.cli import main
         order = sorted(self.masters, key=lambda n: n != self.leader())
         rc, result = 1, "no live master"
         for name in order:
             if not self.masters[name].alive():
                 continue
-            out, err = io.StringIO(), io.StringIO()
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                try:
-                    rc = main(["--master-addr", self.master_addr[name], *argv])
-                except SystemExit as e:
-                    rc = int(e.code or 0)
-            try:
-                result = json.loads(out.getvalue())
-            except ValueError:
-                result = out.getvalue() + err.getvalue()
+            rc, result = shardctl_doc(self.master_addr[name], *argv)
             if isinstance(result, dict) or rc == 0:
                 return rc, result
         return rc, result

@@ -50,6 +50,8 @@ from pathlib import Path
 
 import yaml
 
+from tests.support.probes import wait_for
+
 from . import services
 from .cluster import ChaosCluster
 from .workload import FINAL_COLUMNS, SHARDS, DDLStream, Writer, connect
@@ -140,20 +142,9 @@ class Harness:
                 "block-allow-list": bals, "mysql-instances": insts}
 
     def _wait(self, cond, timeout: float, what: str, interval: float = 1.0):
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            self.watch_processes()
-            try:
-                last = cond()
-            except Exception as e:  # noqa: BLE001 — keep polling
-                last = e
-            else:
-                if last:
-                    return last
-            time.sleep(interval)
-        raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last: {last!r}\n"
-                           f"{self.cluster.diagnostics()}")
+        """``wait_for`` that notices a process death we did not cause at every try."""
+        return wait_for(cond, timeout, what, self.cluster.diagnostics, interval=interval,
+                        each=self.watch_processes, error=TimeoutError)
 
     def _bound(self) -> bool:
         rc, doc = self.cluster.ctl("operate-source", "show")

@@ -9,19 +9,17 @@ offset 2100, so killing servers disturbs no other suite):
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import signal
 import time
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 
 import pymysql
 import pytest
 import yaml
+
+from tests.support.probes import http_get, shardctl_doc, wait_for
 
 from .cluster import SHARDCTL, Proc, free_port
 from .services import RECOVERY
@@ -44,44 +42,10 @@ def prefix(svc):
     c.close()
 
 
-def _ctl(addr: str, *argv: str) -> tuple[int, dict | str]:
-    from coordinator.cli import main
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(["--master-addr", addr, *argv])
-        except SystemExit as e:
-            rc = int(e.code or 0)
-    try:
-        return rc, json.loads(out.getvalue())
-    except ValueError:
-        return rc, out.getvalue() + err.getvalue()
-
-
-def _http(addr: str, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://{addr}{path}", timeout=2) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode(errors="replace")
-    except OSError as e:
-        return 0, str(e)
-
-
 def _wait(cond, timeout: float, what: str, procs=()):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = cond()
-        except Exception as e:  # noqa: BLE001 — keep polling
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(0.5)
-    tails = "\n".join(f"--- {p.name} (alive={p.alive()}):\n{p.tail(25)}" for p in procs)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}\n{tails}")
+    """``wait_for`` every 0.5 s; on timeout the log tails of ``procs``."""
+    return wait_for(cond, timeout, what, lambda: "\n".join(
+        f"--- {p.name} (alive={p.alive()}):\n{p.tail(25)}" for p in procs), interval=0.5)
 
 
 def _master(svc, prefix, work: Path, name="m1") -> tuple[Proc, str, str]:
@@ -92,8 +56,8 @@ def _master(svc, prefix, work: Path, name="m1") -> tuple[Proc, str, str]:
 
 
 def _is_leader(metrics: str) -> bool:
-    code, text = _http(metrics, "/metrics")
-    return code == 200 and "shardmerge_master_is_leader 1.0" in text and _http(metrics, "/readyz")[0] == 200
+    code, text = http_get(metrics, "/metrics")
+    return code == 200 and "shardmerge_master_is_leader 1.0" in text and http_get(metrics, "/readyz")[0] == 200
 
 
 def test_master_serves_and_is_leader_again_after_etcd_restart(svc, prefix, tmp_path):
@@ -102,14 +66,14 @@ def test_master_serves_and_is_leader_again_after_etcd_restart(svc, prefix, tmp_p
         _wait(lambda: _is_leader(metrics), 60, "master leader", [m])
         RECOVERY.kill_etcd()
         # etcd down: the master stays up, answers its API with the reason, /readyz says why
-        _wait(lambda: _http(metrics, "/readyz")[0] == 503, 30, "readyz 503 while etcd is down", [m])
-        assert "etcd" in _http(metrics, "/readyz")[1]
-        rc, out = _ctl(addr, "query-status")
+        _wait(lambda: http_get(metrics, "/readyz")[0] == 503, 30, "readyz 503 while etcd is down", [m])
+        assert "etcd" in http_get(metrics, "/readyz")[1]
+        rc, out = shardctl_doc(addr, "query-status")
         assert rc != 0 and "etcd" in str(out), out
         time.sleep(2)
         RECOVERY.start_etcd()
         _wait(lambda: _is_leader(metrics), 30, "master leader again after the etcd restart", [m])
-        rc, doc = _ctl(addr, "list-member")
+        rc, doc = shardctl_doc(addr, "list-member")
         assert rc == 0 and doc["leader"] == addr and doc["members"][0]["role"] == "leader", doc
         assert m.alive(), m.tail()
     finally:
@@ -142,7 +106,7 @@ def test_worker_reports_waiting_for_downstream_and_catches_up(svc, prefix, tmp_p
     procs = [m, w]
 
     def sub():
-        rc, doc = _ctl(addr, "query-status", db)
+        rc, doc = shardctl_doc(addr, "query-status", db)
         return next((st for s in doc.get("sources", []) for st in s.get("subTaskStatus") or []), {}) \
             if isinstance(doc, dict) else {}
 
@@ -157,9 +121,9 @@ def test_worker_reports_waiting_for_downstream_and_catches_up(svc, prefix, tmp_p
     try:
         _wait(lambda: _is_leader(metrics), 60, "master leader", procs)
         w.start()
-        _wait(lambda: _ctl(addr, "operate-source", "show")[0] == 0 and "w1" in json.dumps(
-            _ctl(addr, "operate-source", "show")[1]), 90, "s1 bound to w1", procs)
-        rc, out = _ctl(addr, "start-task", str(task))
+        _wait(lambda: shardctl_doc(addr, "operate-source", "show")[0] == 0 and "w1" in json.dumps(
+            shardctl_doc(addr, "operate-source", "show")[1]), 90, "s1 bound to w1", procs)
+        rc, out = shardctl_doc(addr, "start-task", str(task))
         assert rc == 0, out
         insert(0, 10)
         _wait(lambda: down_rows() == 10, 180, "first rows downstream", procs)
@@ -177,7 +141,7 @@ def test_worker_reports_waiting_for_downstream_and_catches_up(svc, prefix, tmp_p
         assert w.alive() and m.alive()
     finally:
         RECOVERY.start_downstream()
-        _ctl(addr, "stop-task", db)
+        shardctl_doc(addr, "stop-task", db)
         for p in procs:
             p.kill(signal.SIGTERM)
         for params in (up, down):
@@ -193,7 +157,7 @@ def test_worker_started_while_etcd_is_down_waits_for_it(svc, prefix, tmp_path):
     RECOVERY.kill_etcd()
     try:
         w.start()
-        code, text = _wait(lambda: (r := _http(metrics, "/readyz"))[0] == 503 and svc["etcd"] in r[1] and r, 60,
+        code, text = _wait(lambda: (r := http_get(metrics, "/readyz"))[0] == 503 and svc["etcd"] in r[1] and r, 60,
                            "readyz 503 naming the etcd endpoint it waits for", [w])
         assert "attempt" in text, text
         time.sleep(3)

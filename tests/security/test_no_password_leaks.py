@@ -10,11 +10,8 @@ and the CLI's error output.  ``get-config`` must show the passwords masked.
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import signal
-import time
 import urllib.request
 import uuid
 from pathlib import Path
@@ -23,6 +20,7 @@ import pymysql
 import yaml
 
 from tests.chaos.cluster import SHARDCTL, Proc, free_port
+from tests.support.probes import shardctl, wait_for
 
 
 def _secret(tag: str) -> str:
@@ -30,14 +28,8 @@ def _secret(tag: str) -> str:
 
 
 def _ctl(addr: str, *argv: str) -> tuple[int, str]:
-    from coordinator.cli import main
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(["--master-addr", addr, *argv])
-        except SystemExit as e:
-            rc = int(e.code or 0)
-    return rc, out.getvalue() + err.getvalue()
+    rc, out, err = shardctl(addr, *argv)
+    return rc, out + err
 
 
 def _user(params: dict, name: str, password: str, drop: bool = False) -> None:
@@ -46,21 +38,6 @@ def _user(params: dict, name: str, password: str, drop: bool = False) -> None:
         if not drop:
             cur.execute(f"CREATE USER '{name}'@'127.0.0.1' IDENTIFIED BY %s", (password,))
             cur.execute(f"GRANT ALL PRIVILEGES ON *.* TO '{name}'@'127.0.0.1'")
-
-
-def _wait(cond, timeout: float, what: str, diag=lambda: ""):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = cond()
-        except Exception as e:  # noqa: BLE001 — keep polling
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(1)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}\n{diag()}")
 
 
 def _stages(addr: str, task: str) -> dict:
@@ -123,13 +100,14 @@ def test_passwords_never_printed(services, etcd_prefix, etcd_client, source1_db,
                                  "--metrics-addr", wmetrics], tmp_path, env={"SHARDMERGE_LEAK_TEST_PW": s_env})
         procs += [master.start(), worker.start()]
         diag = lambda: "\n".join(f"--- {p.name}:\n{p.tail(20)}" for p in procs)  # noqa: E731
-        _wait(lambda: _ctl(addr, "operate-source", "show")[0] == 0
-              and '"s1"' in _ctl(addr, "operate-source", "show")[1], 90, "s1 registered by its worker", diag)
+        wait_for(lambda: _ctl(addr, "operate-source", "show")[0] == 0
+                 and '"s1"' in _ctl(addr, "operate-source", "show")[1], 90, "s1 registered by its worker", diag)
         def create_s2():
             rc, text = _ctl(addr, "operate-source", "create", str(s2))
             outputs["operate-source create s2"] = outputs.get("operate-source create s2", "") + text
             return rc == 0 or "already exists" in text
-        _wait(create_s2, 60, "operate-source create s2", lambda: outputs.get("operate-source create s2", "") + diag())
+        wait_for(create_s2, 60, "operate-source create s2",
+                 lambda: outputs.get("operate-source create s2", "") + diag())
         outputs["operate-source create broken"] = _ctl(addr, "operate-source", "create", str(broken_src))[1]
         source1_db.execute("CREATE TABLE t1 (id INT PRIMARY KEY, v INT)")
         downstream_db.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")   # no meta: starts after t1's CREATE
@@ -151,11 +129,11 @@ def test_passwords_never_printed(services, etcd_prefix, etcd_client, source1_db,
         assert rc != 0, f"an invalid task was accepted: {text}"
         outputs["start-task broken"] = text
         # the good task replicates; the bad one fails on both sources, visibly
-        _wait(lambda: _stages(addr, "leak_good").get("s1", {}).get("stage") == "Running", 180,
-              "leak_good Running", diag)
+        wait_for(lambda: _stages(addr, "leak_good").get("s1", {}).get("stage") == "Running", 180,
+                 "leak_good Running", diag)
         source1_db.execute("INSERT INTO t1 VALUES (1, 1), (2, 2)")
-        _wait(lambda: downstream_db.execute("SELECT COUNT(*) FROM t")[0][0] == 2, 120,
-              "rows of leak_good downstream", diag)
+        wait_for(lambda: downstream_db.execute("SELECT COUNT(*) FROM t")[0][0] == 2, 120,
+                 "rows of leak_good downstream", diag)
 
         def bad_errors():
             st = _stages(addr, "leak_bad")
@@ -163,7 +141,7 @@ def test_passwords_never_printed(services, etcd_prefix, etcd_client, source1_db,
                        st.get(s, {}).get("waitingFor", "")) for s in ("s1", "s2")}
             # s1: a wrong password needs a fix (Error); s2: a server that is down is waited for
             return got if got["s1"][0] == "Error" and got["s1"][1] and "unreachable" in got["s2"][2] else None
-        seen = _wait(bad_errors, 180, "leak_bad: s1 Error (wrong password), s2 waiting (unreachable)", diag)
+        seen = wait_for(bad_errors, 180, "leak_bad: s1 Error (wrong password), s2 waiting (unreachable)", diag)
         assert "Access denied" in seen["s1"][1], seen
         assert "2003" in seen["s2"][1] or "Can't connect" in seen["s2"][1], seen
 

@@ -3,12 +3,19 @@ databases into the per-test downstream database (checkpoints live there too, so 
 dropped with it), and source configs for the two upstream servers."""
 from __future__ import annotations
 
+import threading
 import uuid
 
+import pymysql
 import pytest
 import yaml
 
 from coordinator.config import parse_source, parse_task
+from coordinator.routing import TableMapper
+from worker.schema_tracker import SchemaTracker
+from worker.shardddl import OptimisticDDLHandler
+from worker.sync.binlog_skip import BinlogSkips
+from worker.sync.syncer import Syncer
 from worker.upstream import master_status
 
 
@@ -40,6 +47,21 @@ def make_task(down, sources: dict, *, shard_table="orders_*", target_table="orde
     srcs = {sid: parse_source(yaml.safe_dump({"source-id": sid, "from": db_yaml(db.params)}), f"<{sid}>")
             for sid, db in sources.items()}
     return parse_task(text, "<task>"), srcs, text
+
+
+def optimistic_syncer(spark, store, task, src, *, skips_cls=BinlogSkips, hooks=None) -> Syncer:
+    """A Syncer of source ``src`` in optimistic shard mode with the operator's binlog skip/inject
+    records (``skips_cls``: a subclass can crash on purpose); both shard tables ``orders_1`` and
+    ``orders_2`` are already known to the handler, as a started worker pre-loads them."""
+    up_kw = src.db.pymysql_kwargs()
+    mapper = TableMapper(task.instance(src.source_id), task.meta_schema)
+    handler = OptimisticDDLHandler(store, task.name, src.source_id, mapper,
+                                   SchemaTracker(src.source_id, connect=lambda: pymysql.connect(**up_kw)),
+                                   stop=threading.Event())
+    up_db = task.instance(src.source_id).routes[0].schema_pattern
+    handler.source_tables.write_all([(up_db, "orders_1"), (up_db, "orders_2")])
+    return Syncer(spark, task, src, handler, skips=skips_cls(store, task.name, src.source_id, "w-test"),
+                  hooks=hooks)
 
 
 @pytest.fixture

@@ -6,31 +6,13 @@ before the DDL's checkpoint neither repeats the injection nor skips the DDL on r
 statement's table point sits just after the DDL's start); the record is then done."""
 from __future__ import annotations
 
-import threading
-
-import pymysql
 import pytest
 
 from coordinator.etcdproto import BinlogSkip, Stage, Store
-from coordinator.routing import TableMapper
-from tests.worker.conftest import make_task
+from tests.worker.conftest import make_task, optimistic_syncer
 from tests.worker_coord.conftest import AutoMaster
-from worker.schema_tracker import SchemaTracker
-from worker.shardddl import OptimisticDDLHandler, ShardDDLError
-from worker.sync.binlog_skip import BinlogSkips
-from worker.sync.syncer import Hooks, SimulatedCrash, Syncer
-
-
-def _syncer(spark, store, task, src, hooks=None):
-    up_kw = src.db.pymysql_kwargs()
-    mapper = TableMapper(task.instance(src.source_id), task.meta_schema)
-    handler = OptimisticDDLHandler(store, task.name, src.source_id, mapper,
-                                   SchemaTracker(src.source_id, connect=lambda: pymysql.connect(**up_kw)),
-                                   stop=threading.Event())
-    up_db = task.instance(src.source_id).routes[0].schema_pattern
-    handler.source_tables.write_all([(up_db, "orders_1"), (up_db, "orders_2")])
-    return Syncer(spark, task, src, handler, skips=BinlogSkips(store, task.name, src.source_id, "w-test"),
-                  hooks=hooks)
+from worker.shardddl import ShardDDLError
+from worker.sync.syncer import Hooks, SimulatedCrash
 
 
 def _run(syncer):
@@ -53,7 +35,7 @@ def test_inject_runs_once_before_the_statement_across_a_crash(spark, etcd_client
     try:
         db.execute("INSERT INTO orders_1 VALUES (1, 1)")
         db.execute("INSERT INTO orders_2 VALUES (2, 2)")
-        _run(_syncer(spark, store, task, srcs["s1"]))          # both tables tracked and checkpointed
+        _run(optimistic_syncer(spark, store, task, srcs["s1"]))   # both tables tracked and checkpointed
 
         with db.connect() as c, c.cursor() as cur:             # the operator's change the binlog never sees
             cur.execute("SET SESSION sql_log_bin = 0")
@@ -62,7 +44,7 @@ def test_inject_runs_once_before_the_statement_across_a_crash(spark, etcd_client
         db.execute("ALTER TABLE orders_1 ADD INDEX idx_d (d)")
         db.execute("INSERT INTO orders_1 VALUES (3, 3, 30)")
         with pytest.raises(ShardDDLError, match="idx_d"):
-            _run(_syncer(spark, store, task, srcs["s1"]))
+            _run(optimistic_syncer(spark, store, task, srcs["s1"]))
 
         add = f"ALTER TABLE `{db.name}`.orders_1 ADD COLUMN d INT"
         store.put_binlog_skip(master.acting.fence, BinlogSkip(task.name, "s1", at.file, at.pos, gtid=at.gtid,
@@ -72,14 +54,15 @@ def test_inject_runs_once_before_the_statement_across_a_crash(spark, etcd_client
             if "idx_d" in info["event"].query:
                 raise SimulatedCrash("killed after the DDL ran downstream, before its checkpoint")
         with pytest.raises(SimulatedCrash):
-            _run(_syncer(spark, store, task, srcs["s1"], Hooks(after_ddl_execute=crash_after_the_index)))
+            _run(optimistic_syncer(spark, store, task, srcs["s1"],
+                                   hooks=Hooks(after_ddl_execute=crash_after_the_index)))
         point = down.execute(f"SELECT binlog_name, binlog_pos FROM `{task.name}_syncer_checkpoint` "
                              "WHERE cp_table = 'orders_1'")[0]
         assert (point[0], int(point[1])) == (at.file, at.pos + 1)      # the injection ran, the DDL not yet
         assert store.get_binlog_skip(task.name, "s1", at.file, at.pos).state == "pending"
         assert "idx_d" in down.execute("SHOW CREATE TABLE orders")[0][1]
 
-        _run(_syncer(spark, store, task, srcs["s1"]))
+        _run(optimistic_syncer(spark, store, task, srcs["s1"]))
         rec = store.get_binlog_skip(task.name, "s1", at.file, at.pos)
         assert rec.state == "done" and "idx_d" in rec.statement and add in rec.note
         added = [i for i, _, _ in master.answered if any("ADD COLUMN `d`" in d for d in i.ddls)]

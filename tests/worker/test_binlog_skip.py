@@ -7,20 +7,16 @@ that its lock had already answered (and the downstream refused) gets its Operati
 from __future__ import annotations
 
 import json
-import threading
 
-import pymysql
 import pytest
 from prometheus_client import REGISTRY
 
 from coordinator.etcdproto import BinlogSkip, Stage, Store, parse_binlog_pos
-from coordinator.routing import TableMapper
-from tests.worker.conftest import make_task
+from tests.worker.conftest import make_task, optimistic_syncer
 from worker.sync.binlog_skip import BinlogSkips
 from tests.worker_coord.conftest import AutoMaster
-from worker.shardddl import OptimisticDDLHandler, UnsupportedShardDDL
-from worker.schema_tracker import SchemaTracker
-from worker.sync.syncer import SimulatedCrash, Syncer
+from worker.shardddl import UnsupportedShardDDL
+from worker.sync.syncer import SimulatedCrash
 from worker.sync.errors import SyncError
 
 
@@ -32,17 +28,6 @@ class CrashOnAddColumn(BinlogSkips):
         if "ADD COLUMN" in statement:
             raise SimulatedCrash(f"crash before marking {rec.position} done")
         super().used(rec, statement, note)
-
-
-def _syncer(spark, store, task, src, skips_cls=BinlogSkips):
-    up_kw = src.db.pymysql_kwargs()
-    mapper = TableMapper(task.instance(src.source_id), task.meta_schema)
-    handler = OptimisticDDLHandler(store, task.name, src.source_id, mapper,
-                                   SchemaTracker(src.source_id, connect=lambda: pymysql.connect(**up_kw)),
-                                   stop=threading.Event())
-    up_db = task.instance(src.source_id).routes[0].schema_pattern
-    handler.source_tables.write_all([(up_db, "orders_1"), (up_db, "orders_2")])   # pre-loaded at start
-    return Syncer(spark, task, src, handler, skips=skips_cls(store, task.name, src.source_id, "w-test"))
 
 
 def _points(down, task) -> dict:
@@ -70,7 +55,7 @@ def test_skip_stops_nothing_twice(spark, etcd_client, etcd_prefix, source1_db, d
     (after_alter,) = positions(db)
     db.execute("INSERT INTO orders_1 VALUES (250, 3)")
 
-    s1 = _syncer(spark, store, task, srcs["s1"])
+    s1 = optimistic_syncer(spark, store, task, srcs["s1"])
     try:
         with pytest.raises(UnsupportedShardDDL) as ei:
             s1.sync_until_caught_up()
@@ -86,7 +71,7 @@ def test_skip_stops_nothing_twice(spark, etcd_client, etcd_prefix, source1_db, d
     # the operator skips it, and pre-arms a skip for an ADD COLUMN that has not happened yet
     store.put_binlog_skip(fence, BinlogSkip(task.name, "s1", at_alter.file, at_alter.pos, gtid=at_alter.gtid))
     before = _skips_done(store, task)
-    s2 = _syncer(spark, store, task, srcs["s1"], CrashOnAddColumn)
+    s2 = optimistic_syncer(spark, store, task, srcs["s1"], skips_cls=CrashOnAddColumn)
     try:
         s2.start()                                  # tracks orders_2 as it is now (no column c)
         (at_add,) = positions(db)
@@ -112,7 +97,7 @@ def test_skip_stops_nothing_twice(spark, etcd_client, etcd_prefix, source1_db, d
     assert pts["orders_1"][0] >= (after_alter.file, after_alter.pos)
     assert pts["orders_2"][0] >= (after_add.file, after_add.pos)
 
-    s3 = _syncer(spark, store, task, srcs["s1"])
+    s3 = optimistic_syncer(spark, store, task, srcs["s1"])
     try:
         s3.sync_until_caught_up()
     finally:
@@ -128,7 +113,7 @@ def test_skip_stops_nothing_twice(spark, etcd_client, etcd_prefix, source1_db, d
 
     # another restart: nothing is skipped or failed again, new rows flow
     db.execute("INSERT INTO orders_1 VALUES (2, 9)")
-    s4 = _syncer(spark, store, task, srcs["s1"])
+    s4 = optimistic_syncer(spark, store, task, srcs["s1"])
     try:
         s4.sync_until_caught_up()
     finally:
@@ -152,7 +137,7 @@ def test_skip_of_a_ddl_the_downstream_refused_finishes_its_operation(spark, etcd
         (at,) = positions(db)
         db.execute("ALTER TABLE orders_1 ADD UNIQUE KEY uv (v)")   # unique in the shard, not in the merged table
         db.execute("INSERT INTO orders_1 VALUES (3, 8)")
-        s1 = _syncer(spark, store, task, srcs["s1"])
+        s1 = optimistic_syncer(spark, store, task, srcs["s1"])
         try:
             with pytest.raises(SyncError, match="Duplicate entry") as ei:
                 s1.sync_until_caught_up()
@@ -166,7 +151,7 @@ def test_skip_of_a_ddl_the_downstream_refused_finishes_its_operation(spark, etcd
         domain, server, seq = at.gtid.split(",")[-1].split("-")
         other = f"{domain}-{server}-{int(seq) + 1000}"
         store.put_binlog_skip(master.acting.fence, BinlogSkip(task.name, "s1", at.file, at.pos, gtid=other))
-        s2 = _syncer(spark, store, task, srcs["s1"])
+        s2 = optimistic_syncer(spark, store, task, srcs["s1"])
         try:
             with pytest.raises(SyncError, match="Duplicate entry"):
                 s2.sync_until_caught_up()
@@ -178,7 +163,7 @@ def test_skip_of_a_ddl_the_downstream_refused_finishes_its_operation(spark, etcd
         assert not store.get_operation(info.lock, info.table).done
 
         store.put_binlog_skip(master.acting.fence, BinlogSkip(task.name, "s1", at.file, at.pos, gtid=at.gtid))
-        s2 = _syncer(spark, store, task, srcs["s1"])
+        s2 = optimistic_syncer(spark, store, task, srcs["s1"])
         try:
             s2.sync_until_caught_up()
         finally:
