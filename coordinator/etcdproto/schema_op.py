@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 from etcd3 import transactions as T
 from etcd3 import utils as eu
 
-from .errors import RecordError
 from .leader import Fence
 from .record import Listing, Record, _meta
 
@@ -85,16 +84,7 @@ class SchemaOpOps(_Base):
     def list_schema_ops(self, task: str | None = None, source: str | None = None) -> Listing[SchemaOp]:
         """Requests (all states) of every task, one task, or one task+source."""
         parts = [p for p in (task, source) if p]
-        prefix = self.keys.key("schema-op", *parts)
-        resp = self._call(f"listing {prefix}", self.client.get_prefix_response, prefix)
-        items: list[SchemaOp] = []
-        bad: list[RecordError] = []
-        for kv in resp.kvs:
-            try:
-                items.append(self._decode(SchemaOp, kv.key, kv.value, kv))
-            except RecordError as e:
-                bad.append(e)
-        return Listing(items, resp.header.revision, bad)
+        return self._list(SchemaOp, self.keys.key("schema-op", *parts))
 
     # caller: master leader (master/schema_ops.py, polling the answer)
     def get_schema_op(self, task: str, source: str, up_schema: str, up_table: str) -> SchemaOp | None:

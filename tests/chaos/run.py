@@ -50,10 +50,10 @@ from pathlib import Path
 
 import yaml
 
+from tests.support.cluster import ProcessCluster
 from tests.support.probes import wait_for
 
 from . import services
-from .cluster import ChaosCluster
 from .workload import FINAL_COLUMNS, SHARDS, DDLStream, Writer, connect
 
 FAULTS = ("worker_kill", "master_kill", "etcd_restart", "downstream_restart")
@@ -115,7 +115,7 @@ class Harness:
         self.ddl = DDLStream({sid: (self.mysql[server], self.db) for sid, server in
                               (("s1", "source1"), ("s2", "source2"))}, self.seed * 10 + 7,
                               create_drop=self.create_drop)
-        self.cluster = ChaosCluster(self.svc["etcd"], self.mysql, self.work, self.prefix)
+        self.cluster = ProcessCluster(self.svc["etcd"], self.mysql, self.work, self.prefix, masters=("m1", "m2"))
         self.task_file = self.work / f"{self.task}.yaml"
         self.task_file.write_text(yaml.safe_dump(self._task(starts)))
         self.cluster.start()

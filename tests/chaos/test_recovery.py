@@ -21,7 +21,8 @@ import yaml
 
 from tests.support.probes import http_get, shardctl_doc, wait_for
 
-from .cluster import SHARDCTL, Proc, free_port
+from tests.support.ports import free_port
+from tests.support.procs import SHARDCTL, Proc
 from .services import RECOVERY
 
 

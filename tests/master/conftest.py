@@ -14,7 +14,14 @@ import pytest
 from coordinator.etcdproto import Store
 from tests.conftest import devservices
 from tests.support.ports import free_port
-from tests.support.procs import SHARDCTL, Proc, http_get, master_args, wait_for
+from tests.support import probes
+from tests.support.probes import http_get
+from tests.support.procs import SHARDCTL, Proc, master_args
+
+
+def wait_for(cond, timeout: float = 15.0, interval: float = 0.05, what: str = "condition"):
+    """The suite's poll-wait, polling fast: these tests wait on elections of 2-second leases."""
+    return probes.wait_for(cond, timeout, what, interval=interval)
 
 
 class MasterProc(Proc):

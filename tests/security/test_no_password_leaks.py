@@ -19,7 +19,8 @@ from pathlib import Path
 import pymysql
 import yaml
 
-from tests.chaos.cluster import SHARDCTL, Proc, free_port
+from tests.support.ports import free_port
+from tests.support.procs import SHARDCTL, Proc
 from tests.support.probes import shardctl, wait_for
 
 

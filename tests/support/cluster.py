@@ -10,7 +10,8 @@ import uuid
 from pathlib import Path
 
 from tests.support.ports import free_port
-from tests.support.procs import Proc, ctl, http_get, master_args, wait_for, worker_args, write_source_file
+from tests.support.probes import http_get, shardctl_doc, wait_for
+from tests.support.procs import Proc, master_args, worker_args, write_source_file
 
 TWO_SOURCES = {"s1": "source1", "s2": "source2"}
 
@@ -66,7 +67,7 @@ class ProcessCluster:
 
     def wait_leader(self, timeout: float = 60, exclude: str | None = None) -> str:
         return wait_for(lambda: (lead := self.leader()) and lead != exclude and lead, timeout,
-                        "a master to lead", interval=0.2, diagnostics=self.diagnostics)
+                        "a master to lead", self.diagnostics, interval=0.2)
 
     # ------------------------------------------------------------------ processes
     def start(self) -> "ProcessCluster":
@@ -100,7 +101,7 @@ class ProcessCluster:
         live = [n for n in sorted(self.masters, key=lambda n: n != lead) if self.masters[n].alive()]
         rc, result = 1, "no live master"
         for name in live or list(self.masters)[:1]:   # none alive: the CLI's own error is the answer
-            rc, result = ctl(self.grpc_addr[name], argv, fmt)
+            rc, result = shardctl_doc(self.grpc_addr[name], *argv, fmt=fmt)
             if isinstance(result, dict) or rc == 0:
                 return rc, result
         return rc, result
@@ -111,7 +112,7 @@ class ProcessCluster:
         return doc if isinstance(doc, dict) else {}
 
     def wait(self, cond, timeout: float, what: str, interval: float = 0.5):
-        return wait_for(cond, timeout, what, interval=interval, diagnostics=self.diagnostics)
+        return wait_for(cond, timeout, what, self.diagnostics, interval=interval)
 
     def diagnostics(self) -> str:
         parts = [f"context: {self.context}"] if self.context else []

@@ -12,22 +12,22 @@ import urllib.request
 from typing import Callable
 
 
-def shardctl(addr: str, *argv: str) -> tuple[int, str, str]:
+def shardctl(addr: str, *argv: str, fmt: str | None = None) -> tuple[int, str, str]:
     """``shardctl --master-addr ADDR argv...`` through the CLI's own entry point, in-process (no
     interpreter start per call); (exit code, stdout, stderr).  argparse errors count as exit codes."""
     from coordinator.cli import main
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            rc = main(["--master-addr", addr, *argv])
+            rc = main(["--master-addr", addr, *(["--format", fmt] if fmt else []), *argv])
         except SystemExit as e:
             rc = int(e.code or 0)
     return rc, out.getvalue(), err.getvalue()
 
 
-def shardctl_doc(addr: str, *argv: str) -> tuple[int, dict | str]:
+def shardctl_doc(addr: str, *argv: str, fmt: str | None = None) -> tuple[int, dict | str]:
     """``shardctl`` as above; (exit code, the JSON it printed, or all its text when it printed none)."""
-    rc, out, err = shardctl(addr, *argv)
+    rc, out, err = shardctl(addr, *argv, fmt=fmt)
     try:
         return rc, json.loads(out)
     except ValueError:
@@ -46,7 +46,7 @@ def http_get(addr: str, path: str, timeout: float = 2) -> tuple[int, str]:
         return 0, str(e)
 
 
-def wait_for(cond: Callable, timeout: float, what: str, diag: Callable[[], str] = lambda: "", *,
+def wait_for(cond: Callable, timeout: float = 15.0, what: str = "condition", diag: Callable[[], str] = lambda: "", *,
              interval: float = 1.0, each: Callable[[], object] | None = None,
              error: type[Exception] = AssertionError):
     """Call ``cond`` every ``interval`` s until it returns something truthy, and return that.  An

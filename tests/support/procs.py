@@ -1,43 +1,22 @@
-"""Real shardmerge processes for tests: one subprocess type, one poll-wait, the CLI in-process.
+"""Real shardmerge processes for tests: one subprocess type and the command lines it runs.
 
 Every suite that starts `shardctl master`/`worker` (e2e, scenarios, chaos, master, api, deploy)
-uses these, so a process is started, killed and diagnosed the same way everywhere.
+uses these, so a process is started, killed and diagnosed the same way everywhere; how a test
+looks at a running process (shardctl, HTTP, waits) is in ``probes.py``.
 """
 from __future__ import annotations
 
 import contextlib
-import io
-import json
 import os
 import signal
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARDCTL = str(ROOT / ".venv" / "bin" / "shardctl")
-
-
-def wait_for(cond, timeout: float = 15.0, what: str = "condition", *, interval: float = 0.05, diagnostics=None):
-    """Poll ``cond()`` until it returns something true and return that; on timeout fail with the
-    last value (or exception) seen and ``diagnostics()`` (process logs, task status)."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = cond()
-        except Exception as e:  # noqa: BLE001 — keep polling, report the last failure
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    extra = f"\n{diagnostics()}" if diagnostics is not None else ""
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}{extra}")
 
 
 class Proc:
@@ -116,31 +95,3 @@ def write_source_file(path: Path, sid: str, params: dict) -> str:
     path.write_text(yaml.safe_dump({"source-id": sid, "enable-gtid": True, "flavor": "mariadb",
                                     "from": db_params(params)}))
     return str(path)
-
-
-def http_get(addr: str, path: str) -> tuple[int, str]:
-    """(status, body) of ``http://addr/path``; status 0 when nothing answers."""
-    try:
-        with urllib.request.urlopen(f"http://{addr}{path}", timeout=2) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode(errors="replace")
-    except OSError as e:
-        return 0, str(e)
-
-
-def ctl(master_addr: str, argv, fmt: str | None = None) -> tuple[int, dict | str]:
-    """``shardctl --master-addr ADDR argv...`` through the CLI's own entry point, in-process;
-    (exit code, parsed JSON or the text)."""
-    from coordinator.cli import main   # imported late: the CLI pulls in grpc, only for tests that call it
-    pre = ["--master-addr", master_addr] + (["--format", fmt] if fmt else [])
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(pre + list(argv))
-        except SystemExit as e:       # argparse errors
-            rc = int(e.code or 0)
-    try:
-        return rc, json.loads(out.getvalue())
-    except ValueError:
-        return rc, out.getvalue() + err.getvalue()

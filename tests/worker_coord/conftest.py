@@ -12,7 +12,7 @@ import pytest
 
 from coordinator.etcdproto import Info, Operation, Stage, Store, lock_id
 from coordinator.routing import TableMapper
-from tests.support.procs import wait_for as support_wait_for
+from tests.support.probes import wait_for as support_wait_for
 from tests.worker.conftest import make_task
 from worker.schema_tracker import SchemaTracker
 from worker.shardddl import OptimisticDDLHandler, list_upstream_tables
@@ -55,7 +55,7 @@ class ActingMaster:
 
 def wait_for(cond, timeout=20, what="condition"):
     """The suite's poll-wait with this directory's longer default (in-process workers start Spark)."""
-    return support_wait_for(cond, timeout, what)
+    return support_wait_for(cond, timeout, what, interval=0.05)
 
 
 @pytest.fixture
