@@ -6,6 +6,7 @@ records) -> worker ``mark_done`` -> engine ``mark_done`` (+ dropped-column updat
 the master removes the resolved lock in one transaction.  Reported: Infos handled per second,
 time to resolve, and — as the limit measured in the same run — raw etcd PUT throughput for the
 same number of keys (each Info costs at least three etcd writes, so ~0.33 of raw is the ceiling).
+Then the pure lock engine's cost per Info at 256, 1,024 and 4,096 tables (it must stay flat).
 
     .venv/bin/python bench/lock_bench.py [--tables 4096] [--etcd 127.0.0.1:23790]
 """
@@ -37,6 +38,37 @@ def raw_put_rate(client, prefix: str, n: int, value: bytes) -> float:
     dt = time.perf_counter() - t0
     client.delete_prefix(f"{prefix}raw/")
     return n / dt
+
+
+def engine_cost_us(n: int, sources: int = 8) -> float:
+    """The pure lock engine's cost per Info (handle + done, no etcd) for a lock of ``n`` tables:
+    it must not grow with ``n`` (issue 13), so the bench prints it for several sizes."""
+    lock = LockKey("bench", "shop", "orders")
+    init = parse_create_table(INIT)
+    added = apply_ddl(init, "ALTER TABLE t ADD COLUMN c1 INT")
+    keeper = LockKeeper()
+    sts: dict[str, SourceTables] = {}
+    tables = [TableRef(f"s{i % sources}", f"shop_{i % sources:02d}", f"orders_{i:05d}") for i in range(n)]
+    for t in tables:
+        sts.setdefault(t.source, SourceTables(lock.task, t.source)).add(t.schema, t.table, "shop", "orders")
+    for st in sts.values():
+        keeper.update_source_tables(st)
+    rev, spent = 1, 0.0
+    for ddl, before, after in (("ALTER TABLE `shop`.`orders` ADD COLUMN c1 INT", init, added),
+                               ("ALTER TABLE `shop`.`orders` DROP COLUMN c1", added,
+                                apply_ddl(added, "ALTER TABLE t DROP COLUMN c1"))):
+        bj, aj = before.to_json(), after.to_json()
+        for t in tables:
+            rev += 1
+            info = Info(task=lock.task, source=t.source, up_schema=t.schema, up_table=t.table, down_schema="shop",
+                        down_table="orders", ddls=[ddl], before=bj, afters=[aj], revision=rev)
+            t0 = time.perf_counter()
+            op = keeper.handle_info(info).operation
+            op.done, op.revision = True, rev + 1
+            keeper.mark_done(op)
+            spent += time.perf_counter() - t0
+            rev += 1
+    return spent / (2 * n) * 1e6
 
 
 def run(n: int, etcd: str, sources: int = 4) -> dict:
@@ -115,8 +147,16 @@ def main(argv=None) -> int:
     # default: the local services' etcd (scripts/services, honouring its port offset)
     p.add_argument("--etcd", default=f"127.0.0.1:{23790 + int(os.environ.get('SHARDMERGE_SERVICES_PORT_OFFSET', '0'))}")
     p.add_argument("--sources", type=int, default=4)
+    p.add_argument("--engine-sizes", default="256,1024,4096",
+                   help="lock sizes for the pure engine's per-Info cost (comma-separated; '' to skip)")
     a = p.parse_args(argv)
-    print(json.dumps(run(a.tables, a.etcd, a.sources), indent=2))
+    out = run(a.tables, a.etcd, a.sources)
+    sizes = [int(x) for x in a.engine_sizes.split(",") if x.strip()]
+    if sizes:
+        cost = {str(k): round(engine_cost_us(k), 1) for k in sizes}
+        out["engine_us_per_info"] = cost
+        out["engine_growth_largest_vs_smallest"] = round(cost[str(sizes[-1])] / cost[str(sizes[0])], 2)
+    print(json.dumps(out, indent=2))
     return 0
 
 

@@ -87,9 +87,13 @@ class Column:
         return self.default is not None or self.auto_increment or self.generated is not None
 
     def lattice_key(self) -> tuple:
-        return (self.key, self.type.lattice_key(), self.nullable, self.default,
-                self.auto_increment, self.on_update, self.generated, self.stored,
-                self.invisible, self.check)
+        k = self.__dict__.get("_lattice_key")
+        if k is None:   # memoised (the instance is frozen): a big lock asks for it per Info per schema
+            k = (self.key, self.type.lattice_key(), self.nullable, self.default,
+                 self.auto_increment, self.on_update, self.generated, self.stored,
+                 self.invisible, self.check)
+            object.__setattr__(self, "_lattice_key", k)
+        return k
 
     def to_json(self) -> dict:
         d: dict = {"name": self.name, "type": self.type.to_json(), "nullable": self.nullable}
@@ -190,9 +194,13 @@ class TableSchema:
 
     # ------------------------------------------------------------ lattice view
     def lattice_key(self) -> tuple:
-        return (self.charset, self.collation,
-                frozenset(c.lattice_key() for c in self.columns),
-                frozenset((i.key, i.lattice_key()) for i in self.indexes))
+        k = self.__dict__.get("_lattice_key")
+        if k is None:   # memoised (the instance is frozen): the lock engine compares schemas by it per Info
+            k = (self.charset, self.collation,
+                 frozenset(c.lattice_key() for c in self.columns),
+                 frozenset((i.key, i.lattice_key()) for i in self.indexes))
+            object.__setattr__(self, "_lattice_key", k)
+        return k
 
     def same_as(self, other: "TableSchema") -> bool:
         """Lattice equality: same columns/indexes/charset regardless of order and cosmetics."""

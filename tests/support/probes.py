@@ -15,7 +15,7 @@ from typing import Callable
 def shardctl(addr: str, *argv: str, fmt: str | None = None) -> tuple[int, str, str]:
     """``shardctl --master-addr ADDR argv...`` through the CLI's own entry point, in-process (no
     interpreter start per call); (exit code, stdout, stderr).  argparse errors count as exit codes."""
-    from coordinator.cli import main
+    from coordinator.cli import main   # late: only the tests that call shardctl pay for the CLI and grpc imports
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
