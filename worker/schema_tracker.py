@@ -25,7 +25,7 @@ from coordinator.schema.errors import SchemaError
 from coordinator.schema.kinds import StatementKind
 from coordinator.schema.model import TableSchema
 from coordinator.schema.parse import parse_create_table
-from coordinator.schema.statement import parse_statement
+from coordinator.schema.statement import create_like_source, parse_statement
 from coordinator.sql import show_create_table
 
 
@@ -199,13 +199,26 @@ class SchemaTracker:
         afters = []
         for sql in statements:
             try:
-                cur = _apply(cur, sql, table)
+                like = create_like_source(sql)
+                cur = self._copy_model(schema, table, like, sql, position) if like else _apply(cur, sql, table)
             except SchemaError as e:
                 raise SchemaTrackError(f"cannot apply DDL to the tracked schema of `{schema}`.`{table}`: "
                                        f"{e}", source=self.source, table=f"{schema}.{table}",
                                        position=position, statement=sql) from e
             afters.append(cur)
         return Preview(schema, table, statements, before, tuple(afters))
+
+    def _copy_model(self, schema: str, table: str, like: tuple[str | None, str], sql: str,
+                    position: str) -> TableSchema:
+        """``CREATE TABLE table LIKE model``: the tracked model (read from the upstream only when
+        it was never tracked), renamed."""
+        m_schema, m_table = like[0] or schema, like[1]
+        model = self.ensure(m_schema, m_table, position=position)
+        if model is None:
+            raise SchemaTrackError(f"CREATE TABLE ... LIKE `{m_schema}`.`{m_table}`: the model table is not "
+                                   f"tracked and cannot be read from the upstream", source=self.source,
+                                   table=f"{schema}.{table}", position=position, statement=sql)
+        return model.with_name(table)
 
     def commit(self, p: Preview) -> None:
         """Make the previewed result the tracked schema."""
@@ -236,8 +249,8 @@ class SchemaTracker:
 def _kind(sql: str) -> StatementKind:
     try:
         return parse_statement(sql).kind
-    except SchemaError:
-        return StatementKind.OTHER
+    except SchemaError:   # CREATE TABLE ... LIKE is not modelled from the text, but is a CREATE
+        return StatementKind.CREATE_TABLE if create_like_source(sql) else StatementKind.OTHER
 
 
 def _apply(cur: TableSchema | None, sql: str, table: str) -> TableSchema | None:

@@ -204,6 +204,32 @@ def parse_clause(sql, tokens, i, j) -> list[Clause]:
     return [Clause("table_options", text, {"charset": cs, "collation": coll, "options": opts})]
 
 
+def create_like_source(sql: str) -> tuple[str | None, str] | None:
+    """The model table ``(database or None, name)`` of ``CREATE TABLE [IF NOT EXISTS] t LIKE m``
+    (also ``(LIKE m)``); None for any other statement.  The text does not say what ``t`` looks
+    like: the schema tracker copies its tracked ``m`` at this binlog position, as DM's tracker does
+    (the upstream's *current* ``m`` or ``t`` may already carry later DDLs, or be gone)."""
+    try:
+        tokens = tokenize(sql.strip().rstrip(";").strip())
+    except UnsupportedDDL:
+        return None
+    n = len(tokens)
+    w = lambda k: word(tokens[k]) if k < n else ""  # noqa: E731
+    if w(0) != "CREATE" or w(1) != "TABLE":
+        return None
+    k, _ = _skip(tokens, 2, n, "IF", "NOT", "EXISTS")
+    try:
+        _, _, k = _table_at(sql, tokens, k)
+        if k < n and tokens[k].token_type == TokenType.L_PAREN:
+            k += 1
+        if w(k) != "LIKE":
+            return None
+        model, _, _ = _table_at(sql, tokens, k + 1)
+    except UnsupportedDDL:
+        return None
+    return model
+
+
 def parse_statement(sql: str) -> Statement:
     sql = sql.strip().rstrip(";").strip()
     tokens = tokenize(sql)

@@ -214,4 +214,18 @@ CASES = CASES + (
           ("down_rows", "select column_name from information_schema.columns where table_schema = database() "
                         "and table_name = 'orders' order by ordinal_position", [("id",), ("c",)])),
          columns="id INT PRIMARY KEY, a INT"),
+    # the worker reads a shard's CREATE TABLE ... LIKE after the new shard and its model changed
+    # upstream (its worker was down): the new shard starts as the model was tracked at that binlog
+    # position (DM's tracker copies it), not as the upstream tables look now
+    Case("create_table_like_read_after_the_tables_changed",
+         "shardddl_optimistic CREATE_DROP_TABLE shape with CREATE TABLE ... LIKE (DM's tracker copies the model)",
+         {"s1": ("tb1",), "s2": ("tb1",)},
+         (("s1", "insert into tb1 values(1)"), ("s2", "insert into tb1 values(2)"), ("count", 2),
+          ("kill", "worker", "s1"),
+          ("s1", "create table tb2 like tb1"), ("s1", "insert into tb2 values(3)"),
+          ("s1", "alter table tb2 add column c int"), ("s1", "insert into tb2 values(4,4)"),
+          ("s1", "alter table tb1 add column c int"), ("s1", "insert into tb1 values(5,5)"),
+          ("revive", "worker", "s1"),
+          ("s2", "alter table tb1 add column c int"), ("s2", "insert into tb1 values(6,6)"),
+          ("count", 6), ("wait_equal",))),
 )

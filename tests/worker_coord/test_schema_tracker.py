@@ -78,3 +78,34 @@ def test_create_and_drop_table_and_checkpoint_json_round_trip(source1_db):
     assert SchemaTracker.from_json(tr.to_json()).get(db.name, "n1") == tr.get(db.name, "n1")
     p = tr.apply(db.name, "n1", ["DROP TABLE n1"])
     assert p.after is None and tr.get(db.name, "n1") is None
+
+
+def test_create_table_like_copies_the_tracked_model_not_the_upstreams_current_tables(source1_db):
+    """The worker may read ``CREATE TABLE t LIKE m`` long after it ran: by then the upstream's
+    ``m`` and ``t`` may carry later DDLs, or ``t`` may be gone.  The tracker copies its ``m`` as
+    tracked at that binlog position (DM's tracker does the same)."""
+    db = source1_db
+    db.execute("CREATE TABLE orders_01 (id BIGINT PRIMARY KEY, note VARCHAR(20))")
+    tr = SchemaTracker("s1", connect=lambda: db.connect(None))
+    tracked = tr.ensure(db.name, "orders_01")
+    # what happened upstream after the CREATE ... LIKE the worker is about to read
+    db.execute("CREATE TABLE orders_03 LIKE orders_01")
+    db.execute("ALTER TABLE orders_01 ADD COLUMN later INT")
+    db.execute("ALTER TABLE orders_03 ADD COLUMN later INT")
+    for sql in ("CREATE TABLE orders_03 LIKE orders_01", f"CREATE TABLE IF NOT EXISTS `{db.name}`.orders_03 "
+                f"(LIKE `{db.name}`.`orders_01`)"):
+        p = tr.preview(db.name, "orders_03", [sql], position="mysql-bin.000001:4")
+        assert p.before is None and p.after.name == "orders_03"
+        assert [c.name for c in p.after.columns] == ["id", "note"], sql
+        assert p.after.same_as(tracked)
+    db.execute("DROP TABLE orders_03")
+    tr.apply(db.name, "orders_03", ["CREATE TABLE orders_03 LIKE orders_01"])
+    assert [c.name for c in tr.get(db.name, "orders_03").columns] == ["id", "note"]
+    # a model never tracked: its upstream definition is the best source left; a missing one is an error
+    p = tr.preview(db.name, "orders_04", ["CREATE TABLE orders_04 LIKE orders_01"])
+    assert [c.name for c in p.after.columns] == ["id", "note"]          # tracked: still the tracked one
+    tr2 = SchemaTracker("s1", connect=lambda: db.connect(None))
+    assert [c.name for c in tr2.preview(db.name, "orders_04", ["CREATE TABLE orders_04 LIKE orders_01"])
+            .after.columns] == ["id", "note", "later"]
+    with pytest.raises(SchemaTrackError):
+        tr2.preview(db.name, "orders_05", ["CREATE TABLE orders_05 LIKE no_such_table"])

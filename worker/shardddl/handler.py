@@ -27,7 +27,8 @@ from coordinator.schema.ddl import apply_ddl
 from coordinator.schema.errors import SchemaError
 from coordinator.schema.kinds import StatementKind
 from coordinator.schema.split import rename_ddl_table, split_ddl
-from coordinator.schema.statement import parse_statement
+from coordinator.schema.render import render_create_table
+from coordinator.schema.statement import create_like_source, parse_statement
 from worker.sync.ddl_handler import DDLContext, DDLDecision, direct_decision, follow_skipped
 from worker.events import DDLEvent
 from worker.schema_tracker import Preview, SchemaTracker, SchemaTrackError, schema_to_json
@@ -219,8 +220,9 @@ class OptimisticDDLHandler:
                                       f"cannot be renamed under its merged target; for pt-online-schema-change / "
                                       f"gh-ost cut-overs set `online-ddl: true` in the task; else {skip} skips it, "
                                       "or rename every shard and the target by hand", **ctx)
+        like = route is Route.CREATE and create_like_source(ddl.sql) is not None
         try:
-            statements = split_ddl(ddl.sql)
+            statements = [ddl.sql] if like else split_ddl(ddl.sql)
         except SchemaError as e:
             raise UnsupportedShardDDL(f"cannot split DDL {tidy_ddl(ddl.sql)!r}: {e}; run it on the target by hand if "
                                       f"needed, then {skip} skips it here", **ctx) from e
@@ -229,6 +231,11 @@ class OptimisticDDLHandler:
             return _Pending(ddl, target, [])
         if route is Route.CREATE:
             p = self._preview_create(ddl, statements)
+            if like and p.after is not None:
+                # the model names an upstream table the downstream does not have: create the
+                # merged target (if missing) from the new shard's tracked definition instead
+                return _Pending(ddl, target, [create_if_not_exists(render_create_table(
+                    p.after, (target.schema, target.table)))], preview=p)
             return _Pending(ddl, target, [create_if_not_exists(route_statement(s, target)) for s in statements],
                             preview=p)
         if route is Route.DROP:
