@@ -97,7 +97,7 @@ def command(resp) -> dict:
 
 def masters(resp) -> list[dict]:
     return [{"name": m.name, "alive": m.state == "online", "leader": m.role == "leader", "addr": m.addr}
-            for m in resp.members if m.role == "leader"]
+            for m in resp.members if m.role in ("leader", "master")]
 
 
 def workers(resp) -> list[dict]:

@@ -96,5 +96,5 @@ def register(sub) -> None:
         p.add_argument("type", choices=["task", "source"])
         p.add_argument("name")
         p.set_defaults(func=get_config)
-    p = sub.add_parser("list-member", help="masters (leader) and workers with their sources")
+    p = sub.add_parser("list-member", help="masters (the leader and its followers) and workers with their sources")
     p.set_defaults(func=list_member)

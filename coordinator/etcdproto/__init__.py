@@ -35,6 +35,7 @@ from .source_tables import SourceTables
 from .status import SubtaskStatus
 from .store import MAX_TXN_OPS, RECORD_TYPES, RecordEvent, Store
 from .task import TaskRecord
+from .master_member import MasterRegistration
 from .worker import WorkerRegistration
 
 __all__ = [
@@ -43,5 +44,5 @@ __all__ = [
     "DEFAULT_PREFIX", "KINDS", "Keys", "LockKey", "TableRef", "lock_id", "parse_lock_id", "quote_name",
     "RECORD_TYPES", "DroppedColumn", "DroppedStage", "Info", "LeaderRecord", "Operation", "Record",
     "SourceBinding", "SourceRecord", "SourceTables", "Stage", "SubtaskStatus", "TaskRecord",
-    "WorkerRegistration", "BinlogSkip", "SchemaOp", "binlog_pos_gtid", "parse_binlog_pos", "MAX_TXN_OPS", "Fence", "Listing", "PutResult", "RecordEvent", "Store",
+    "WorkerRegistration", "MasterRegistration", "BinlogSkip", "SchemaOp", "binlog_pos_gtid", "parse_binlog_pos", "MAX_TXN_OPS", "Fence", "Listing", "PutResult", "RecordEvent", "Store",
 ]

@@ -27,6 +27,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "leader": (),
     "source": ("source",),
     "worker": ("worker",),
+    "master": ("member",),
     "binding": ("source",),
     "task": ("task",),
     "source-tables": ("task", "source"),

@@ -42,6 +42,7 @@ from .source import SourceOps, SourceRecord
 from .source_tables import SourceTables, SourceTablesOps
 from .status import StatusOps, SubtaskStatus
 from .task import TaskOps, TaskRecord
+from .master_member import MasterOps, MasterRegistration
 from .worker import WorkerOps, WorkerRegistration
 
 _T = TypeVar("_T")
@@ -50,7 +51,7 @@ MAX_TXN_OPS = 120  # etcd's default --max-txn-ops is 128; leave room for compare
 
 RECORD_TYPES: dict[str, type[Record]] = {c.KIND: c for c in (
     Info, Operation, SourceTables, DroppedColumn, LeaderRecord, SourceRecord, TaskRecord,
-    WorkerRegistration, SourceBinding, SubtaskStatus, BinlogSkip, SchemaOp)}
+    WorkerRegistration, MasterRegistration, SourceBinding, SubtaskStatus, BinlogSkip, SchemaOp)}
 
 
 @dataclass
@@ -103,7 +104,7 @@ class StoreCore(Protocol):
 
 
 class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps, LockCleanupOps,
-            SourceOps, TaskOps, WorkerOps, BindingOps, StatusOps, BinlogSkipOps, SchemaOpOps):
+            SourceOps, TaskOps, WorkerOps, MasterOps, BindingOps, StatusOps, BinlogSkipOps, SchemaOpOps):
     """All shardmerge records under ``prefix`` in one etcd (see docs/etcd-layout.md)."""
 
     def __init__(self, client: etcd3.Etcd3Client, prefix: str = DEFAULT_PREFIX) -> None:

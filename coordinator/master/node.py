@@ -18,6 +18,7 @@ from . import metrics
 from .binder import Binder
 from .cluster import Cluster
 from .election import Election
+from .membership import Membership
 from .optimist import Optimist
 from .service import MasterService
 
@@ -65,6 +66,7 @@ class MasterNode:
         self.log = logger("master", member=self.name)
         self.election = Election(self.store, self.name, self.advertise, election_ttl,
                                  self._on_elected, self._on_deposed)
+        self.membership = Membership(self.store, self.name, self.advertise, metrics_addr, election_ttl)
         self.optimist: Optimist | None = None
         self.binder: Binder | None = None
         self._duty_lock = threading.Lock()
@@ -82,6 +84,7 @@ class MasterNode:
         self.server.start()
         metrics.IS_LEADER.set(0)
         self.election.start()
+        self.membership.start()
         self.log.info("master started", listen=self.listen, advertise=self.advertise, etcd=self.etcd_spec,
                       prefix=self.prefix)
         return self
@@ -91,6 +94,7 @@ class MasterNode:
             return
         self._stopped.set()
         self.election.stop(resign=True)
+        self.membership.stop()
         self.server.stop(grace=1).wait()
         if self.obs:
             self.obs.stop()

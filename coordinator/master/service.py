@@ -270,6 +270,9 @@ class MasterService(pbg.MasterServicer):
             leader = store.leader()
             if leader is not None:
                 members.append(pb.Member(name=leader.member, addr=leader.addr, role="leader", state="online"))
+            for m in store.list_masters().items:      # followers (and the leader, listed above)
+                if leader is None or m.member != leader.member:
+                    members.append(pb.Member(name=m.member, addr=m.addr, role="master", state="online"))
             bound: dict[str, list[str]] = {}
             for b in store.list_bindings().items:
                 bound.setdefault(b.worker, []).append(b.source)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+import signal
 import ssl
 import subprocess
 import urllib.error
@@ -56,11 +57,19 @@ def test_follower_forwards_source_writes_to_the_leader(lone_masters, services, c
     assert st == 200 and doc["result"] is True, doc
     st, doc = lh.get("/api/v1/sources/s-http")
     assert st == 404 and doc["error_msg"] == "source 's-http' not found", doc
-    # cluster members through the follower: the leader
-    st, doc = fh.get("/api/v1/cluster/masters")
-    assert st == 200 and doc["data"] == [{"name": "api-m1", "alive": True, "leader": True, "addr": leader.addr}], doc
+    # cluster members through the follower: every master (each on its own lease), the leader first
+    st, doc = wait_for(lambda: (r := fh.get("/api/v1/cluster/masters")) and r[1].get("total") == 2 and r,
+                       what="both masters registered")
+    assert st == 200 and doc["data"] == [{"name": "api-m1", "alive": True, "leader": True, "addr": leader.addr},
+                                         {"name": "api-m2", "alive": True, "leader": False, "addr": follower.addr}], doc
+    rc, cli, _ = run_cli(capsys, leader, "list-member")
+    assert [(m["name"], m["role"]) for m in cli["members"]] == [("api-m1", "leader"), ("api-m2", "master")], cli
     st, doc = fh.get("/api/v1/cluster/workers")
     assert st == 200 and doc == {"total": 0, "data": []}, doc
+    # a killed follower leaves the list when its lease expires
+    follower.kill(signal.SIGKILL)
+    wait_for(lambda: [m["name"] for m in lh.get("/api/v1/cluster/masters")[1]["data"]] == ["api-m1"],
+             timeout=30, what="the killed follower gone from the members")
 
 
 def _etcd_state(h: Http) -> tuple:
