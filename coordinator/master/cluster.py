@@ -457,7 +457,7 @@ def _list_skips(cluster: Cluster, task: str, source: str) -> CommandResult:
              + (f" with {'; '.join(r.replace_with)}" if r.replace_with else "")
              + (f" (statement: {r.statement})" if r.statement else "") + (f" [{r.note}]" if r.note else "")
              for r in sorted(recs, key=lambda r: (r.source, r.file, r.pos))]
-    return CommandResult(True, "\n".join(lines) if lines else f"no binlog skip or replace armed for task {task!r}",
+    return CommandResult(True, "\n".join(lines) if lines else f"no binlog skip, replace or inject armed for task {task!r}",
                    [(r.source, True, f"{r.op} {r.state} at {r.position}") for r in recs])
 
 

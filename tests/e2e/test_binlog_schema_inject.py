@@ -76,7 +76,7 @@ def test_binlog_inject_runs_the_missing_change_before_the_stopping_ddl(cluster1,
                                                                 "bin.000001-77", add_c)
         msg = _failed(c, "binlog", "inject", sc.name, "-s", "s1", "-b", "mysql-bin.000001:4", "ALTER TABLE ((")
         assert "injected statement 'ALTER TABLE ((' cannot be parsed" in msg
-        assert "no binlog skip or replace armed" in c.ctl_ok("binlog", "list", sc.name)["msg"]
+        assert "no binlog skip, replace or inject armed" in c.ctl_ok("binlog", "list", sc.name)["msg"]
 
         # the table changes outside the binlog, then a DDL on the new column stops the subtask
         c.ctl_ok("pause-task", sc.name)
@@ -93,7 +93,7 @@ def test_binlog_inject_runs_the_missing_change_before_the_stopping_ddl(cluster1,
         listed = c.ctl_ok("binlog", "list", sc.name)["msg"]
         assert f"s1 {at} inject pending with {add_d}" in listed
         c.ctl_ok("binlog", "revert", sc.name, "-s", "s1", "-b", at)
-        assert "no binlog skip or replace armed" in c.ctl_ok("binlog", "list", sc.name)["msg"]
+        assert "no binlog skip, replace or inject armed" in c.ctl_ok("binlog", "list", sc.name)["msg"]
         c.ctl_ok("resume-task", sc.name)
         st = _wait_error(c, sc, "subtask Error at the ADD INDEX on a column the tracker does not know")
         assert "idx_d" in st["error"]

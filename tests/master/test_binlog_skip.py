@@ -138,7 +138,7 @@ def test_cli_binlog_replace_and_list(leader, store, capsys, tmp_path, source1_db
     assert run_cli(capsys, leader, "operate-source", "create", *files)[0] == 0
     assert run_cli(capsys, leader, "start-task", write(tmp_path, "t1.yaml", task_yaml("t1")))[0] == 0
     rc, doc, _ = run_cli(capsys, leader, "binlog", "list", "t1")
-    assert rc == 0 and "no binlog skip or replace armed for task 't1'" in doc["msg"]
+    assert rc == 0 and "no binlog skip, replace or inject armed for task 't1'" in doc["msg"]
 
     with pytest.raises(SystemExit):                                   # argparse: the statements are required
         run_cli(capsys, leader, "binlog", "replace", "t1", "-s", "s1")
