@@ -228,4 +228,16 @@ CASES = CASES + (
           ("revive", "worker", "s1"),
           ("s2", "alter table tb1 add column c int"), ("s2", "insert into tb1 values(6,6)"),
           ("count", 6), ("wait_equal",))),
+    # a table rename inside an ALTER is refused like RENAME TABLE (DM refuses both in optimistic
+    # mode); `binlog skip` lets the source go on, and the renamed shard still matches the route
+    Case("alter_table_rename_of_a_shard_is_refused", "shardddl optimistic RENAME TABLE rule, ALTER TABLE ... RENAME "
+         "form (DM: not supported in optimistic mode)",
+         {"s1": ("tb1", "tb2"), "s2": ("tb1",)},
+         (("s1", "insert into tb2 values(1)"), ("count", 1),
+          ("s1", "alter table tb2 rename to orders_44"),
+          ("expect", "stage", "s1", "Error", "`ALTER TABLE ... RENAME` statement not supported in optimistic mode",
+           "binlog skip"),
+          ("ctl", "binlog", "skip", "{task}", "-s", "s1"), ("running",),
+          ("s1", "insert into orders_44 values(2)"), ("s2", "insert into tb1 values(3)"),
+          ("count", 3), ("wait_equal",))),
 )

@@ -53,6 +53,14 @@ def routed_ddls(statements: list[str], target: Target) -> list[str]:
     return [canonical_ddl(route_statement(s, target)) for s in statements]
 
 
+def _renames_table(sql: str) -> bool:
+    """``ALTER TABLE t ..., RENAME [TO] u``: a table rename inside an ALTER (refused like ``RENAME TABLE``)."""
+    try:
+        return any(c.kind == "rename_table" for c in parse_statement(sql).clauses)
+    except SchemaError:
+        return False
+
+
 def create_if_not_exists(sql: str) -> str:
     """``CREATE TABLE x`` -> ``CREATE TABLE IF NOT EXISTS x`` (a shard's CREATE of a merged
     target that another shard created first must not fail)."""
@@ -220,6 +228,10 @@ class OptimisticDDLHandler:
                                       f"cannot be renamed under its merged target; for pt-online-schema-change / "
                                       f"gh-ost cut-overs set `online-ddl: true` in the task; else {skip} skips it, "
                                       "or rename every shard and the target by hand", **ctx)
+        if route is Route.COORDINATE and _renames_table(ddl.sql):
+            raise UnsupportedShardDDL("`ALTER TABLE ... RENAME` statement not supported in optimistic mode: a shard "
+                                      "table cannot be renamed under its merged target (as `RENAME TABLE`); "
+                                      f"{skip} skips it, or rename every shard and the target by hand", **ctx)
         like = route is Route.CREATE and create_like_source(ddl.sql) is not None
         try:
             statements = [ddl.sql] if like else split_ddl(ddl.sql)
