@@ -38,11 +38,12 @@ def apply_ddl(schema: TableSchema | None, sql: str) -> TableSchema | None:
         return schema.with_name(st.data["new"][1])
     if st.kind is K.CREATE_INDEX:
         schema = _apply_clause(schema, Clause("add_index", st.data["def"],
-                                              {"def": st.data["def"], "if_not_exists": False}), sql)
+                                              {"def": st.data["def"],
+                                               "if_not_exists": st.data.get("if_not_exists", False)}), sql)
         return replace(schema, indexes=tuple(sort_indexes(schema.columns, schema.indexes)))
     if st.kind is K.DROP_INDEX:
         return _apply_clause(schema, Clause("drop_index", "", {"name": st.data["name"],
-                                                               "if_exists": False}), sql)
+                                                               "if_exists": st.data.get("if_exists", False)}), sql)
     for clause in st.clauses:
         schema = _apply_clause(schema, clause, sql)
     _check_auto_increment(schema, sql)

@@ -273,23 +273,27 @@ def parse_statement(sql: str) -> Statement:
         if w(k) in ("UNIQUE", "FULLTEXT", "SPATIAL"):
             kind, k = w(k).lower(), k + 1
         if w(k) == "INDEX":
-            name = tokens[k + 1].text
-            k += 2
+            k, ine = _skip(tokens, k + 1, n, "IF", "NOT", "EXISTS")
+            if k >= n:
+                raise UnsupportedDDL("unsupported CREATE INDEX form", statement=sql)
+            name = tokens[k].text
+            k += 1
             if w(k) != "ON":
                 raise UnsupportedDDL("unsupported CREATE INDEX form", statement=sql)
             table, span, k = _table_at(sql, tokens, k + 1)
             prefix = {"key": "INDEX", "unique": "UNIQUE INDEX", "fulltext": "FULLTEXT INDEX",
                       "spatial": "SPATIAL INDEX"}[kind]
             body = f"{prefix} `{name}` " + raw(sql, tokens, k, n)
-            return Statement(StatementKind.CREATE_INDEX, sql, table, span, data={"def": body})
+            return Statement(StatementKind.CREATE_INDEX, sql, table, span, data={"def": body, "if_not_exists": ine})
         raise UnsupportedDDL(f"unsupported statement CREATE {w(k)}", statement=sql)
     if w0 == "DROP":
         if w(1) == "INDEX":
-            name = tokens[2].text
-            if w(3) != "ON":
+            k, ie = _skip(tokens, 2, n, "IF", "EXISTS")
+            if k + 1 >= n or w(k + 1) != "ON":
                 raise UnsupportedDDL("unsupported DROP INDEX form", statement=sql)
-            table, span, _ = _table_at(sql, tokens, 4)
-            return Statement(StatementKind.DROP_INDEX, sql, table, span, data={"name": name})
+            name = tokens[k].text
+            table, span, _ = _table_at(sql, tokens, k + 2)
+            return Statement(StatementKind.DROP_INDEX, sql, table, span, data={"name": name, "if_exists": ie})
         k = 1
         if w(k) == "TEMPORARY":
             raise UnsupportedDDL("temporary tables are not replicated", statement=sql)

@@ -93,6 +93,9 @@ CASES = (
           ("s2", "insert into tb1 values (4,4)"), ("wait_equal",))),
 )
 
+_IB = ("select distinct index_name from information_schema.statistics where table_schema = database() "
+       "and table_name = 'orders' and index_name = 'ib'")
+
 CASES = CASES + (
     three_steps("expand_primary_key", "shardddl4_1 DM_132_CASE (double-source-optimistic)",
                  "a INT PRIMARY KEY, b INT", "drop primary key, add primary key(a, b)", 2),
@@ -240,4 +243,18 @@ CASES = CASES + (
           ("ctl", "binlog", "skip", "{task}", "-s", "s1"), ("running",),
           ("s1", "insert into orders_44 values(2)"), ("s2", "insert into tb1 values(3)"),
           ("count", 3), ("wait_equal",))),
+    # MariaDB's CREATE INDEX IF NOT EXISTS / DROP INDEX IF EXISTS on every shard (DM's index cases,
+    # in the forms a MariaDB user writes): the index appears downstream once and goes once all drop it
+    Case("index_if_not_exists_forms_on_every_shard", "shardddl3 index cases (add/drop index) in MariaDB's "
+         "IF [NOT] EXISTS forms",
+         {"s1": ("tb1",), "s2": ("tb1",)},
+         (("s1", "create index if not exists ib on tb1 (b)"), ("s1", "insert into tb1 values(1,1)"),
+          ("s2", "create index if not exists ib on tb1 (b)"), ("s2", "insert into tb1 values(2,2)"),
+          ("s2", "create index if not exists ib on tb1 (b)"), ("count", 2),
+          ("down_rows", _IB, [("ib",)]),
+          ("s1", "drop index if exists ib on tb1"), ("s1", "insert into tb1 values(3,3)"),
+          ("s2", "drop index if exists ib on tb1"), ("s2", "drop index if exists ib on tb1"),
+          ("s2", "insert into tb1 values(4,4)"), ("count", 4),
+          ("down_rows", _IB, []), ("wait_equal",)),
+         columns="id INT PRIMARY KEY, b INT"),
 )

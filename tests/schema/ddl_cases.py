@@ -94,5 +94,10 @@ DDL_CASES = [
     ("create index statement", BASE, "CREATE UNIQUE INDEX ub ON t (b)",
      _t(f"{ID}, {A}, {B}, {C}", "PRIMARY KEY (id), KEY ka (a), UNIQUE KEY ub (b)")),
     ("drop index statement", BASE, "DROP INDEX ka ON t", _t(f"{ID}, {A}, {B}, {C}", "PRIMARY KEY (id)")),
+    ("create index if not exists, new", BASE, "CREATE INDEX IF NOT EXISTS kb ON t (b)",
+     _t(f"{ID}, {A}, {B}, {C}", "PRIMARY KEY (id), KEY ka (a), KEY kb (b)")),
+    ("create index if not exists, present", BASE, "CREATE INDEX IF NOT EXISTS ka ON t (a)", BASE),
+    ("drop index if exists, present", BASE, "DROP INDEX IF EXISTS ka ON t", _t(f"{ID}, {A}, {B}, {C}", "PRIMARY KEY (id)")),
+    ("drop index if exists, absent", BASE, "DROP INDEX IF EXISTS zz ON t", BASE),
     ("truncate", BASE, "TRUNCATE TABLE t", BASE),
 ]
