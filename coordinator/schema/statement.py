@@ -250,6 +250,10 @@ def parse_statement(sql: str) -> Statement:
             raise UnsupportedDDL(f"unsupported statement ALTER {w(k)}", statement=sql)
         k, _ = _skip(tokens, k + 1, n, "IF", "EXISTS")
         table, span, k = _table_at(sql, tokens, k)
+        if w(k) == "WAIT":        # MariaDB's lock-wait hint (WAIT n | NOWAIT): changes nothing
+            k += 2
+        elif w(k) == "NOWAIT":
+            k += 1
         clauses: list[Clause] = []
         if k < n:
             for a, b in split_top_level(tokens, k, n):

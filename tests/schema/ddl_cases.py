@@ -89,6 +89,8 @@ DDL_CASES = [
      _t(f"{ID}, a BIGINT, {B}, d INT NOT NULL DEFAULT 0", "PRIMARY KEY (id), UNIQUE KEY d (d)")),
     ("engine and comment", BASE, "ALTER TABLE t ENGINE=InnoDB COMMENT='hello'",
      _t(f"{ID}, {A}, {B}, {C}", opts="ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='hello'")),
+    ("lock-wait hints are no-ops", BASE, "ALTER TABLE t WAIT 5 ADD COLUMN d INT", _t(f"{ID}, {A}, {B}, {C}, d INT")),
+    ("nowait", BASE, "ALTER TABLE t NOWAIT ADD COLUMN d INT", _t(f"{ID}, {A}, {B}, {C}, d INT")),
     ("algorithm is a no-op", BASE, "ALTER TABLE t ADD COLUMN d INT, ALGORITHM=INPLACE, LOCK=NONE",
      _t(f"{ID}, {A}, {B}, {C}, d INT")),
     ("create index statement", BASE, "CREATE UNIQUE INDEX ub ON t (b)",
