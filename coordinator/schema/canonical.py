@@ -124,6 +124,8 @@ def _clause(c: Clause) -> str | None:
         return f"DROP INDEX {'IF EXISTS ' if d.get('if_exists') else ''}{quote_ident(d['name'])}"
     if c.kind == "rename_column":
         return f"RENAME COLUMN {quote_ident(d['old'])} TO {quote_ident(d['new'])}"
+    if c.kind == "alter_index":
+        return f"ALTER INDEX {quote_ident(d['name'])} {'IGNORED' if d['ignored'] else 'NOT IGNORED'}"
     if c.kind == "alter_default":
         if d["default"] is None:
             return f"ALTER COLUMN {quote_ident(d['name'])} DROP DEFAULT"

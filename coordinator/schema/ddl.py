@@ -204,6 +204,15 @@ def _drop_index(s, d, sql, clause):
     return replace(s, indexes=tuple(i for i in s.indexes if i.key != d["name"].lower()))
 
 
+def _alter_index(s, d, sql, clause):
+    ix = s.index(d["name"])
+    if ix is None:
+        raise _err(f"key `{d['name']}` does not exist", sql, clause, index=d["name"])
+    if ix.kind == "primary" and d["ignored"]:
+        raise _err("a primary key cannot be ignored", sql, clause, index=d["name"])
+    return replace(s, indexes=tuple(replace(i, ignored=d["ignored"]) if i is ix else i for i in s.indexes))
+
+
 def _rename_index(s, d, sql, clause):
     ix = s.index(d["old"])
     if ix is None or ix.kind == "primary":
@@ -276,7 +285,7 @@ _CLAUSES = {
     "change_column": _change_column, "rename_column": _rename_column,
     "alter_default": _alter_default, "add_index": _add_index_clause, "drop_index": _drop_index,
     "rename_index": _rename_index, "table_options": _table_options,
-    "convert_charset": _convert_charset, "rename_table": _rename_table, "noop": _noop,
+    "convert_charset": _convert_charset, "rename_table": _rename_table, "noop": _noop, "alter_index": _alter_index,
 }
 
 

@@ -129,6 +129,7 @@ class Index:
     columns: tuple[tuple[str, int | None], ...]  # (column name, prefix length)
     using: str | None = None                    # BTREE / HASH when given explicitly
     comment: str | None = None
+    ignored: bool = False                       # MariaDB's IGNORED (the optimizer skips it): not part of the merge
 
     @property
     def key(self) -> str:
@@ -144,13 +145,15 @@ class Index:
             d["using"] = self.using
         if self.comment is not None:
             d["comment"] = self.comment
+        if self.ignored:
+            d["ignored"] = True
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> "Index":
         return cls(name=d["name"], kind=d["kind"],
                    columns=tuple((c, p) for c, p in d["columns"]),
-                   using=d.get("using"), comment=d.get("comment"))
+                   using=d.get("using"), comment=d.get("comment"), ignored=bool(d.get("ignored", False)))
 
 
 @dataclass(frozen=True)

@@ -289,8 +289,11 @@ def _index_part(node, *, clause, statement) -> tuple[str, int | None]:
                          clause=clause, statement=statement)
 
 
-def _index_opts(node) -> tuple[str | None, str | None]:
+def _index_opts(node) -> tuple[str | None, str | None, bool]:
+    """(USING, COMMENT, ignored) of an index node (MariaDB's IGNORED arrives as INVISIBLE, see
+    ``ignored_as_invisible``)."""
     using = comment = None
+    ignored = False
     itype = node.args.get("index_type")
     if isinstance(itype, str):
         using = itype.upper()
@@ -305,7 +308,9 @@ def _index_opts(node) -> tuple[str | None, str | None]:
             using = (u if isinstance(u, str) else u.name).upper()
         if opt.args.get("comment") is not None:
             comment = opt.args["comment"].name
-    return using, comment
+        if opt.args.get("visible") is False:
+            ignored = True
+    return using, comment, ignored
 
 
 def build_index(node, *, clause: str | None = None, statement: str | None = None) -> Index | None:
@@ -322,8 +327,8 @@ def build_index(node, *, clause: str | None = None, statement: str | None = None
         node = inner[0]
     if isinstance(node, exp.PrimaryKey):
         parts = tuple(_index_part(p, clause=clause, statement=statement) for p in node.expressions)
-        using, comment = _index_opts(node)
-        return Index("PRIMARY", "primary", parts, using, comment)
+        using, comment, ignored = _index_opts(node)
+        return Index("PRIMARY", "primary", parts, using, comment, ignored)
     if isinstance(node, exp.UniqueColumnConstraint):
         schema = node.this
         if not isinstance(schema, exp.Schema):
@@ -331,21 +336,21 @@ def build_index(node, *, clause: str | None = None, statement: str | None = None
         if schema.this is not None:
             name = schema.this.name
         parts = tuple(_index_part(p, clause=clause, statement=statement) for p in schema.expressions)
-        using, comment = _index_opts(node)
-        return Index(name or "", "unique", parts, using, comment)
+        using, comment, ignored = _index_opts(node)
+        return Index(name or "", "unique", parts, using, comment, ignored)
     if isinstance(node, exp.IndexColumnConstraint):
         kind = (node.args.get("kind") or "key").lower()
         if kind not in ("fulltext", "spatial", "key"):
             raise UnsupportedDDL(f"unsupported index kind {kind}", clause=clause, statement=statement)
         parts = tuple(_index_part(p, clause=clause, statement=statement) for p in node.expressions)
-        using, comment = _index_opts(node)
-        return Index(node.name or "", kind, parts, using, comment)
+        using, comment, ignored = _index_opts(node)
+        return Index(node.name or "", kind, parts, using, comment, ignored)
     raise UnsupportedDDL(f"unsupported table element {node.sql('mysql')}",
                          clause=clause, statement=statement)
 
 
 def parse_index_def(text: str, *, statement: str | None = None, clause: str | None = None) -> Index:
-    tree = _parse_one(f"CREATE TABLE _t ({text})", statement=statement, clause=clause or text)
+    tree = _parse_one(ignored_as_invisible(f"CREATE TABLE _t ({text})"), statement=statement, clause=clause or text)
     elems = tree.this.expressions if isinstance(tree.this, exp.Schema) else []
     if len(elems) != 1:
         raise UnsupportedDDL(f"not a single index definition: {text}",
@@ -478,8 +483,28 @@ def _without_partitioning(sql: str) -> str:
     return sql
 
 
+def ignored_as_invisible(sql: str) -> str:
+    """MariaDB's index attribute ``IGNORED`` / ``NOT IGNORED`` (10.6+, its form of MySQL 8's
+    INVISIBLE / VISIBLE), which sqlglot does not parse, rewritten to the MySQL words it does: an
+    ``IGNORED`` word ending an element of the table body (before ``,`` or the closing paren)."""
+    tokens = tokenize(sql)
+    out, last, depth = [], 0, 0
+    for k, t in enumerate(tokens):
+        if t.token_type == TokenType.L_PAREN:
+            depth += 1
+        elif t.token_type == TokenType.R_PAREN:
+            depth -= 1
+        elif (depth == 1 and word(t) == "IGNORED" and k + 1 < len(tokens)
+              and tokens[k + 1].token_type in (TokenType.COMMA, TokenType.R_PAREN)):
+            negated = word(tokens[k - 1]) == "NOT"
+            start = tokens[k - 1].start if negated else t.start
+            out += [sql[last:start], "VISIBLE" if negated else "INVISIBLE"]
+            last = t.end + 1
+    return "".join(out) + sql[last:] if out else sql
+
+
 def parse_create_table(sql: str) -> TableSchema:
-    fixed, float_unsigned = strip_float_unsigned(_without_partitioning(sql))
+    fixed, float_unsigned = strip_float_unsigned(_without_partitioning(ignored_as_invisible(sql)))
     tree = _parse_one(fixed, statement=sql)
     if not isinstance(tree, exp.Create) or (tree.args.get("kind") or "").upper() != "TABLE":
         raise UnsupportedDDL("expected CREATE TABLE", statement=sql)

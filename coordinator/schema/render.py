@@ -93,6 +93,8 @@ def render_index(ix: Index) -> str:
         s += f" USING {ix.using}"
     if ix.comment:
         s += f" COMMENT {ts.quote_string(ix.comment)}"
+    if ix.ignored:
+        s += " IGNORED"
     return s
 
 

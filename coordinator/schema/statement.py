@@ -169,6 +169,10 @@ def parse_clause(sql, tokens, i, j) -> list[Clause]:
     if w0 == "ALTER":
         k, _ = _skip(tokens, i + 1, j, "COLUMN")
         if w(k) == "INDEX" or w(k) == "KEY":
+            # MariaDB's ALTER INDEX i [NOT] IGNORED (its form of MySQL 8's VISIBLE / INVISIBLE)
+            m = k + 2 + (w(k + 2) == "NOT")
+            if k + 1 < j and w(m) == "IGNORED" and m + 1 == j:
+                return [Clause("alter_index", text, {"name": tokens[k + 1].text, "ignored": w(k + 2) != "NOT"})]
             raise unsupported("ALTER INDEX")
         name, k = tokens[k].text, k + 1
         if (w(k), w(k + 1)) == ("SET", "DEFAULT") and k + 2 < j:

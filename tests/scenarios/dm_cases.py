@@ -181,7 +181,6 @@ NOT_APPLICABLE = {
     "shardddl1 DM_020, DM_022": "no routes: not a shard merge",
     "shardddl3 DM_077, DM_079 (drop primary key)": "TiDB's 'Unsupported drop primary key' is a TiDB downstream "
                                                   "limit; MariaDB accepts it",
-    "shardddl3 DM_085, DM_086 (ALTER INDEX ... VISIBLE)": "MySQL 8 syntax; no MySQL server here (MariaDB uses IGNORED)",
     "shardddl3 DM_071, DM_073, DM_080..DM_082 optimistic runs": "commented out in DM itself (not supported in optimistic "
                                                                 "mode there)",
     "handle_error DM_4202..DM_4213": "TiDB's 'Unsupported modify column' errors: a TiDB downstream limit",

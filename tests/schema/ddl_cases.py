@@ -101,5 +101,11 @@ DDL_CASES = [
     ("create index if not exists, present", BASE, "CREATE INDEX IF NOT EXISTS ka ON t (a)", BASE),
     ("drop index if exists, present", BASE, "DROP INDEX IF EXISTS ka ON t", _t(f"{ID}, {A}, {B}, {C}", "PRIMARY KEY (id)")),
     ("drop index if exists, absent", BASE, "DROP INDEX IF EXISTS zz ON t", BASE),
+    ("alter index ignored (MariaDB's invisible index)", BASE, "ALTER TABLE t ALTER INDEX ka IGNORED",
+     _t(f"{ID}, {A}, {B}, {C}", "PRIMARY KEY (id), KEY ka (a) IGNORED")),
+    ("alter key not ignored", _t(f"{ID}, {A}, {B}, {C}", "PRIMARY KEY (id), KEY ka (a) IGNORED"),
+     "ALTER TABLE t ALTER KEY ka NOT IGNORED", BASE),
+    ("add an ignored index", BASE, "ALTER TABLE t ADD UNIQUE KEY ub (b) COMMENT 'u' IGNORED",
+     _t(f"{ID}, {A}, {B}, {C}", "PRIMARY KEY (id), UNIQUE KEY ub (b) COMMENT 'u' IGNORED, KEY ka (a)")),
     ("truncate", BASE, "TRUNCATE TABLE t", BASE),
 ]
