@@ -223,15 +223,13 @@ class OptimisticDDLHandler:
         ctx = self._ctx(ddl, target)
         skip = f"`shardctl binlog skip {self.task} -s {self.source}`"
         route = route_kind(ddl.kind)
-        if route is Route.REFUSE:
-            raise UnsupportedShardDDL("`RENAME TABLE` statement not supported in optimistic mode: a shard table "
+        renamed = "`RENAME TABLE`" if route is Route.REFUSE else (
+            "`ALTER TABLE ... RENAME`" if route is Route.COORDINATE and _renames_table(ddl.sql) else "")
+        if renamed:
+            raise UnsupportedShardDDL(f"{renamed} statement not supported in optimistic mode: a shard table "
                                       f"cannot be renamed under its merged target; for pt-online-schema-change / "
                                       f"gh-ost cut-overs set `online-ddl: true` in the task; else {skip} skips it, "
                                       "or rename every shard and the target by hand", **ctx)
-        if route is Route.COORDINATE and _renames_table(ddl.sql):
-            raise UnsupportedShardDDL("`ALTER TABLE ... RENAME` statement not supported in optimistic mode: a shard "
-                                      "table cannot be renamed under its merged target (as `RENAME TABLE`); "
-                                      f"{skip} skips it, or rename every shard and the target by hand", **ctx)
         like = route is Route.CREATE and create_like_source(ddl.sql) is not None
         try:
             statements = [ddl.sql] if like else split_ddl(ddl.sql)
