@@ -276,7 +276,11 @@ class LockKeeper:
     def _executing(lock: Lock, exclude: TableRef | None = None) -> TableRef | None:
         """A table whose answer runs DDLs downstream and is not done yet: the downstream is behind
         the lock until it is.  Redirected tables replay only after it (their rows need the change)."""
-        return next((t for t in sorted(lock.running, key=str) if t != exclude), None)
+        for t, m in lock.members.items():
+            a = m.answer
+            if t != exclude and a is not None and a.stage is Stage.NONE and a.ddls and not m.done:
+                return t
+        return None
 
     def _ensure_lock(self, key: LockKey, init: TableSchema | None) -> Lock | None:
         lock = self._locks.get(key)

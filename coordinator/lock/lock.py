@@ -71,7 +71,6 @@ class Lock:
         self.conflicts: set[TableRef] = set()
         self.detected: set[TableRef] = set()    # members whose current answer is `detected`
         self.not_done: set[TableRef] = set()    # members with an Operation not yet done
-        self.running: set[TableRef] = set()     # members told to run DDLs downstream, not done yet
         self.columns: dict[str, dict[TableRef, DroppedStage]] = {}
         self.handled_revision = 0
         self.error = ""             # lock-level problem (bad records at rebuild)
@@ -97,7 +96,6 @@ class Lock:
         self.conflicts.discard(t)
         self.detected.discard(t)
         self.not_done.discard(t)
-        self.running.discard(t)
         cols = []
         for col, per in list(self.columns.items()):
             if per.pop(t, None) is not None:
@@ -122,17 +120,10 @@ class Lock:
     def set_answer(self, m: Member, a: Answer | None) -> None:
         m.answer = a
         (self.detected.add if a is not None and a.stage is Stage.DETECTED else self.detected.discard)(m.table)
-        self._track_running(m)
 
     def set_done(self, m: Member, done: bool) -> None:
         m.done = done
         (self.not_done.discard if done else self.not_done.add)(m.table)
-        self._track_running(m)
-
-    def _track_running(self, m: Member) -> None:
-        a = m.answer
-        running = a is not None and a.stage is Stage.NONE and bool(a.ddls) and not m.done
-        (self.running.add if running else self.running.discard)(m.table)
 
     # ------------------------------------------------------------------ sync state
     def joined(self) -> TableSchema | None:
