@@ -256,31 +256,8 @@ class LockKeeper:
                 "after-schemas (worker bug; skip the event)"), out)
         if before is None:
             return self._answer(lock, m, info, Answer(info, Stage.ERROR, [], "Info has no before-schema"), out)
-        applied = m.applied_by_other
         ans = self._try_sync(lock, m, info, before, afters, out)
-        owner = self._executing(lock, exclude=m.table)
-        if applied is not None and ans.stage is Stage.NONE and not ans.ddls and owner is not None:
-            # a replay of a change another table runs downstream, which has not run yet (its worker
-            # died between the Operation and the execution, say): the rows after it do not fit the
-            # downstream yet.  Hold the table until that execution is done (then it is redirected);
-            # if both are on one source, the stream must get past this table to reach the other.
-            m.applied_by_other = applied
-            ans = Answer(info, Stage.SKIP_AND_WAIT, [], f"waiting for {owner} to run the agreed change "
-                         f"downstream ({'; '.join(lock.members[owner].answer.ddls)}) before replaying",
-                         [], set(), afters, before)
-            if m.table not in lock.redirects:
-                lock.redirects.append(m.table)
         return self._answer(lock, m, info, ans, out)
-
-    @staticmethod
-    def _executing(lock: Lock, exclude: TableRef | None = None) -> TableRef | None:
-        """A table whose answer runs DDLs downstream and is not done yet: the downstream is behind
-        the lock until it is.  Redirected tables replay only after it (their rows need the change)."""
-        for t, m in lock.members.items():
-            a = m.answer
-            if t != exclude and a is not None and a.stage is Stage.NONE and a.ddls and not m.done:
-                return t
-        return None
 
     def _ensure_lock(self, key: LockKey, init: TableSchema | None) -> Lock | None:
         lock = self._locks.get(key)
@@ -384,10 +361,6 @@ class LockKeeper:
         out.empty = not lock.members
 
     def _drain_redirects(self, lock: Lock, out: LockChange) -> None:
-        """Redirect the resolved tables, once no table is still running the agreed change
-        downstream (``mark_done`` drains them then): replayed rows need the downstream changed."""
-        if self._executing(lock) is not None:
-            return
         while lock.redirects:
             t = lock.redirects.pop(0)
             m = lock.members.get(t)
@@ -438,7 +411,6 @@ class LockKeeper:
             if col not in cleared:
                 out.dropped_puts.append((m.table, [col], stage))
         out.dropped_deletes.extend(cleared)
-        self._drain_redirects(lock, out)     # held until this execution was done
         out.handled_revision = lock.handled_revision
         out.resolved = lock.is_resolved()
         return out
