@@ -1,20 +1,27 @@
-"""Benchmark: one optimistic lock with N shard tables through the real etcd.
+"""Benchmark: one optimistic lock with N shard tables through the real etcd and the real master.
 
-Every shard table sends ADD COLUMN, then DROP COLUMN.  Per Info the full protocol runs:
-worker ``put_info`` -> engine ``handle_info`` -> master fenced ``put_operation`` (+ dropped-column
-records) -> worker ``mark_done`` -> engine ``mark_done`` (+ dropped-column updates); at the end
-the master removes the resolved lock in one transaction.  Reported: Infos handled per second,
-time to resolve, and — as the limit measured in the same run — raw etcd PUT throughput for the
-same number of keys (each Info costs at least three etcd writes, so ~0.33 of raw is the ceiling).
+Every shard table sends ADD COLUMN, then DROP COLUMN.  Default (issue 13's big lock): N tables
+over 8 sources; each source is a worker *process* that writes its tables' Infos in batched
+transactions, watches its Operations and marks them done in batched transactions, while the
+master's real coordinator (``Optimist``: watches, lock engine, batched fenced writes) runs here.
+Reported: Infos handled per second (first Info written -> lock resolved and removed), time from
+the last Info to resolution, and, as the limit measured in the same run, etcd's own write rate
+for the same keys written the same way (8 concurrent clients, transactions of 120 puts; each
+Info costs three keys: the Info, its Operation, the done mark), plus the ratio.
+
+``--serial``: the old single-client form (one Info at a time: put, answer, done), for comparison.
 Then the pure lock engine's cost per Info at 256, 1,024 and 4,096 tables (it must stay flat).
 
-    .venv/bin/python bench/lock_bench.py [--tables 4096] [--etcd 127.0.0.1:23790]
+    .venv/bin/python bench/lock_bench.py [--tables 4096] [--sources 8] [--etcd 127.0.0.1:23790]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import os
+import queue
+import resource
 import sys
 import time
 import uuid
@@ -23,8 +30,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from coordinator.etcd_client import connect  # noqa: E402
-from coordinator.etcdproto import Info, LockKey, SourceTables, Stage, Store, TableRef  # noqa: E402
+from coordinator.etcdproto import Info, LockKey, Operation, SourceTables, Stage, Store, TableRef  # noqa: E402
 from coordinator.lock import LockKeeper  # noqa: E402
+from coordinator.master.optimist import Optimist  # noqa: E402
 from coordinator.schema.ddl import apply_ddl  # noqa: E402
 from coordinator.schema.parse import parse_create_table  # noqa: E402
 
@@ -69,6 +77,150 @@ def engine_cost_us(n: int, sources: int = 8) -> float:
             spent += time.perf_counter() - t0
             rev += 1
     return spent / (2 * n) * 1e6
+
+
+def _steps():
+    init = parse_create_table(INIT)
+    added = apply_ddl(init, "ALTER TABLE t ADD COLUMN c1 INT")
+    dropped = apply_ddl(added, "ALTER TABLE t DROP COLUMN c1")
+    return [("ALTER TABLE `shop`.`orders` ADD COLUMN c1 INT", init.to_json(), added.to_json()),
+            ("ALTER TABLE `shop`.`orders` DROP COLUMN c1", added.to_json(), dropped.to_json())]
+
+
+def _raw_writer(etcd: str, prefix: str, w: int, keys: int, value: bytes, go, out) -> None:
+    """The limit: one client writing ``keys`` keys in transactions of MAX_TXN_OPS puts."""
+    from etcd3 import transactions as T
+    from coordinator.etcdproto import MAX_TXN_OPS
+    client = connect(etcd)
+    store = Store(client, prefix)
+    go.wait()
+    t0 = time.time()
+    for i in range(0, keys, MAX_TXN_OPS):
+        store._txn("raw", [], [T.Put(f"{prefix}raw/{w}/{j}", value) for j in range(i, min(keys, i + MAX_TXN_OPS))])
+    out.put((t0, time.time()))
+    client.close()
+
+
+def _worker(etcd: str, prefix: str, source: str, tables: list[tuple[str, str]], go, out) -> None:
+    """One source's worker: per step, write its tables' Infos (batched), then mark each answer
+    done as it arrives (one batched done write per watch response)."""
+    client = connect(etcd)
+    store = Store(client, prefix)
+    lock = LockKey("bench", "shop", "orders")
+    steps = _steps()
+    go.wait()
+    times, errors = [], []
+    for ddl, before, after in steps:
+        infos = [Info(task=lock.task, source=source, up_schema=s, up_table=t, down_schema=lock.down_schema,
+                      down_table=lock.down_table, ddls=[ddl], before=before, afters=[after]) for s, t in tables]
+        q: queue.Queue = queue.Queue()
+        start = store.revision() + 1
+        wid = client.add_watch_prefix_callback(store.keys.key("operation", lock.task, lock.down_schema,
+                                                              lock.down_table, source), q.put, start_revision=start)
+        t0 = time.time()
+        store.put_infos(infos)
+        t1 = time.time()
+        want = {(i.up_schema, i.up_table): i.revision for i in infos}
+        while want:
+            resp = q.get(timeout=120)
+            if isinstance(resp, Exception):
+                raise resp
+            todo = []
+            for ev in resp.events:
+                if not ev.value:
+                    continue
+                op = store._decode(Operation, ev.key, ev.value, ev._event.kv)
+                if want.get((op.up_schema, op.up_table)) == op.info_revision and not op.done:
+                    if op.stage is not Stage.NONE:
+                        errors.append(f"{op.up_table}: {op.stage.value} {op.message}")
+                    todo.append(op)
+                    del want[(op.up_schema, op.up_table)]
+            if todo:
+                errors.extend(str(e) for e in store.mark_done_many(todo))
+        client.cancel_watch(wid)
+        times.append((t0, t1, time.time()))
+    out.put((source, times, errors))
+    client.close()
+
+
+def run_concurrent(n: int, etcd: str, sources: int = 8) -> dict:
+    """Issue 13's big lock: ``sources`` worker processes, the real master coordinator here."""
+    client = connect(etcd)
+    prefix = f"/shardmerge-bench/{uuid.uuid4().hex[:10]}/"
+    store = Store(client, prefix)
+    lock = LockKey("bench", "shop", "orders")
+    tables = [TableRef(f"s{i % sources}", f"shop_{i % sources:02d}", f"orders_{i:05d}") for i in range(n)]
+    ctx = mp.get_context("spawn")
+    optimist = None
+    try:
+        fence = store.campaign("bench-master", ttl=60)
+        assert fence is not None
+        for s in range(sources):
+            st = SourceTables(lock.task, f"s{s}")
+            for t in tables:
+                if t.source == st.source:
+                    st.add(t.schema, t.table, lock.down_schema, lock.down_table)
+            store.put_source_tables(st)
+
+        # the limit: the same keys (Info, Operation, done mark per Info and step), same clients
+        steps = _steps()
+        sample = Info(task=lock.task, source="s0", up_schema="shop_00", up_table="orders_00000",
+                      down_schema="shop", down_table="orders", ddls=[steps[0][0]],
+                      before=steps[0][1], afters=[steps[0][2]]).encode()
+        go, out = ctx.Event(), ctx.Queue()
+        per = 3 * len(steps) * n // sources
+        procs = [ctx.Process(target=_raw_writer, args=(etcd, prefix, w, per, sample, go, out)) for w in range(sources)]
+        for p in procs:
+            p.start()
+        time.sleep(3)    # let the processes import and connect
+        go.set()
+        spans = [out.get(timeout=300) for _ in procs]
+        for p in procs:
+            p.join()
+        raw_keys = per * sources / (max(e for _, e in spans) - min(s for s, _ in spans))
+        client.delete_prefix(f"{prefix}raw/")
+
+        cpu0, kids0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        optimist = Optimist(store, fence).start()
+        while not optimist.ready:
+            time.sleep(0.05)
+        go, out = ctx.Event(), ctx.Queue()
+        procs = [ctx.Process(target=_worker, args=(etcd, prefix, f"s{s}",
+                                                   [(t.schema, t.table) for t in tables if t.source == f"s{s}"], go, out))
+                 for s in range(sources)]
+        for p in procs:
+            p.start()
+        time.sleep(3)
+        go.set()
+        results = [out.get(timeout=600) for _ in procs]
+        errors = [e for _, _, errs in results for e in errs]
+        assert not errors, errors[:5]
+        while store.list_infos(lock.task).items:       # resolved: the master removed the lock
+            time.sleep(0.005)
+        t_resolved = time.time()
+        for p in procs:
+            p.join()
+        cpu1, kids1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        first = min(t[0][0] for _, t, _ in results)
+        last_info = max(t[-1][1] for _, t, _ in results)
+        assert optimist.call(lambda: optimist.engine.keeper.find(lock)) is None
+        assert store.list_operations(lock.task).items == []
+        handled = len(steps) * n
+        rate = handled / (t_resolved - first)
+        limit = raw_keys / 3
+        return {"tables": n, "sources": sources, "infos_handled": handled,
+                "infos_per_sec": round(rate, 1), "time_to_resolve_s": round(t_resolved - first, 2),
+                "resolved_after_last_info_s": round(t_resolved - last_info, 2),
+                "cpu_s": {"master_process": round(cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime, 2),
+                          "workers": round(kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime, 2)},
+                "limit_etcd_batched_keys_per_sec": round(raw_keys, 1),
+                "limit_infos_per_sec": round(limit, 1), "ratio_vs_limit": round(rate / limit, 3),
+                "note": "limit = etcd's batched write rate from 8 concurrent clients / 3 keys per Info"}
+    finally:
+        if optimist is not None:
+            optimist.close()
+        client.delete_prefix(prefix)
+        client.close()
 
 
 def run(n: int, etcd: str, sources: int = 4) -> dict:
@@ -146,11 +298,13 @@ def main(argv=None) -> int:
     p.add_argument("--tables", type=int, default=4096, help="shard tables in the lock (default 4096)")
     # default: the local services' etcd (scripts/services, honouring its port offset)
     p.add_argument("--etcd", default=f"127.0.0.1:{23790 + int(os.environ.get('SHARDMERGE_SERVICES_PORT_OFFSET', '0'))}")
-    p.add_argument("--sources", type=int, default=4)
+    p.add_argument("--sources", type=int, default=8, help="worker processes (default 8)")
+    p.add_argument("--serial", action="store_true",
+                   help="the old single-client form: one Info at a time (put, answer, done)")
     p.add_argument("--engine-sizes", default="256,1024,4096",
                    help="lock sizes for the pure engine's per-Info cost (comma-separated; '' to skip)")
     a = p.parse_args(argv)
-    out = run(a.tables, a.etcd, a.sources)
+    out = run(a.tables, a.etcd, a.sources) if a.serial else run_concurrent(a.tables, a.etcd, a.sources)
     sizes = [int(x) for x in a.engine_sizes.split(",") if x.strip()]
     if sizes:
         cost = {str(k): round(engine_cost_us(k), 1) for k in sizes}

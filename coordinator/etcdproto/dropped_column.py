@@ -41,6 +41,22 @@ class DroppedColumnOps(_Base):
         pre = self.keys.lock_prefix("dropped-column", lock) if lock else self.keys.key("dropped-column")
         return self._list(DroppedColumn, pre)
 
+    # caller: master leader (master/write_batch.py: the raw writes, to batch with others)
+    def dropped_column_puts(self, lock: LockKey, table: TableRef, columns: Iterable[str],
+                            stage: DroppedStage = DroppedStage.NOT_DONE) -> list[tuple[str, typing.Any]]:
+        """(key, etcd put) of each column's record: what ``put_dropped_columns`` writes."""
+        value = DroppedColumn(DroppedStage(stage)).encode()
+        out = []
+        for c in columns:
+            k = self.keys.dropped_column(lock, c, *self._t(table))
+            out.append((k, T.Put(k, value)))
+        return out
+
+    # caller: master leader (master/write_batch.py)
+    def dropped_column_prefix(self, lock: LockKey, column: str) -> str:
+        """The prefix ``delete_dropped_column`` clears (every table's record of the column)."""
+        return self.keys.key("dropped-column", lock.task, lock.down_schema, lock.down_table, column)
+
     # caller: master leader (master/locks.py, fenced)
     def put_dropped_columns(self, fence: Fence, lock: LockKey, table: TableRef, columns: Iterable[str],
                             stage: DroppedStage = DroppedStage.NOT_DONE) -> int:
@@ -51,7 +67,7 @@ class DroppedColumnOps(_Base):
     # caller: master leader (master/locks.py, fenced)
     def delete_dropped_column(self, fence: Fence, lock: LockKey, column: str) -> int:
         """The column is fully dropped downstream: forget all its per-table records."""
-        p = self.keys.key("dropped-column", lock.task, lock.down_schema, lock.down_table, column)
+        p = self.dropped_column_prefix(lock, column)
         _, rev, _ = self._fenced(fence, f"clearing dropped column {column} of {lock.id}", [],
                                  [T.Delete(p, eu.prefix_range_end(eu.to_bytes(p)))])
         return rev

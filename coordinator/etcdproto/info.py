@@ -4,8 +4,10 @@ import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from etcd3 import transactions as T
+
 from .keys import LockKey, TableRef
-from .record import Listing, Record, _meta
+from .record import MAX_TXN_OPS, Listing, Record, _meta
 
 if TYPE_CHECKING:
     from .store import StoreCore as _Base
@@ -61,6 +63,21 @@ class InfoOps(_Base):
                              info.up_schema, info.up_table)
         rev = self._put(key, info)
         info.revision = rev
+        return rev
+
+    # caller: a worker with several tables' DDLs at hand (bench/lock_bench.py's workers)
+    def put_infos(self, infos: list[Info]) -> int:
+        """PUT many Infos (of distinct tables) in transactions of at most MAX_TXN_OPS: one etcd
+        round trip per chunk instead of one per table.  Infos of one chunk share its revision,
+        which is fine: every guard compares one Info key's own mod revision."""
+        rev = 0
+        for i in range(0, len(infos), MAX_TXN_OPS):
+            chunk = infos[i:i + MAX_TXN_OPS]
+            puts = [T.Put(self.keys.info(f.task, f.down_schema, f.down_table, f.source, f.up_schema, f.up_table),
+                          f.encode()) for f in chunk]
+            _, rev, _ = self._txn(f"writing {len(chunk)} Infos", [], puts)
+            for f in chunk:
+                f.revision = rev
         return rev
 
     # caller: worker (shardddl lock client / handler)

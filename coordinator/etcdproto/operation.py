@@ -14,7 +14,7 @@ from etcd3 import transactions as T
 from .errors import EtcdUnavailable, OperationWaitTimeout, RecordError, StaleOperation
 from .keys import LockKey, TableRef
 from .leader import Fence
-from .record import Listing, Record, Stage, _meta
+from .record import MAX_TXN_OPS, Listing, Record, Stage, _meta
 
 if TYPE_CHECKING:
     from .store import StoreCore as _Base
@@ -155,6 +155,29 @@ class OperationOps(_Base):
             expect_rev = cur.revision
         raise StaleOperation("the Operation keeps changing; retry", etcd_key=key, lock_id=op.lock_id)
 
+    # caller: a worker with several answers at hand (bench/lock_bench.py's workers)
+    def mark_done_many(self, ops: list[Operation]) -> list[StaleOperation]:
+        """``mark_done`` for many Operations (distinct tables) in transactions of at most
+        MAX_TXN_OPS, each guarded on every Operation's mod revision.  A chunk whose guard fails
+        is marked one by one, so each Operation gets ``mark_done``'s exact rules; returns the
+        ``StaleOperation`` of those that could not be marked."""
+        stale: list[StaleOperation] = []
+        for i in range(0, len(ops), MAX_TXN_OPS):
+            chunk = ops[i:i + MAX_TXN_OPS]
+            keys = [self.operation_key(op.lock, op.table) for op in chunk]
+            ok, rev, _ = self._txn(f"marking {len(chunk)} Operations done",
+                                   [T.Mod(k) == op.revision for k, op in zip(keys, chunk)],
+                                   [T.Put(k, dataclasses.replace(op, done=True).encode())
+                                    for k, op in zip(keys, chunk)])
+            if ok:
+                continue
+            for op in chunk:
+                try:
+                    self.mark_done(op)
+                except StaleOperation as e:
+                    stale.append(e)
+        return stale
+
     # caller: master leader (optimist rebuild), worker (lock client resync)
     def list_operations(self, task: str | None = None) -> Listing[Operation]:
         return self._list(Operation, self.keys.key("operation", *([task] if task else [])))
@@ -194,3 +217,26 @@ class OperationOps(_Base):
                 return PutResult(False, rev, "newer-info")
             # the Operation changed between read and write (a worker's done mark): re-decide
         raise EtcdUnavailable(f"Operation {key} kept changing while writing; retry", etcd_key=key)
+
+    # caller: master leader (master/write_batch.py, fenced)
+    def put_operations(self, fence: Fence, ops: list[Operation]) -> list[PutResult]:
+        """``put_operation`` for many answers (distinct tables) in fenced transactions of at most
+        MAX_TXN_OPS, each guarded on the revision of every Info they answer.  A chunk whose guard
+        fails (a worker wrote a newer Info, or one is gone) is written one by one, so each answer
+        gets ``put_operation``'s exact rules and reason.  Results are in the order of ``ops``.
+
+        Not for rebuild (``skip_done``): that must read what is stored first."""
+        out: list[PutResult] = []
+        for i in range(0, len(ops), MAX_TXN_OPS):
+            chunk = ops[i:i + MAX_TXN_OPS]
+            cmp = [T.Mod(self.keys.info(op.task, op.down_schema, op.down_table, op.source, op.up_schema,
+                                        op.up_table)) == op.info_revision for op in chunk if op.info_revision]
+            puts = [T.Put(self.operation_key(op.lock, op.table), op.encode()) for op in chunk]
+            ok, rev, _ = self._fenced(fence, f"writing {len(chunk)} Operations", cmp, puts)
+            if ok:
+                for op in chunk:
+                    op.revision = rev
+                out.extend(PutResult(True, rev) for _ in chunk)
+            else:
+                out.extend(self.put_operation(fence, op) for op in chunk)
+        return out

@@ -24,6 +24,8 @@ from .errors import GarbageRecord, RecordError, UnknownVersion
 
 R = TypeVar("R", bound="Record")
 
+MAX_TXN_OPS = 120  # etcd's default --max-txn-ops is 128 (compares count apart); leave room
+
 
 def _meta(default: Any = 0) -> Any:
     # ``Any`` like ``dataclasses.field`` itself: the result is the field's default to the checker
@@ -65,12 +67,19 @@ class Record:
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {"v": self.VERSION}
-        for f in dataclasses.fields(self):
-            if f.metadata.get("meta"):
-                continue
-            val = getattr(self, f.name)
-            out[f.name] = val.value if isinstance(val, enum.Enum) else val
+        for name in self._stored_fields():
+            val = getattr(self, name)
+            out[name] = val.value if isinstance(val, enum.Enum) else val
         return out
+
+    @classmethod
+    def _stored_fields(cls) -> tuple[str, ...]:
+        """The names of the stored (not ``meta``) fields, computed once per class."""
+        names = cls.__dict__.get("_stored_names")
+        if names is None:
+            names = tuple(f.name for f in dataclasses.fields(cls) if not f.metadata.get("meta"))
+            setattr(cls, "_stored_names", names)
+        return names
 
     def encode(self) -> bytes:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()

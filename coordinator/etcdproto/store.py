@@ -36,7 +36,7 @@ from .keys import DEFAULT_PREFIX, Keys, LockKey, TableRef
 from .leader import Fence, LeaderOps, LeaderRecord
 from .lock_cleanup import LockCleanupOps
 from .operation import Operation, OperationOps
-from .record import R, Listing, Record
+from .record import MAX_TXN_OPS, R, Listing, Record
 from .schema_op import SchemaOp, SchemaOpOps
 from .source import SourceOps, SourceRecord
 from .source_tables import SourceTables, SourceTablesOps
@@ -47,7 +47,6 @@ from .worker import WorkerOps, WorkerRegistration
 
 _T = TypeVar("_T")
 
-MAX_TXN_OPS = 120  # etcd's default --max-txn-ops is 128; leave room for compares
 
 RECORD_TYPES: dict[str, type[Record]] = {c.KIND: c for c in (
     Info, Operation, SourceTables, DroppedColumn, LeaderRecord, SourceRecord, TaskRecord,

@@ -81,6 +81,15 @@ class LockView:
 
 
 @dataclass
+class LockSummary:
+    """One lock as the gauges need it (``LockKeeper.summaries``)."""
+    ID: str
+    task: str
+    state: str
+    unsynced: int
+
+
+@dataclass
 class Expectation:
     """What a lock says its downstream table holds right now (force-remove's schema check).
 
@@ -200,6 +209,27 @@ class LockKeeper:
                 out.extend(TableRef(source, s, t) for s, t in sorted(st.members(key.down_schema, key.down_table)))
         return out
 
+    def _member(self, lock: Lock, t: TableRef) -> Member:
+        """``t``'s member of ``lock``, added (from its checkpoint schema) when new."""
+        m = lock.members.get(t)
+        return m if m is not None else lock.add_member(t, self._initial(lock.key, t))
+
+    def _add_members(self, lock: Lock, tables: Iterable[TableRef]) -> None:
+        """Add the new ones of ``tables``; their starting schemas are read in one go when the
+        schema source can (``many``: a big lock's first Info brings thousands of members)."""
+        new = [t for t in tables if t not in lock.members]
+        bulk = getattr(self.schema_source, "many", None)
+        if bulk is not None and len(new) > 1:
+            try:
+                schemas = bulk(lock.key, new)
+            except Exception:   # noqa: BLE001 — as _initial: fall back to the init schema
+                schemas = {}
+            for t in new:
+                lock.add_member(t, schemas.get(t))
+            return
+        for t in new:
+            self._member(lock, t)
+
     def _initial(self, key: LockKey, t: TableRef) -> TableSchema | None:
         if self.schema_source is None:
             return None
@@ -224,7 +254,7 @@ class LockKeeper:
                 out.ignored = f"Info of {t} has an unreadable schema ({e}) and no lock exists for it"
                 out.operation = self._op(key, t, info, Stage.ERROR, [], out.ignored)
                 return out
-            m = lock.add_member(t, self._initial(key, t))
+            m = self._member(lock, t)
             return self._answer(lock, m, info, Answer(info, Stage.ERROR, [], f"unreadable schema in Info: {e}"), out)
         lock = self._ensure_lock(key, before or (afters[-1] if afters else None))
         if lock is None:
@@ -232,11 +262,10 @@ class LockKeeper:
             out.operation = self._op(key, t, info, Stage.ERROR, [], out.ignored)
             return out
         if target_tables is not None or key not in self._members_current:
-            for tt in (self.targets(key) if target_tables is None else target_tables):
-                lock.add_member(tt, self._initial(key, tt))
+            self._add_members(lock, self.targets(key) if target_tables is None else target_tables)
             if target_tables is None:
                 self._members_current.add(key)   # until SourceTables change
-        m = lock.add_member(t, self._initial(key, t))
+        m = self._member(lock, t)
         if info.revision and info.revision < m.info_revision:
             out.ignored = (f"Info revision {info.revision} of {t} is older than the handled "
                            f"revision {m.info_revision}")
@@ -544,7 +573,7 @@ class LockKeeper:
             lock = Lock(key, TableSchema(columns=()))
             self._locks[key] = lock
         if table is not None:
-            lock.add_member(table, self._initial(key, table)).error = reason
+            self._member(lock, table).error = reason
         else:
             lock.error = reason if not lock.error else f"{lock.error}; {reason}"
 
@@ -564,6 +593,25 @@ class LockKeeper:
             out.append(self._view(lock))
         return out
 
+    def summaries(self) -> list[LockSummary]:
+        """Per lock its state and how many tables it waits for: what the gauges need, without
+        the per-table explanations of ``locks()`` (those walk every member's schema, far too much
+        for a once-a-second gauge on a lock of thousands of tables)."""
+        out = []
+        for key, lock in self._locks.items():
+            ready = lock.ready()
+            out.append(LockSummary(lock.id, key.task, self._state(lock), sum(1 for r in ready.values() if not r)))
+        return out
+
+    @staticmethod
+    def _state(lock: Lock) -> str:
+        if lock.error or any(m.error for m in lock.members.values()):
+            return "error"
+        if any(m.answer is not None and m.answer.stage in (Stage.DETECTED, Stage.SKIP_AND_WAIT, Stage.ERROR)
+               for m in lock.members.values()):
+            return "conflict"
+        return "resolved" if lock.is_resolved() else "syncing"
+
     def _view(self, lock: Lock) -> LockView:
         ready = lock.ready()
         waiting = []
@@ -577,12 +625,9 @@ class LockKeeper:
         if owners:
             first = next(m for t, m in lock.members.items() if str(t) == owners[0])
             owner_ddls = list(first.answer.info.ddls)
-        blocked = any(m.answer is not None and m.answer.stage in (Stage.DETECTED, Stage.SKIP_AND_WAIT, Stage.ERROR)
-                      for m in lock.members.values())
         errs = [lock.error] if lock.error else []
         errs += [f"{t}: {m.error}" for t, m in sorted(lock.members.items(), key=lambda x: str(x[0])) if m.error]
-        state = ("error" if errs else "conflict" if blocked else
-                 "resolved" if lock.is_resolved() else "syncing")
+        state = self._state(lock)
         j = lock.joined()
         return LockView(ID=lock.id, task=lock.key.task, mode="optimistic", owner=owners[0] if owners else "",
                         DDLs=owner_ddls, synced=sorted(str(t) for t, r in ready.items() if r),

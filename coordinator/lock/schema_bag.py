@@ -7,6 +7,7 @@ that keeps every Info O(distinct schemas) instead of O(tables).
 """
 from __future__ import annotations
 
+import copy
 from typing import Iterable
 
 from coordinator.schema import Incomparable, SchemaConflict, TableSchema, compare, join
@@ -16,12 +17,43 @@ def key(s: TableSchema):
     return s.lattice_key()
 
 
+# Memos of join and compare on the identity of their (immutable) operands.  A lock of thousands
+# of tables sees the same few schema objects over and over (TableSchema.from_json interns them,
+# bags keep their joins), so each pair is computed once.  An entry holds its operands, so their
+# ids cannot be reused while it exists; the memo is cleared when it grows past _MEMO_MAX.
+_MEMO_MAX = 8192
+_JOINS: dict[tuple[int, int], tuple[TableSchema, TableSchema, object]] = {}
+_CMPS: dict[tuple[int, int], tuple[TableSchema, TableSchema, int | None]] = {}
+
+
+def _memo_join(a: TableSchema, b: TableSchema) -> TableSchema:
+    e = _JOINS.get((id(a), id(b)))
+    if e is None or e[0] is not a or e[1] is not b:
+        try:
+            r: object = join(a, b)
+        except SchemaConflict as ex:
+            r = ex
+        if len(_JOINS) >= _MEMO_MAX:
+            _JOINS.clear()
+        e = _JOINS[(id(a), id(b))] = (a, b, r)
+    r = e[2]
+    if isinstance(r, SchemaConflict):
+        raise copy.copy(r).with_traceback(None)
+    return r  # type: ignore[return-value]
+
+
 def cmp(a: TableSchema, b: TableSchema) -> int | None:
     """-1/0/1, or None when incomparable."""
-    try:
-        return compare(a, b)
-    except Incomparable:
-        return None
+    e = _CMPS.get((id(a), id(b)))
+    if e is None or e[0] is not a or e[1] is not b:
+        try:
+            r: int | None = compare(a, b)
+        except Incomparable:
+            r = None
+        if len(_CMPS) >= _MEMO_MAX:
+            _CMPS.clear()
+        e = _CMPS[(id(a), id(b))] = (a, b, r)
+    return e[2]
 
 
 def eq(a: TableSchema | None, b: TableSchema | None) -> bool:
@@ -32,7 +64,7 @@ def eq(a: TableSchema | None, b: TableSchema | None) -> bool:
 
 def join2(a: TableSchema, b: TableSchema) -> TableSchema | None:
     try:
-        return join(a, b)
+        return _memo_join(a, b)
     except SchemaConflict:
         return None
 
@@ -41,7 +73,7 @@ def join_all(schemas: Iterable[TableSchema]) -> TableSchema:
     """Lattice join of all schemas; raises SchemaConflict (naming the column) if none exists."""
     out = None
     for s in schemas:
-        out = s if out is None else join(out, s)
+        out = s if out is None else _memo_join(out, s)
     if out is None:
         raise ValueError("join of no schemas")
     return out

@@ -24,7 +24,7 @@ class LockGauges:
         self._first_seen: dict[tuple[str, str], float] = {}
 
     def update(self, views: Iterable, now: float | None = None) -> None:
-        """``views``: the keeper's ``LockView``s (ID, task, state, unsynced)."""
+        """``views``: the keeper's ``LockSummary``s (ID, task, state, unsynced: a count)."""
         now = time.time() if now is None else now
         counts = dict.fromkeys(metrics.LOCK_STATES, 0)
         seen = set()
@@ -34,7 +34,7 @@ class LockGauges:
             seen.add(key)
             first = self._first_seen.setdefault(key, now)
             metrics.LOCK_AGE.labels(*key).set(round(now - first, 1))
-            metrics.LOCK_UNSYNCED.labels(*key).set(len(v.unsynced))
+            metrics.LOCK_UNSYNCED.labels(*key).set(v.unsynced)
         for s, n in counts.items():
             metrics.LOCKS.labels(state=s).set(n)
         for key in set(self._first_seen) - seen:

@@ -19,6 +19,7 @@ from . import metrics
 from .checkpoint_schema import CheckpointSchemaSource, DownstreamUnknown, DownstreamUnreachable
 from .cluster import RequestError
 from .schema_check import check as check_schema
+from .write_batch import WriteBatch
 
 _ALL = 1 << 62   # "every revision": an unguarded lock removal (force-remove)
 
@@ -28,6 +29,23 @@ class Locks:
         self.store, self.fence, self.log = store, fence, log
         self.schema_source = CheckpointSchemaSource(store)
         self.keeper = LockKeeper(schema_source=self.schema_source)
+        self.batch: WriteBatch | None = None    # set between begin() and flush(): a burst of events
+
+    # ------------------------------------------------------------------ bursts (write_batch.py)
+    def begin(self) -> None:
+        """Collect the writes of the following events until ``flush``."""
+        if self.batch is None:
+            self.batch = WriteBatch(self.store, self.fence, self.log)
+
+    def flush(self) -> None:
+        batch, self.batch = self.batch, None
+        if batch:
+            batch.flush()
+
+    def _direct(self) -> None:
+        """Before a write that must follow the pending ones (lock removal, a table leaving)."""
+        if self.batch:
+            self.batch.flush()
 
     # ------------------------------------------------------------------ rebuild
     def rebuild(self, sts: Listing, infos: Listing, ops: Listing, dcs: Listing) -> dict:
@@ -77,10 +95,9 @@ class Locks:
         if out.ignored:
             self.log.info("info ignored", lock_id=info.lock.id, source=info.source,
                           table=f"{info.up_schema}.{info.up_table}", reason=out.ignored)
-        self._persist(out)
+        self._persist(out, started=t0)
         if out.operation is not None:
             metrics.INFOS.labels(stage=out.operation.stage.value).inc()
-            metrics.OPERATION_LATENCY.observe(time.monotonic() - t0)
 
     def on_done(self, op: Operation) -> None:
         out = self.keeper.mark_done(op)
@@ -102,12 +119,33 @@ class Locks:
                                    f"unreadable record {e.etcd_key}: {e.message}", t)
 
     # ------------------------------------------------------------------ persisting
-    def _persist(self, out: LockChange) -> dict:
-        """Write ``out``; returns ``{"operation": PutResult of out.operation or None,
-        "removed": True/False when the lock was resolved (removal done / deferred), else None}``
-        so operator commands can report what really happened."""
+    def _persist(self, out: LockChange, started: float | None = None) -> dict:
+        """Write ``out`` (into the burst's batch when one is open); returns ``{"operation":
+        PutResult of out.operation or None, "removed": True/False when the lock was resolved
+        (removal done / deferred), else None}`` so operator commands can report what really
+        happened.  ``started``: when the Info arrived (operation latency metric)."""
         lk = out.lock
         done: dict = {"operation": None, "removed": None}
+        if self.batch is not None:
+            for op in out.operations:
+                self.batch.put_operation(op, started if op is out.operation else None)
+            for t, cols, stage in out.dropped_puts:
+                self.batch.put_dropped(lk, t, cols, stage)
+            for col in out.dropped_deletes:
+                self.batch.delete_dropped(lk, col)
+            if out.removed_tables or (lk is not None and (out.resolved or out.empty)):
+                self._direct()
+        else:
+            self._write_now(out, done, started)
+        for t in out.removed_tables:
+            self.store.delete_table(self.fence, lk, t)
+            self.log.info("table removed from lock", lock_id=lk.id, source=t.source, table=f"{t.schema}.{t.table}")
+        if lk is not None and (out.resolved or out.empty):
+            done["removed"] = bool(self._remove(lk, out.handled_revision))
+        return done
+
+    def _write_now(self, out: LockChange, done: dict, started: float | None) -> None:
+        lk = out.lock
         for op in out.operations:
             res = self.store.put_operation(self.fence, op)
             if op is out.operation:
@@ -116,16 +154,12 @@ class Locks:
                           lock_id=op.lock_id, source=op.source, table=f"{op.up_schema}.{op.up_table}",
                           stage=op.stage.value, ddls=op.ddls, info_revision=op.info_revision,
                           reason=res.reason)
+            if res.put and started is not None and op is out.operation:
+                metrics.OPERATION_LATENCY.observe(time.monotonic() - started)
         for t, cols, stage in out.dropped_puts:
             self.store.put_dropped_columns(self.fence, lk, t, cols, stage)
         for col in out.dropped_deletes:
             self.store.delete_dropped_column(self.fence, lk, col)
-        for t in out.removed_tables:
-            self.store.delete_table(self.fence, lk, t)
-            self.log.info("table removed from lock", lock_id=lk.id, source=t.source, table=f"{t.schema}.{t.table}")
-        if lk is not None and (out.resolved or out.empty):
-            done["removed"] = bool(self._remove(lk, out.handled_revision))
-        return done
 
     def _remove(self, lk: LockKey, handled_revision: int) -> int:
         if self.store.remove_lock(self.fence, lk, handled_revision):

@@ -11,6 +11,9 @@ INFOS = Counter("shardmerge_master_infos_handled_total",
 OPERATION_LATENCY = Histogram("shardmerge_master_operation_latency_seconds",
                               "Time from receiving an Info event to writing its Operation",
                               buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+WRITE_BATCH = Histogram("shardmerge_master_write_batch_operations",
+                        "Operations written per flush of a burst of lock events (1 = no batching)",
+                        buckets=(1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500))
 REBUILDS = Counter("shardmerge_master_rebuilds_total", "Full lock rebuilds from etcd (election, lost watch)")
 BAD_RECORDS = Counter("shardmerge_master_bad_records_total", "Undecodable etcd records seen by the leader")
 BINDINGS = Gauge("shardmerge_master_bound_sources", "Sources bound to a live worker")

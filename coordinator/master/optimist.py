@@ -41,6 +41,7 @@ class Optimist:
         self._q: queue.Queue = queue.Queue()
         self._watches: list[int] = []
         self._gen = 0                      # watch generation; events of older generations are dropped
+        self._next = None                  # an item drained by a burst, handled before the queue
         self._thread = threading.Thread(target=self._loop, name="master-optimist", daemon=True)
         self.bad: dict[str, str] = {}      # lock ID -> reason, for records that cannot be read at all
 
@@ -56,7 +57,7 @@ class Optimist:
         self._cancel_watches()
         while True:   # fail pending API calls instead of letting them time out
             try:
-                item = self._q.get_nowait()
+                item, self._next = (self._next, None) if self._next is not None else (self._q.get_nowait(), None)
             except queue.Empty:
                 break
             if isinstance(item, tuple) and isinstance(item[0], Future):
@@ -77,7 +78,7 @@ class Optimist:
     def _loop(self) -> None:
         while True:
             try:
-                item = self._q.get(timeout=1.0)
+                item, self._next = (self._next, None) if self._next is not None else (self._q.get(timeout=1.0), None)
             except queue.Empty:
                 if self.closed:
                     return
@@ -95,9 +96,7 @@ class Optimist:
                     except BaseException as e:  # noqa: BLE001 — handed to the caller
                         fut.set_exception(e)
                 else:
-                    gen, ev = item
-                    if gen == self._gen:
-                        self._dispatch(ev)
+                    self._burst(item)
             except Fenced as e:
                 self.log.warning("write fenced: this master is no longer the leader", error=str(e))
                 self.closed = True
@@ -105,6 +104,8 @@ class Optimist:
                 return
             except Exception as e:  # noqa: BLE001 — one bad event never stops coordination
                 self.log.error("coordinator event failed; rebuilding", error=str(e))
+                if self.engine is not None:
+                    self.engine.batch = None   # the rebuild re-derives the burst's answers
                 self._q.put(_REBUILD)
             self._update_gauges()
 
@@ -147,6 +148,34 @@ class Optimist:
         self.ready = True
         self.log.info("locks rebuilt", took_ms=int((time.monotonic() - t0) * 1000), **stats)
 
+    def _burst(self, first) -> None:
+        """Hand ``first`` and every event already queued behind it (up to ``BURST``) to the
+        engine, then write their answers together (master/write_batch.py).  A non-event item
+        drained on the way (an operator call, a rebuild) is kept in ``_next``, handled next."""
+        engine = self.engine
+        engine.begin()
+        item, n = first, 0
+        while True:
+            gen, ev = item
+            if gen == self._gen:
+                self._dispatch(ev)
+            n += 1
+            if n >= self.BURST or self.engine is not engine:   # a rebuild replaced the engine
+                break
+            try:
+                item = self._q.get_nowait()
+            except queue.Empty:
+                break
+            if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], int)):
+                self._next = item
+                break
+        if self.engine is engine:
+            engine.flush()
+        else:
+            engine.batch = None   # answers of the replaced engine: the rebuild re-derived them
+
+    BURST = 2048   # events handled before their writes are flushed (bounds the answer latency)
+
     def _dispatch(self, ev) -> None:
         if isinstance(ev, Exception):
             self.log.warning("watch broke; rebuilding from etcd", error=f"{type(ev).__name__}: {ev}")
@@ -178,7 +207,7 @@ class Optimist:
         if self.engine is None or time.monotonic() - self._gauges_at < 1.0:
             return
         self._gauges_at = time.monotonic()
-        self.gauges.update(self.engine.views())
+        self.gauges.update(self.engine.keeper.summaries())
 
     # ------------------------------------------------------------------ API (serialised)
     def show_locks(self, task: str, sources: list[str]):

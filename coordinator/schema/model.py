@@ -12,6 +12,7 @@ cosmetic attributes ignored) is ``TableSchema.same_as``.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 
 from . import render
@@ -219,6 +220,22 @@ class TableSchema:
 
     @classmethod
     def from_json(cls, d: dict) -> "TableSchema":
+        """Equal JSON gives the same (immutable) object: a big lock's Infos carry the same few
+        schemas thousands of times, and the lock engine's join and compare are memoised on
+        identity (coordinator/lock/schema_bag.py), so decoding once is also what makes those hit."""
+        if cls is not TableSchema:
+            return cls._decode(d)
+        k = json.dumps(d, sort_keys=True, separators=(",", ":"))
+        hit = _DECODED.get(k)
+        if hit is None:
+            hit = cls._decode(d)
+            if len(_DECODED) >= 4096:
+                _DECODED.clear()
+            _DECODED[k] = hit
+        return hit
+
+    @classmethod
+    def _decode(cls, d: dict) -> "TableSchema":
         return cls(columns=tuple(Column.from_json(c) for c in d["columns"]),
                    indexes=tuple(Index.from_json(i) for i in d.get("indexes", ())),
                    charset=d.get("charset"), collation=d.get("collation"),
@@ -227,3 +244,6 @@ class TableSchema:
 
     def to_create_sql(self, table_name: str | None = None) -> str:
         return render.render_create_table(self, table_name or self.name or "t")
+
+
+_DECODED: dict[str, TableSchema] = {}   # TableSchema.from_json's interning (canonical JSON -> schema)

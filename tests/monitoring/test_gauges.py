@@ -16,7 +16,7 @@ def value(name: str, **labels) -> float | None:
 
 
 def lock(task: str, lid: str, state: str = "syncing", unsynced=("t2",)):
-    return NS(task=task, ID=lid, state=state, unsynced=list(unsynced))
+    return NS(task=task, ID=lid, state=state, unsynced=len(unsynced))
 
 
 def test_lock_age_counts_from_first_sight_and_series_go_with_the_lock():

@@ -1,0 +1,99 @@
+"""The leader's pending writes for one burst of watch events, flushed in few fenced transactions.
+
+A big lock (thousands of shard tables) sends its Infos and done marks in bursts; one etcd watch
+response carries many of them.  Writing each answer in its own read-then-write round trip caps
+the master at a few hundred Infos a second (issue 13), so ``Optimist`` hands a whole burst to the
+engine and ``Locks`` collects the writes here; ``flush`` sends them in transactions of up to
+``MAX_TXN_OPS``.  No guarantee changes:
+
+* every transaction is fenced (a deposed master writes nothing);
+* every Operation is still guarded on the mod revision of the Info it answers; a chunk whose guard
+  fails is retried one answer at a time (``Store.put_operations``), which names the reason;
+* within a burst the last answer for a table wins (a table gets at most one Operation per
+  flush: the engine's latest decision, which is all a worker could act on anyway);
+* a crash between chunks leaves a prefix written; the next leader's rebuild recomputes every
+  answer from the stored Infos and done marks and writes what is missing, never re-issuing a
+  done one (test: tests/lock/test_batched_writes.py).
+
+Writes that must be ordered with the batch (lock removal, a table leaving a lock, operator
+commands that report what was written) flush it first (``Locks._direct``).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from etcd3 import transactions as T
+from etcd3 import utils as eu
+
+from coordinator.etcdproto import MAX_TXN_OPS, DroppedStage, Fence, LockKey, Operation, Store, TableRef
+from coordinator.failpoints import failpoint
+
+from . import metrics
+
+
+@dataclass
+class WriteBatch:
+    store: Store
+    fence: Fence
+    log: Any
+    ops: dict[tuple, Operation] = field(default_factory=dict)          # (lock, table) -> latest answer
+    started: dict[tuple, float] = field(default_factory=dict)          # (lock, table) -> Info seen at
+    dropped: dict[str, Any] = field(default_factory=dict)              # key or prefix -> etcd op (in order)
+    clears: set[str] = field(default_factory=set)                      # the prefixes among ``dropped``
+
+    def __bool__(self) -> bool:
+        return bool(self.ops or self.dropped)
+
+    def put_operation(self, op: Operation, started: float | None = None) -> None:
+        k = (op.lock, op.table)
+        self.ops.pop(k, None)         # keep arrival order of the latest answers
+        self.ops[k] = op
+        if started is not None:
+            self.started.setdefault(k, started)
+
+    def put_dropped(self, lock: LockKey, table: TableRef, cols: list[str], stage: DroppedStage) -> None:
+        for key, put in self.store.dropped_column_puts(lock, table, cols, stage):
+            if self.clears and any(key.startswith(p) for p in self.clears):
+                self._flush_dropped()   # a put after its column's clear: keep the order
+            self.dropped.pop(key, None)
+            self.dropped[key] = put
+
+    def delete_dropped(self, lock: LockKey, column: str) -> None:
+        prefix = self.store.dropped_column_prefix(lock, column)
+        for key in [k for k in self.dropped if k.startswith(prefix)]:
+            del self.dropped[key]       # superseded by the clear
+        self.dropped[prefix] = T.Delete(prefix, eu.prefix_range_end(eu.to_bytes(prefix)))
+        self.clears.add(prefix)
+
+    def _flush_dropped(self) -> None:
+        if self.dropped:
+            items = list(self.dropped.values())
+            self.dropped.clear()
+            self.clears.clear()
+            self.store._fenced_chunks(self.fence, f"recording {len(items)} dropped-column changes", items)
+
+    def flush(self) -> None:
+        """Write everything pending: Operations first (workers wait on them), then the
+        dropped-column records (only a re-add check reads those; rebuild repairs a gap)."""
+        if self.ops:
+            ops = list(self.ops.values())
+            started = self.started
+            self.ops, self.started = {}, {}
+            for i in range(0, len(ops), MAX_TXN_OPS):
+                if i:
+                    failpoint("operations-between-chunks")
+                chunk = ops[i:i + MAX_TXN_OPS]
+                results = self.store.put_operations(self.fence, chunk)
+                now = time.monotonic()
+                for op, res in zip(chunk, results):
+                    t0 = started.get((op.lock, op.table))
+                    if res.put and t0 is not None:
+                        metrics.OPERATION_LATENCY.observe(now - t0)
+                    self.log.info("operation written" if res.put else "operation obsolete, not written",
+                                  lock_id=op.lock_id, source=op.source, table=f"{op.up_schema}.{op.up_table}",
+                                  stage=op.stage.value, ddls=op.ddls, info_revision=op.info_revision,
+                                  reason=res.reason)
+            metrics.WRITE_BATCH.observe(len(ops))
+        self._flush_dropped()
