@@ -195,7 +195,9 @@ def run_concurrent(n: int, etcd: str, sources: int = 8) -> dict:
         results = [out.get(timeout=600) for _ in procs]
         errors = [e for _, _, errs in results for e in errs]
         assert not errors, errors[:5]
-        while store.list_infos(lock.task).items:       # resolved: the master removed the lock
+        # resolved: the master removed the lock (read without going through its queue: a
+        # listing of thousands of Infos every few ms would eat the master's CPU)
+        while optimist.engine.keeper.find(lock) is not None:
             time.sleep(0.005)
         t_resolved = time.time()
         for p in procs:
@@ -211,6 +213,9 @@ def run_concurrent(n: int, etcd: str, sources: int = 8) -> dict:
         return {"tables": n, "sources": sources, "infos_handled": handled,
                 "infos_per_sec": round(rate, 1), "time_to_resolve_s": round(t_resolved - first, 2),
                 "resolved_after_last_info_s": round(t_resolved - last_info, 2),
+                "timeline_s": {f"step{k + 1}": {"infos_written": round(max(t[k][1] for _, t, _ in results) - first, 2),
+                                                "all_done_marked": round(max(t[k][2] for _, t, _ in results) - first, 2)}
+                               for k in range(len(steps))},
                 "cpu_s": {"master_process": round(cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime, 2),
                           "workers": round(kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime, 2)},
                 "limit_etcd_batched_keys_per_sec": round(raw_keys, 1),

@@ -60,6 +60,9 @@ class Record:
     """Base of the record dataclasses (every concrete kind is a ``@dataclass`` subclass)."""
     KIND: typing.ClassVar[str] = ""
     VERSION: typing.ClassVar[int] = 1
+    # per class, computed on first use (``_stored_fields``, ``_decode_plan``); declared, not set
+    _stored_names: typing.ClassVar[tuple[str, ...]]
+    _plan: typing.ClassVar[tuple]
     if typing.TYPE_CHECKING:
         # Declared, not set: makes ``Record`` a ``DataclassInstance`` to the checker so
         # ``dataclasses.fields``/``replace`` accept it; each subclass's @dataclass sets it.
@@ -78,7 +81,7 @@ class Record:
         names = cls.__dict__.get("_stored_names")
         if names is None:
             names = tuple(f.name for f in dataclasses.fields(cls) if not f.metadata.get("meta"))
-            setattr(cls, "_stored_names", names)
+            cls._stored_names = names
         return names
 
     def encode(self) -> bytes:
@@ -107,18 +110,16 @@ class Record:
                                  f"{cls.VERSION} (written by a newer shardmerge?)", **where)
         d = cls._upgrade(d, v)
         kw: dict[str, Any] = {}
-        hints = typing.get_type_hints(cls)
-        for f in dataclasses.fields(cls):
-            if f.metadata.get("meta"):
+        for f, is_meta, required, tp in cls._decode_plan():
+            if is_meta:
                 if f.name in meta:
                     kw[f.name] = meta[f.name]
                 continue
             if f.name not in d:
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                if required:
                     raise GarbageRecord(f"{cls.KIND} record lacks field {f.name!r}", **where)
                 continue
             val = d[f.name]
-            tp = hints[f.name]
             try:
                 kw[f.name] = _coerce(val, tp)
             except (TypeError, ValueError) as e:
@@ -129,6 +130,19 @@ class Record:
         except (TypeError, ValueError) as e:
             raise GarbageRecord(f"{cls.KIND} record is inconsistent: {e}", **where) from e
         return rec
+
+    @classmethod
+    def _decode_plan(cls) -> tuple:
+        """Per field: (field, is meta, required, resolved type), computed once per class
+        (``typing.get_type_hints`` on every decode was a third of a big lock's master CPU)."""
+        plan = cls.__dict__.get("_plan")
+        if plan is None:
+            hints = typing.get_type_hints(cls)
+            plan = tuple((f, bool(f.metadata.get("meta")),
+                          f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+                          hints[f.name]) for f in dataclasses.fields(cls))
+            cls._plan = plan
+        return plan
 
     def validate(self) -> None:
         """Cross-field checks; raise ValueError."""

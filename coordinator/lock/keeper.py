@@ -17,7 +17,7 @@ from coordinator.schema import SchemaError, TableSchema
 
 from .errors import BadAction, LockNotFound, TableNotInLock, UnlockRefused
 from .schema_bag import try_join_all
-from .lock import Answer, Lock, Member
+from .lock import Answer, Drops, Lock, Member
 
 SchemaSource = Callable[[LockKey, TableRef], "TableSchema | None"]
 
@@ -293,7 +293,7 @@ class LockKeeper:
         if lock is None and init is not None:
             lock = Lock(key, init)
             for dc in self._preload.pop(key, []):
-                lock.columns.setdefault(dc.column.lower(), {})[
+                lock.columns.setdefault(dc.column.lower(), Drops())[
                     TableRef(dc.source, dc.up_schema, dc.up_table)] = DroppedStage(dc.stage)
             self._locks[key] = lock
         return lock

@@ -11,6 +11,7 @@ synced and every issued Operation is done.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from coordinator.etcdproto import DroppedStage, Info, LockKey, Stage, TableRef
@@ -71,7 +72,7 @@ class Lock:
         self.conflicts: set[TableRef] = set()
         self.detected: set[TableRef] = set()    # members whose current answer is `detected`
         self.not_done: set[TableRef] = set()    # members with an Operation not yet done
-        self.columns: dict[str, dict[TableRef, DroppedStage]] = {}
+        self.columns: dict[str, Drops] = {}
         self.handled_revision = 0
         self.error = ""             # lock-level problem (bad records at rebuild)
         self.redirects: list[TableRef] = []   # filled by resolve(), drained by the keeper
@@ -317,7 +318,7 @@ class Lock:
     def record_dropped(self, t: TableRef, cols: list[str]) -> list[str]:
         new = []
         for c in cols:
-            per = self.columns.setdefault(c.lower(), {})
+            per = self.columns.setdefault(c.lower(), Drops())
             if t not in per:
                 per[t] = DroppedStage.NOT_DONE
                 new.append(c.lower())
@@ -333,7 +334,7 @@ class Lock:
                 continue
             per[t] = DroppedStage.DONE if key in exec_drops else DroppedStage.PARTIAL
             updates.append((key, per[t]))
-            if DroppedStage.NOT_DONE not in per.values() and DroppedStage.DONE in per.values():
+            if not per.count[DroppedStage.NOT_DONE] and per.count[DroppedStage.DONE]:
                 del self.columns[key]
                 cleared.append(key)
         return updates, cleared
@@ -390,6 +391,36 @@ class Lock:
         if not reasons:
             reasons.append("its schema differs from the joined schema")
         return "; ".join(reasons)
+
+
+class Drops(dict):
+    """One dropped column's tables -> their ``DroppedStage``, with a count per stage: the check
+    "nobody still NOT_DONE and somebody DONE" after each done mark scanned every table, which
+    made a big lock's DROP COLUMN quadratic."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count: Counter = Counter()
+
+    def __setitem__(self, t: TableRef, stage: DroppedStage) -> None:
+        old = self.get(t)
+        if old is not None:
+            self.count[old] -= 1
+        super().__setitem__(t, stage)
+        self.count[stage] += 1
+
+    def __delitem__(self, t: TableRef) -> None:
+        self.count[self[t]] -= 1
+        super().__delitem__(t)
+
+    def pop(self, t, *default):  # type: ignore[override]
+        if t in self:
+            stage = super().pop(t)
+            self.count[stage] -= 1
+            return stage
+        if default:
+            return default[0]
+        raise KeyError(t)
 
 
 def _no_charset(t) -> tuple:

@@ -27,6 +27,13 @@ from .cluster import RequestError
 from .gauges import LockGauges
 
 _REBUILD = object()
+
+
+def _done_mark(raw: bytes) -> bool:
+    """Only done marks of Operations matter to the leader (its own answers come back too).
+    Records are compact sorted JSON, so a done one contains exactly this; a value that is
+    not (garbage) is skipped here and reported by the next rebuild's listing."""
+    return b'"done":true' in raw
 _STOP = object()
 
 
@@ -144,7 +151,8 @@ class Optimist:
         metrics.REBUILDS.inc()
         for kind, listing in (("source-tables", sts), ("info", infos), ("operation", ops)):
             self._watches.append(self.store.watch(kind, listing.revision + 1,
-                                                  lambda ev, g=gen: self._q.put((g, ev))))
+                                                  lambda ev, g=gen: self._q.put((g, ev)),
+                                                  wanted=_done_mark if kind == "operation" else None))
         self.ready = True
         self.log.info("locks rebuilt", took_ms=int((time.monotonic() - t0) * 1000), **stats)
 

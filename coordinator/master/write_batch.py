@@ -11,7 +11,10 @@ engine and ``Locks`` collects the writes here; ``flush`` sends them in transacti
   fails is retried one answer at a time (``Store.put_operations``), which names the reason;
 * within a burst the last answer for a table wins (a table gets at most one Operation per
   flush: the engine's latest decision, which is all a worker could act on anyway);
-* a crash between chunks leaves a prefix written; the next leader's rebuild recomputes every
+* the chunks of one flush are written concurrently (etcd commits concurrent transactions in one
+  disk sync; one at a time, a 4,096-table burst waited ~1 s of syncs), and the flush returns only
+  when all are written, so bursts stay in order;
+* a crash between chunks leaves some of them written; the next leader's rebuild recomputes every
   answer from the stored Infos and done marks and writes what is missing, never re-issuing a
   done one (test: tests/lock/test_batched_writes.py).
 
@@ -21,8 +24,9 @@ commands that report what was written) flush it first (``Locks._direct``).
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from etcd3 import transactions as T
 from etcd3 import utils as eu
@@ -31,6 +35,8 @@ from coordinator.etcdproto import MAX_TXN_OPS, DroppedStage, Fence, LockKey, Ope
 from coordinator.failpoints import failpoint
 
 from . import metrics
+
+_R = TypeVar("_R")
 
 
 @dataclass
@@ -72,7 +78,9 @@ class WriteBatch:
             items = list(self.dropped.values())
             self.dropped.clear()
             self.clears.clear()
-            self.store._fenced_chunks(self.fence, f"recording {len(items)} dropped-column changes", items)
+            chunks = [items[i:i + MAX_TXN_OPS] for i in range(0, len(items), MAX_TXN_OPS)]
+            _parallel(lambda fence, c: self.store._fenced_chunks(fence, f"recording {len(c)} dropped-column "
+                                                                  "changes", c), self.fence, chunks)
 
     def flush(self) -> None:
         """Write everything pending: Operations first (workers wait on them), then the
@@ -81,11 +89,8 @@ class WriteBatch:
             ops = list(self.ops.values())
             started = self.started
             self.ops, self.started = {}, {}
-            for i in range(0, len(ops), MAX_TXN_OPS):
-                if i:
-                    failpoint("operations-between-chunks")
-                chunk = ops[i:i + MAX_TXN_OPS]
-                results = self.store.put_operations(self.fence, chunk)
+            chunks = [ops[i:i + MAX_TXN_OPS] for i in range(0, len(ops), MAX_TXN_OPS)]
+            for chunk, results in zip(chunks, _parallel(self.store.put_operations, self.fence, chunks)):
                 now = time.monotonic()
                 for op, res in zip(chunk, results):
                     t0 = started.get((op.lock, op.table))
@@ -97,3 +102,26 @@ class WriteBatch:
                                   reason=res.reason)
             metrics.WRITE_BATCH.observe(len(ops))
         self._flush_dropped()
+
+
+_POOL: ThreadPoolExecutor | None = None
+_WRITERS = 8   # etcd commits concurrent transactions together; one at a time waits a disk sync each
+
+
+def _parallel(fn: Callable[[Fence, list], _R], fence: Fence, chunks: list[list]) -> list[_R]:
+    """``fn(fence, chunk)`` for every chunk, concurrently; results in order.  The chunks of one
+    flush touch distinct keys, so their order does not matter; the flush returns only when all
+    are written, so the next burst's writes always follow.  The first error (``Fenced``, etcd
+    down) is raised after every chunk has finished."""
+    global _POOL
+    if len(chunks) <= 1:
+        return [fn(fence, c) for c in chunks]
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(_WRITERS, thread_name_prefix="master-etcd-write")
+    futs = []
+    for i, c in enumerate(chunks):
+        if i:
+            failpoint("operations-between-chunks")
+        futs.append(_POOL.submit(fn, fence, c))
+    wait(futs)
+    return [f.result() for f in futs]
