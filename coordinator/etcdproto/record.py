@@ -20,6 +20,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypedDict, TypeVar
 
+import orjson
+
 from .errors import GarbageRecord, RecordError, UnknownVersion
 
 R = TypeVar("R", bound="Record")
@@ -97,8 +99,8 @@ class Record:
         """Parse ``raw`` read at ``key``; ``meta`` sets the not-stored fields (revision, version)."""
         where = _Where(etcd_key=key, kind=cls.KIND, parts=parts)
         try:
-            d = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as e:
+            d = orjson.loads(raw)
+        except (ValueError, UnicodeDecodeError) as e:   # orjson.JSONDecodeError is a ValueError
             raise GarbageRecord(f"{cls.KIND} record is not JSON ({e}); delete or rewrite the key", **where) from e
         if not isinstance(d, dict):
             raise GarbageRecord(f"{cls.KIND} record is a JSON {type(d).__name__}, expected an object", **where)

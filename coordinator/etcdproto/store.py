@@ -226,13 +226,16 @@ class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps,
 
     # ------------------------------------------------------------------ watches
     def watch(self, kind: str, start_revision: int, callback: Callable[[RecordEvent | Exception], None],
-              sub: Iterable[str] = (), wanted: Callable[[bytes], bool] | None = None) -> int:
+              sub: Iterable[str] = (), wanted: Callable[[bytes], bool] | None = None,
+              deletes: bool = True, prev: bool = True) -> int:
         """Watch all ``kind`` records (optionally under components ``sub``) from
         ``start_revision``; ``callback`` gets one decoded ``RecordEvent`` per event, or an
         exception when the watch breaks (then re-list and watch again).  ``wanted(raw value)``
         drops put events before they are decoded (the master ignores its own Operation writes;
-        decoding them was a third of its watch thread).  Returns the watch id for
-        ``client.cancel_watch``."""
+        decoding them was a third of its watch thread).  ``deletes=False`` has etcd leave out
+        delete events and ``prev=False`` the previous values (``RecordEvent.prev``): a big lock's
+        removal deletes thousands of keys, and a watch stream that falls behind is served by etcd
+        in 100 ms rounds.  Returns the watch id for ``client.cancel_watch``."""
         prefix = self.keys.key(kind, *sub)
 
         def on_response(resp: Any) -> None:
@@ -245,7 +248,8 @@ class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps,
                 callback(self._event(kind, ev))
 
         return self._call(f"watching {prefix}", self.client.add_watch_prefix_callback, prefix,
-                          on_response, start_revision=start_revision, prev_kv=True)
+                          on_response, start_revision=start_revision, prev_kv=prev,
+                          filters=None if deletes else [etcdrpc.WatchCreateRequest.NODELETE])
 
     def _event(self, kind: str, ev: Any) -> RecordEvent:
         raw = ev._event.kv

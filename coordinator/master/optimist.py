@@ -152,7 +152,9 @@ class Optimist:
         for kind, listing in (("source-tables", sts), ("info", infos), ("operation", ops)):
             self._watches.append(self.store.watch(kind, listing.revision + 1,
                                                   lambda ev, g=gen: self._q.put((g, ev)),
-                                                  wanted=_done_mark if kind == "operation" else None))
+                                                  wanted=_done_mark if kind == "operation" else None,
+                                                  # deleted Infos and Operations mean nothing to it
+                                                  deletes=kind == "source-tables", prev=False))
         self.ready = True
         self.log.info("locks rebuilt", took_ms=int((time.monotonic() - t0) * 1000), **stats)
 

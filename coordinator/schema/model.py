@@ -12,8 +12,9 @@ cosmetic attributes ignored) is ``TableSchema.same_as``.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
+
+import orjson
 
 from . import render
 from . import typesys as ts
@@ -225,7 +226,10 @@ class TableSchema:
         identity (coordinator/lock/schema_bag.py), so decoding once is also what makes those hit."""
         if cls is not TableSchema:
             return cls._decode(d)
-        k = json.dumps(d, sort_keys=True, separators=(",", ":"))
+        try:
+            k = orjson.dumps(d, option=orjson.OPT_SORT_KEYS)
+        except TypeError:                      # not JSON-shaped: the decode names the problem
+            return cls._decode(d)
         hit = _DECODED.get(k)
         if hit is None:
             hit = cls._decode(d)
@@ -246,4 +250,4 @@ class TableSchema:
         return render.render_create_table(self, table_name or self.name or "t")
 
 
-_DECODED: dict[str, TableSchema] = {}   # TableSchema.from_json's interning (canonical JSON -> schema)
+_DECODED: dict[bytes, TableSchema] = {}   # TableSchema.from_json's interning (canonical JSON -> schema)
