@@ -109,6 +109,7 @@ def _worker(etcd: str, prefix: str, source: str, tables: list[tuple[str, str]], 
     lock = LockKey("bench", "shop", "orders")
     steps = _steps()
     go.wait()
+    cpu0 = time.process_time()
     times, errors = [], []
     for ddl, before, after in steps:
         infos = [Info(task=lock.task, source=source, up_schema=s, up_table=t, down_schema=lock.down_schema,
@@ -139,8 +140,26 @@ def _worker(etcd: str, prefix: str, source: str, tables: list[tuple[str, str]], 
                 errors.extend(str(e) for e in store.mark_done_many(todo))
         client.cancel_watch(wid)
         times.append((t0, t1, time.time()))
-    out.put((source, times, errors))
+    out.put((source, times, errors, time.process_time() - cpu0))
     client.close()
+
+
+def _etcd_cpu(etcd: str) -> float | None:
+    """CPU seconds used so far by the local etcd serving ``etcd`` (found in /proc by its port),
+    so the bench can say where the machine's time went; None when it is not on this machine."""
+    port = etcd.rsplit(":", 1)[-1]
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if "etcd" not in cmd.split(" ")[0] or f":{port}" not in cmd:
+                continue
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except OSError:
+            continue
+    return None
 
 
 def run_concurrent(n: int, etcd: str, sources: int = 8) -> dict:
@@ -181,6 +200,7 @@ def run_concurrent(n: int, etcd: str, sources: int = 8) -> dict:
         client.delete_prefix(f"{prefix}raw/")
 
         cpu0, kids0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        etcd0 = _etcd_cpu(etcd)
         optimist = Optimist(store, fence).start()
         while not optimist.ready:
             time.sleep(0.05)
@@ -193,7 +213,7 @@ def run_concurrent(n: int, etcd: str, sources: int = 8) -> dict:
         time.sleep(3)
         go.set()
         results = [out.get(timeout=600) for _ in procs]
-        errors = [e for _, _, errs in results for e in errs]
+        errors = [e for _, _, errs, _ in results for e in errs]
         assert not errors, errors[:5]
         # resolved: the master removed the lock (read without going through its queue: a
         # listing of thousands of Infos every few ms would eat the master's CPU)
@@ -203,8 +223,9 @@ def run_concurrent(n: int, etcd: str, sources: int = 8) -> dict:
         for p in procs:
             p.join()
         cpu1, kids1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        first = min(t[0][0] for _, t, _ in results)
-        last_info = max(t[-1][1] for _, t, _ in results)
+        etcd1 = _etcd_cpu(etcd)
+        first = min(t[0][0] for _, t, _, _ in results)
+        last_info = max(t[-1][1] for _, t, _, _ in results)
         assert optimist.call(lambda: optimist.engine.keeper.find(lock)) is None
         assert store.list_operations(lock.task).items == []
         handled = len(steps) * n
@@ -213,11 +234,13 @@ def run_concurrent(n: int, etcd: str, sources: int = 8) -> dict:
         return {"tables": n, "sources": sources, "infos_handled": handled,
                 "infos_per_sec": round(rate, 1), "time_to_resolve_s": round(t_resolved - first, 2),
                 "resolved_after_last_info_s": round(t_resolved - last_info, 2),
-                "timeline_s": {f"step{k + 1}": {"infos_written": round(max(t[k][1] for _, t, _ in results) - first, 2),
-                                                "all_done_marked": round(max(t[k][2] for _, t, _ in results) - first, 2)}
+                "timeline_s": {f"step{k + 1}": {"infos_written": round(max(t[k][1] for _, t, _, _ in results) - first, 2),
+                                                "all_done_marked": round(max(t[k][2] for _, t, _, _ in results) - first, 2)}
                                for k in range(len(steps))},
                 "cpu_s": {"master_process": round(cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime, 2),
-                          "workers": round(kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime, 2)},
+                          "workers_while_measured": round(sum(c for _, _, _, c in results), 2),
+                          "workers_with_start": round(kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime, 2),
+                          "etcd": None if etcd0 is None or etcd1 is None else round(etcd1 - etcd0, 2)},
                 "limit_etcd_batched_keys_per_sec": round(raw_keys, 1),
                 "limit_infos_per_sec": round(limit, 1), "ratio_vs_limit": round(rate / limit, 3),
                 "note": "limit = etcd's batched write rate from 8 concurrent clients / 3 keys per Info"}
