@@ -128,3 +128,51 @@ def test_master_dies_mid_batched_write_no_operation_lost_or_repeated(store, monk
         a = answers[0]
         assert a.info_revision == revs[(a.source, a.up_schema, a.up_table)] and a.stage is Stage.NONE
     assert store.list_infos(LOCK.task).items == []
+
+
+def _op(info: Info, **kw) -> Operation:
+    d = dict(lock_id=LOCK.id, task=LOCK.task, source=info.source, up_schema=info.up_schema, up_table=info.up_table,
+             down_schema="shop", down_table="orders", info_revision=info.revision, ddls=[], stage=Stage.NONE)
+    d.update(kw)
+    return Operation(**d)
+
+
+def test_batched_answers_are_guarded_each_on_its_own_info(store):
+    """One stale answer in a transaction of 130 does not block the others: the chunk is redone one
+    by one and only the stale answer is refused, with put_operation's reason."""
+    fence = store.campaign("batch-guard", ttl=10)
+    try:
+        infos = _infos(store)[:130]
+        stale = _op(infos[5])
+        store.put_info(infos[5])                      # the worker wrote a newer Info meanwhile
+        res = store.put_operations(fence, [_op(i) for i in infos[:5]] + [stale] + [_op(i) for i in infos[6:]])
+        assert [r.put for r in res].count(False) == 1 and not res[5].put and res[5].reason == "newer-info"
+        stored = {(o.up_schema, o.up_table) for o in store.list_operations(LOCK.task).items}
+        assert len(stored) == 129 and (infos[5].up_schema, infos[5].up_table) not in stored
+    finally:
+        store.resign(fence)
+
+
+def test_a_burst_keeps_the_last_answer_and_the_order_of_dropped_column_writes(store):
+    """Within a burst a table's last answer wins, a column's clear supersedes its earlier records,
+    and a record written after the clear survives it (the batch flushes before such a put)."""
+    from coordinator.etcdproto import DroppedStage
+    from coordinator.master.write_batch import WriteBatch
+    fence = store.campaign("batch-order", ttl=10)
+    try:
+        infos = _infos(store)[:3]
+        a, b, c = (i.table for i in infos)
+        batch = WriteBatch(store, fence, logger("test.batch"))
+        batch.put_operation(_op(infos[0], message="first"))
+        batch.put_operation(_op(infos[0], message="second"))
+        batch.put_dropped(LOCK, a, ["c1"], DroppedStage.NOT_DONE)
+        batch.put_dropped(LOCK, b, ["c1", "c2"], DroppedStage.NOT_DONE)
+        batch.delete_dropped(LOCK, "c1")
+        batch.put_dropped(LOCK, c, ["c1"], DroppedStage.PARTIAL)
+        batch.flush()
+        ops = store.list_operations(LOCK.task).items
+        assert [(o.up_table, o.message) for o in ops] == [(a.table, "second")]
+        got = sorted((d.column, d.up_table, d.stage.value) for d in store.list_dropped_columns(LOCK).items)
+        assert got == [("c1", c.table, DroppedStage.PARTIAL.value), ("c2", b.table, DroppedStage.NOT_DONE.value)]
+    finally:
+        store.resign(fence)
