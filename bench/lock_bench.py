@@ -331,7 +331,12 @@ def main(argv=None) -> int:
                    help="the old single-client form: one Info at a time (put, answer, done)")
     p.add_argument("--engine-sizes", default="256,1024,4096",
                    help="lock sizes for the pure engine's per-Info cost (comma-separated; '' to skip)")
+    p.add_argument("--master-log", default=os.devnull,
+                   help="where the coordinator's log lines go: they are written at INFO in the master's JSON "
+                        "format, as `shardctl master` does, so their cost is counted (default: /dev/null)")
     a = p.parse_args(argv)
+    from coordinator.obs import setup_logging
+    setup_logging("INFO", stream=open(a.master_log, "a"))  # noqa: SIM115 — open for the whole run
     out = run(a.tables, a.etcd, a.sources) if a.serial else run_concurrent(a.tables, a.etcd, a.sources)
     sizes = [int(x) for x in a.engine_sizes.split(",") if x.strip()]
     if sizes:
