@@ -79,6 +79,19 @@ def engine_cost_us(n: int, sources: int = 8) -> float:
     return spent / (2 * n) * 1e6
 
 
+def _lead_and_publish(store: Store, lock: LockKey, tables: list[TableRef], sources: int):
+    """Become the bench's leader and publish every source's SourceTables (what workers do)."""
+    fence = store.campaign("bench-master", ttl=60)
+    assert fence is not None
+    for s in range(sources):
+        st = SourceTables(lock.task, f"s{s}")
+        for t in tables:
+            if t.source == st.source:
+                st.add(t.schema, t.table, lock.down_schema, lock.down_table)
+        store.put_source_tables(st)
+    return fence
+
+
 def _steps():
     init = parse_create_table(INIT)
     added = apply_ddl(init, "ALTER TABLE t ADD COLUMN c1 INT")
@@ -172,14 +185,7 @@ def run_concurrent(n: int, etcd: str, sources: int = 8) -> dict:
     ctx = mp.get_context("spawn")
     optimist = None
     try:
-        fence = store.campaign("bench-master", ttl=60)
-        assert fence is not None
-        for s in range(sources):
-            st = SourceTables(lock.task, f"s{s}")
-            for t in tables:
-                if t.source == st.source:
-                    st.add(t.schema, t.table, lock.down_schema, lock.down_table)
-            store.put_source_tables(st)
+        fence = _lead_and_publish(store, lock, tables, sources)
 
         # the limit: the same keys (Info, Operation, done mark per Info and step), same clients
         steps = _steps()
@@ -263,14 +269,7 @@ def run(n: int, etcd: str, sources: int = 4) -> dict:
     steps = [("ALTER TABLE `shop`.`orders` ADD COLUMN c1 INT", init, added),
              ("ALTER TABLE `shop`.`orders` DROP COLUMN c1", added, dropped)]
     try:
-        fence = store.campaign("bench-master", ttl=60)
-        assert fence is not None
-        for s in range(sources):
-            st = SourceTables(lock.task, f"s{s}")
-            for t in tables:
-                if t.source == st.source:
-                    st.add(t.schema, t.table, lock.down_schema, lock.down_table)
-            store.put_source_tables(st)
+        fence = _lead_and_publish(store, lock, tables, sources)
         keeper = LockKeeper()
         for st in store.list_source_tables(lock.task).items:
             keeper.update_source_tables(st)
