@@ -27,6 +27,7 @@ from .cluster import RequestError
 from .gauges import LockGauges
 
 _REBUILD = object()
+_STOP = object()
 
 
 def _done_mark(raw: bytes) -> bool:
@@ -34,7 +35,6 @@ def _done_mark(raw: bytes) -> bool:
     Records are compact sorted JSON, so a done one contains exactly this; a value that is
     not (garbage) is skipped here and reported by the next rebuild's listing."""
     return b'"done":true' in raw
-_STOP = object()
 
 
 class Optimist:
