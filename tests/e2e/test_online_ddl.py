@@ -115,8 +115,11 @@ def test_gh_ost_statements_with_a_worker_killed_between_shadow_alter_and_cut_ove
     s1.execute("insert into _orders_01_gho (id, v) values (900001, 1), (900002, 2)")
 
     def shown():
+        # the shadow table shows up at its CREATE; its ALTER may be read in a later batch, and
+        # status writes are rate-limited, so wait for the status that includes the ALTER
         st = sc.subtasks().get("s1", {})
-        return st.get("sync", {}).get("onlineDDL")
+        got = st.get("sync", {}).get("onlineDDL")
+        return got if got and got[0].get("ddls") else None
     seen = sc.c.wait(shown, 90, "query-status showing the online schema change of s1.orders_01")
     assert seen == [{"table": f"{s1.name}.orders_01", "shadow": "_orders_01_gho", "stage": "in progress",
                      "ddls": [f"alter /* gh-ost */ table `{s1.name}`.`orders_01` {alter}"]}], seen
