@@ -60,8 +60,7 @@ class DroppedColumnOps(_Base):
     # caller: master leader (master/locks.py, fenced)
     def put_dropped_columns(self, fence: Fence, lock: LockKey, table: TableRef, columns: Iterable[str],
                             stage: DroppedStage = DroppedStage.NOT_DONE) -> int:
-        ops = [T.Put(self.keys.dropped_column(lock, c, *self._t(table)), DroppedColumn(DroppedStage(stage)).encode())
-               for c in columns]
+        ops = [put for _, put in self.dropped_column_puts(lock, table, columns, stage)]
         return self._fenced_chunks(fence, f"recording dropped columns of {table} in {lock.id}", ops)
 
     # caller: master leader (master/locks.py, fenced)

@@ -19,7 +19,7 @@ from . import metrics
 from .checkpoint_schema import CheckpointSchemaSource, DownstreamUnknown, DownstreamUnreachable
 from .cluster import RequestError
 from .schema_check import check as check_schema
-from .write_batch import WriteBatch
+from .write_batch import WriteBatch, log_put
 
 _ALL = 1 << 62   # "every revision": an unguarded lock removal (force-remove)
 
@@ -150,10 +150,7 @@ class Locks:
             res = self.store.put_operation(self.fence, op)
             if op is out.operation:
                 done["operation"] = res
-            self.log.info("operation written" if res.put else "operation obsolete, not written",
-                          lock_id=op.lock_id, source=op.source, table=f"{op.up_schema}.{op.up_table}",
-                          stage=op.stage.value, ddls=op.ddls, info_revision=op.info_revision,
-                          reason=res.reason)
+            log_put(self.log, op, res)
             if res.put and started is not None and op is out.operation:
                 metrics.OPERATION_LATENCY.observe(time.monotonic() - started)
         for t, cols, stage in out.dropped_puts:

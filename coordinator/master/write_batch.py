@@ -31,12 +31,18 @@ from typing import Any, Callable, TypeVar
 from etcd3 import transactions as T
 from etcd3 import utils as eu
 
-from coordinator.etcdproto import MAX_TXN_OPS, DroppedStage, Fence, LockKey, Operation, Store, TableRef
-from coordinator.failpoints import failpoint
+from coordinator.etcdproto import MAX_TXN_OPS, DroppedStage, Fence, LockKey, Operation, PutResult, Store, TableRef
 
 from . import metrics
 
 _R = TypeVar("_R")
+
+
+def log_put(log: Any, op: Operation, res: PutResult) -> None:
+    """The one log line of every answer the leader writes (batched or not)."""
+    log.info("operation written" if res.put else "operation obsolete, not written", lock_id=op.lock_id,
+             source=op.source, table=f"{op.up_schema}.{op.up_table}", stage=op.stage.value, ddls=op.ddls,
+             info_revision=op.info_revision, reason=res.reason)
 
 
 @dataclass
@@ -96,10 +102,7 @@ class WriteBatch:
                     t0 = started.get((op.lock, op.table))
                     if res.put and t0 is not None:
                         metrics.OPERATION_LATENCY.observe(now - t0)
-                    self.log.info("operation written" if res.put else "operation obsolete, not written",
-                                  lock_id=op.lock_id, source=op.source, table=f"{op.up_schema}.{op.up_table}",
-                                  stage=op.stage.value, ddls=op.ddls, info_revision=op.info_revision,
-                                  reason=res.reason)
+                    log_put(self.log, op, res)
             metrics.WRITE_BATCH.observe(len(ops))
         self._flush_dropped()
 
@@ -118,10 +121,6 @@ def _parallel(fn: Callable[[Fence, list], _R], fence: Fence, chunks: list[list])
         return [fn(fence, c) for c in chunks]
     if _POOL is None:
         _POOL = ThreadPoolExecutor(_WRITERS, thread_name_prefix="master-etcd-write")
-    futs = []
-    for i, c in enumerate(chunks):
-        if i:
-            failpoint("operations-between-chunks")
-        futs.append(_POOL.submit(fn, fence, c))
+    futs = [_POOL.submit(fn, fence, c) for c in chunks]
     wait(futs)
     return [f.result() for f in futs]
