@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 import uuid
@@ -60,7 +59,7 @@ def ingest_limit(up: dict, down: dict, up_db: str, down_db: str, shards: int, ba
 
 
 def run(a) -> dict:
-    from pyspark.sql import SparkSession
+    from worker.spark_session import builder
 
     from worker.load import LoadOptions, run_full_load
     up, down = _db(a.host, a.source_port, a.user, a.password), _db(a.host, a.downstream_port, a.user, a.password)
@@ -83,9 +82,7 @@ def run(a) -> dict:
             "block-allow-list": {"only": {"do-dbs": [up_db]}},
             "mysql-instances": [{"source-id": "b1", "route-rules": ["r"], "block-allow-list": "only"}]}))
         source = parse_source(yaml.safe_dump({"source-id": "b1", "from": up}))
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        spark = (SparkSession.builder.master(a.master).appName("full-load-bench")
-                 .config("spark.ui.enabled", "false").getOrCreate())
+        spark = builder("full-load-bench", a.master).getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         # warm-up: start the Python workers, so the figure is the load, not the session start
         spark.sparkContext.parallelize(range(4), 2).mapPartitions(lambda it: [sum(it)]).collect()

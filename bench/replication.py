@@ -208,14 +208,12 @@ def main(argv=None) -> int:
         ingest_s = time.monotonic() - t0
         ingest_rps = len(all_rows) / ingest_s
 
-        from pyspark.sql import SparkSession
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        from worker.spark_session import builder
         # the spark reader's read task holds one of these cores during a batch; one more
         # (--cores) measured no better on the 2-core dev machine
         cores = args.cores or args.parallelism
-        spark = (SparkSession.builder.master(f"local[{cores}]").appName("shardmerge-bench")
-                 .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", str(args.parallelism))
-                 .config("spark.driver.memory", "1g").getOrCreate())
+        spark = builder("shardmerge-bench", f"local[{cores}]", spark__sql__shuffle__partitions=str(args.parallelism),
+                        spark__driver__memory="1g").getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         try:
             # Python workers started with the apply module loaded, as in a running worker

@@ -304,9 +304,11 @@ class SyncerConfig:
     batch: int = 500
     safe_mode: bool = False
     binlog_reader: str = "process"   # "process": decoder child process; "spark": mysql-binlog source
+    apply_mode: str = "stream"       # "stream": one long-lived Spark job per run of batches; "job": one per chunk
 
 
 BINLOG_READERS = ("process", "spark")
+APPLY_MODES = ("stream", "job")
 
 # DM's default names of the online schema change tools' tables (group 1 = the real table):
 # pt-online-schema-change `_t_new` / `_t_old`, gh-ost `_t_gho` / `_t_ghc`, `_t_del`
@@ -398,10 +400,14 @@ def _bal(node: _Node) -> BlockAllowList:
 def _syncer(node: _Node) -> SyncerConfig:
     s = SyncerConfig(node.get("worker-count", int, default=4), node.get("batch", int, default=500),
                      node.get("safe-mode", bool, default=False),
-                     node.get("binlog-reader", str, default="process"))
+                     node.get("binlog-reader", str, default="process"),
+                     node.get("apply-mode", str, default="stream"))
     if s.binlog_reader not in BINLOG_READERS:
         raise ConfigError(f"`{node.key('binlog-reader')}` must be process or spark, got {s.binlog_reader!r}",
                           file=node.file, key=node.key("binlog-reader"))
+    if s.apply_mode not in APPLY_MODES:
+        raise ConfigError(f"`{node.key('apply-mode')}` must be stream or job, got {s.apply_mode!r}",
+                          file=node.file, key=node.key("apply-mode"))
     for k in ("worker-count", "batch"):
         if getattr(s, k.replace("-", "_")) < 1:
             raise ConfigError(f"`{node.key(k)}` must be at least 1", file=node.file, key=node.key(k))

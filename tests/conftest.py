@@ -4,7 +4,6 @@ if one cannot start, the tests that need it fail with the reason — never a sil
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import sys
 import uuid
@@ -126,13 +125,9 @@ def etcd_prefix(etcd_client):
 @pytest.fixture(scope="session")
 def spark():
     """One local Spark session for the whole run (starting one costs seconds)."""
-    from pyspark.sql import SparkSession
-    os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
-    session = (SparkSession.builder.master("local[2]").appName("shardmerge-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "4")
-               .config("spark.driver.memory", "1g")
-               .getOrCreate())
+    from worker.spark_session import builder
+    session = builder("shardmerge-tests", "local[2]", spark__sql__shuffle__partitions="4",
+                      spark__driver__memory="1g").getOrCreate()
     yield session
     session.stop()
 

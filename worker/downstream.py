@@ -15,6 +15,8 @@ def fetch_keys(conn, table: tuple[str, str] | None = None) -> dict[str, list[str
     """{"schema.table": key columns} of every downstream table (or of ``table`` only: after a
     DDL, asking about every table of a big server costs tens of ms): the primary key, else the
     first unique key whose columns are all NOT NULL."""
+    if table is not None:
+        return _table_key(conn, table)
     where, args = _only(table, "s.")
     with conn.cursor() as cur:
         cur.execute(f"""SELECT s.TABLE_SCHEMA, s.TABLE_NAME, s.INDEX_NAME, s.COLUMN_NAME, c.IS_NULLABLE
@@ -34,6 +36,29 @@ def fetch_keys(conn, table: tuple[str, str] | None = None) -> dict[str, list[str
                 out[t] = [c for c, _ in cols]
                 break
     return out
+
+
+def _table_key(conn, table: tuple[str, str]) -> dict[str, list[str]]:
+    """``fetch_keys`` of one table by ``SHOW INDEX`` (0.3 ms; the information_schema join takes
+    ~20 ms even for one table, and the syncer asks after every DDL it runs)."""
+    import pymysql
+    schema, name = table
+    q = "`" + schema.replace("`", "``") + "`.`" + name.replace("`", "``") + "`"
+    with conn.cursor() as cur:
+        try:
+            cur.execute(f"SHOW INDEX FROM {q}")
+        except pymysql.err.ProgrammingError as e:
+            if e.args and e.args[0] == 1146:     # no such table: no key, as from information_schema
+                return {}
+            raise
+        rows = cur.fetchall()
+    idx: dict[str, list] = {}
+    for r in sorted((r for r in rows if not int(r[1])), key=lambda r: (r[2] != "PRIMARY", r[2].lower(), int(r[3]))):
+        idx.setdefault(r[2], []).append((r[4], r[9]))   # (column, Null: "YES" or "")
+    for cols in idx.values():
+        if all(n != "YES" for _, n in cols):
+            return {f"{schema}.{name}": [c for c, _ in cols]}
+    return {}
 
 
 def fetch_generated(conn, table: tuple[str, str] | None = None) -> dict[str, set[str]]:

@@ -21,6 +21,29 @@ if TYPE_CHECKING:     # pyspark is imported where the session is made (a JVM sta
 
 _log = logger("worker.spark_session")
 
+# Settings of every session the worker makes (and the benches and tests, so they measure the
+# same thing).  Python workers talk to their JVM over a Unix domain socket: over TCP loopback
+# each task's input stalled ~40 ms (small writes, delayed ACKs), a third of a small job.
+SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.python.unix.domain.socket.enabled": "true",
+}
+
+
+def builder(app_name: str, master: str, **extra: str):
+    """A ``SparkSession.Builder`` with :data:`SPARK_CONF` (plus ``extra``, dots as ``__``)."""
+    from pyspark.sql import SparkSession
+    # Spark's Python workers must run this interpreter (its venv has pymysql, the worker
+    # package...): without this they start the first `python3` on PATH
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    b = SparkSession.builder.appName(app_name).master(master)
+    for k, v in SPARK_CONF.items():
+        b = b.config(k, v)
+    for k, v in extra.items():
+        b = b.config(k.replace("__", "."), v)
+    return b
+
+
 GIVE_UP_AFTER = 3          # failed starts before get() raises (the thread keeps trying)
 _BACKOFF = (2.0, 5.0, 15.0, 30.0, 60.0)
 
@@ -47,12 +70,8 @@ class SparkStarter:
     def _create(self) -> None:
         while not self._closed.is_set():
             try:
-                from pyspark.sql import SparkSession   # pyspark (a JVM) only once a subtask needs Spark
-                # Spark's Python workers must run this interpreter (its venv has pymysql, the
-                # worker package...): without this they start the first `python3` on PATH
-                os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-                b = SparkSession.builder.appName(self.app_name).master(self.master)
-                self._session = b.config("spark.ui.enabled", "false").getOrCreate()
+                # pyspark (a JVM) only once a subtask needs Spark
+                self._session = builder(self.app_name, self.master).getOrCreate()
                 _log.info("Spark session up", master=self.master, failed_starts=self.failures)
                 self._done.set()
                 return

@@ -62,6 +62,7 @@ def test_full_task_parses():
     (("meta-schema: dm_meta", "meta-schema: dm_meta\nbogus-key: 1"), "bogus-key", "unknown key"),
     (("do-dbs: [\"shop_*\"]", "do-dbs: shop"), "block-allow-list.bal.do-dbs", "must be a list"),
     (("batch: 100", "batch: 0"), "syncers.global.batch", "at least 1"),
+    (("batch: 100", "batch: 100, apply-mode: streaming"), "syncers.global.apply-mode", "must be stream or job"),
 ])
 def test_errors_name_file_and_key(change, key, words):
     bad = TASK.replace(*change)

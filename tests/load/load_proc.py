@@ -10,7 +10,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 
 def main() -> None:
-    from pyspark.sql import SparkSession
+    from worker.spark_session import builder
 
     from coordinator.config import parse_source, parse_task
     from coordinator.obs import setup_logging
@@ -19,9 +19,7 @@ def main() -> None:
     task = parse_task(open(sys.argv[1]).read(), sys.argv[1])
     source = parse_source(open(sys.argv[2]).read(), sys.argv[2])
     pause = float(sys.argv[3])
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master("local[2]").appName("load-proc").config("spark.ui.enabled", "false")
-             .config("spark.driver.memory", "512m").getOrCreate())
+    spark = builder("load-proc", "local[2]", spark__driver__memory="512m").getOrCreate()
     run_full_load(task, source, spark, hooks=LoadHooks(after_chunk=lambda r: time.sleep(pause)),
                   progress_interval=0.5)
     print("LOAD-FINISHED", flush=True)

@@ -25,7 +25,8 @@ def db_yaml(params: dict) -> dict:
 
 
 def make_task(down, sources: dict, *, shard_table="orders_*", target_table="orders", safe_mode=False,
-              worker_count=2, batch=100, start: dict | None = None, name: str | None = None) -> tuple:
+              worker_count=2, batch=100, start: dict | None = None, name: str | None = None,
+              apply_mode: str | None = None) -> tuple:
     """sources: {source_id: Database}.  Shard tables ``orders_*`` of every source db route to
     ``<down>.orders``; any other table of those dbs maps to ``<down>.<same name>``."""
     routes, instances = {}, []
@@ -35,6 +36,8 @@ def make_task(down, sources: dict, *, shard_table="orders_*", target_table="orde
         routes[f"plain{i}"] = {"schema-pattern": db.name, "target-schema": down.name}
         inst = {"source-id": sid, "route-rules": [f"shard{i}", f"plain{i}"], "block-allow-list": f"bal{i}",
                 "syncer": {"worker-count": worker_count, "batch": batch, "safe-mode": safe_mode}}
+        if apply_mode:
+            inst["syncer"]["apply-mode"] = apply_mode
         if start and sid in start:
             p = start[sid]
             inst["meta"] = {"binlog-name": p.file, "binlog-pos": p.pos, "binlog-gtid": p.gtid}

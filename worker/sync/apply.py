@@ -437,14 +437,18 @@ def _apply_once(conn, changes: list, batch: int, source_id: str, attempt: int, c
 
 def apply_changes(changes: list, *, db_kwargs: dict, batch: int, source_id: str,
                   time_zone: str | None = None, attempt: int = 0, checkpoint: str | None = None,
-                  epoch: int = 0) -> dict:
+                  epoch: int = 0, conn=None) -> dict:
     """Apply one partition's changes (binlog order) in one transaction; its acknowledgement.
     ``attempt`` > 0 marks a retried Spark task (its first attempt may have committed).
     ``checkpoint``: the checkpoint table (quoted), where keyless tables' points are moved in
-    the same transaction (rule 10); ``epoch``: the writer's fence, checked there too."""
+    the same transaction (rule 10); ``epoch``: the writer's fence, checked there too.
+    ``conn``: a kept downstream connection (the apply stream's), left open; else one is
+    opened for this call."""
     if not changes:
         return {}
-    conn = connect_downstream(db_kwargs, time_zone=time_zone)
+    own = conn is None
+    if own:
+        conn = connect_downstream(db_kwargs, time_zone=time_zone)
     try:
         for tries in range(LOCK_RETRIES + 1):
             try:
@@ -467,7 +471,8 @@ def apply_changes(changes: list, *, db_kwargs: dict, batch: int, source_id: str,
             pass
         raise
     finally:
-        conn.close()
+        if own:
+            conn.close()
     ack: dict = {}
     for ch in changes:   # binlog order: the last change of a table has its highest position
         meta, pos = ch[META], ch[POS]

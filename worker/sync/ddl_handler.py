@@ -133,6 +133,9 @@ class DirectDDLHandler:
     """No coordination: run each DDL on its routed target (idempotently).  Keeps each
     upstream table's schema (``coordinator.schema``) for the checkpoint's ``table_info``."""
 
+    # no waiting on other sources: the syncer's apply stream may stay open across its DDLs
+    coordinated = False
+
     def __init__(self):
         self.schemas: dict[tuple[str, str], object] = {}
 

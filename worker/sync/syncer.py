@@ -41,6 +41,7 @@ from worker.sync.apply import (KeyCollision, Partitioner, apply_changes, apply_p
                                resolve_tls)
 from worker.binlog import READERS, BinlogReader, make_reader
 from worker.binlog.source import Chunk, Statement
+from worker.sync.apply_stream import MAX_LIFE, ApplyStream, StreamError
 from worker.sync.checkpoint import CheckpointStore
 from worker.sync.ddl_exec import run_ddls, server_error
 from worker.shardddl.errors import SkipRequested
@@ -61,6 +62,9 @@ log = logger("worker.sync.syncer")
 # Chunks of at most this many row changes are applied in the driver: a Spark job's scheduling
 # (~0.1 s on 2 cores) would dominate them, and a DDL waits for the rows before it.
 LOCAL_APPLY_ROWS = 256
+# a batch whose binlog range is larger opens the apply stream before its first chunk is decoded
+# (a few hundred rows of a narrow table; smaller batches are often trickles applied in the driver)
+STREAM_EARLY_BYTES = 64 * 1024
 
 ROWS = Counter("shardmerge_worker_rows_applied_total", "Row changes applied downstream", ["task", "source"])
 DDLS = Counter("shardmerge_worker_ddls_total", "DDL statements handled", ["task", "source", "action"])
@@ -141,6 +145,8 @@ class Syncer:
         self.binlog: BinlogReader = make_reader(self.reader, spark, source.source_id)
         self._parts_keys = None
         self.parallelism = parallelism or self.inst.syncer.worker_count
+        self._stream: ApplyStream | None = None     # the long-lived apply job (syncer.apply-mode: stream)
+        self._stream_kw: dict | None = None
         self.hooks = hooks or Hooks()
         self.store = CheckpointStore(self.down_kwargs, task.meta_schema, task.name, source.source_id, epoch)
         # task option online-ddl: pt-osc / gh-ost shadow tables (worker.sync.online_ddl)
@@ -209,7 +215,9 @@ class Syncer:
         return self.read_pos
 
     def close(self) -> None:
-        """Stop the binlog decoder process (also done when the syncer is garbage-collected)."""
+        """Stop the apply stream and the binlog decoder process (the decoder also stops when
+        the syncer is garbage-collected)."""
+        self.close_stream()
         self.binlog.close()
         self.upstream_end.close()
 
@@ -247,12 +255,23 @@ class Syncer:
             r = self.run_once()
             out.append(r)
             if self.read_pos >= target:
+                self.close_stream()
                 return out
         raise SyncError(f"not caught up after {max_batches} batches", task=self.task.name,
                         source=self.source.source_id, position=str(self.read_pos))
 
     # ------------------------------------------------------------------ one micro-batch
     def run_once(self) -> BatchResult:
+        try:
+            r = self._run_batch()
+        except BaseException:
+            self.close_stream()
+            raise
+        if r.idle or (self._stream is not None and self._stream.age > MAX_LIFE):
+            self.close_stream()      # caught up, or long enough: other jobs get the cores now
+        return r
+
+    def _run_batch(self) -> BatchResult:
         if not self._started or self._rewind.is_set():
             self._rewind.clear()
             self.start()
@@ -270,6 +289,10 @@ class Syncer:
         tm = result.timings
         safe_written = False
         reader = self._open_reader(start, end)
+        if self._streamed and (end.file != start.file or end.pos - start.pos > STREAM_EARLY_BYTES):
+            session = self._session()
+            if session is not None:      # the job starts (~0.1 s) while the first rows decode
+                self._open_stream(session, self._apply_kw())
         with reader:
             items = reader.items()
             while True:
@@ -296,6 +319,10 @@ class Syncer:
                         self._started = False
                         raise
                 elif isinstance(item, Statement):
+                    if getattr(self.handler, "coordinated", True):
+                        # a shard DDL may wait for other sources, whose applies may need the
+                        # cores this stream holds (sources sharing one Spark application)
+                        self.close_stream()
                     self._advance_global(item.start)
                     result.ddls += 1
                     td = time.monotonic()
@@ -353,8 +380,7 @@ class Syncer:
         ta = time.monotonic()
         tm["plan"] = tm.get("plan", 0.0) + ta - tp
         acks = []
-        kw = dict(db_kwargs=self.down_kwargs, batch=self.inst.syncer.batch, source_id=self.source.source_id,
-                  time_zone=self.time_zone, checkpoint=self.store.fq, epoch=self.store.epoch)
+        kw = self._apply_kw()
         session = self._session() if parts and sum(len(p) for p in parts) > self.local_apply_rows else None
         if parts and session is None:
             # a trickle (a few rows, e.g. before a DDL): scheduling a Spark job costs more than the
@@ -372,12 +398,16 @@ class Syncer:
                                 source=self.source.source_id, position=str(self.read_pos)) from e
             tm["apply"] = tm.get("apply", 0.0) + time.monotonic() - ta
         elif parts:
-            fn = functools.partial(apply_partition, **kw)
             try:
-                acks = session.sparkContext.parallelize(parts, len(parts)).mapPartitions(fn).collect()
-                SPARK_JOBS.labels(self.task.name, self.source.source_id).inc()
+                if self._streamed:
+                    acks = self._open_stream(session, kw).apply(parts)
+                else:
+                    fn = functools.partial(apply_partition, **kw)
+                    acks = session.sparkContext.parallelize(parts, len(parts)).mapPartitions(fn).collect()
+                    SPARK_JOBS.labels(self.task.name, self.source.source_id).inc()
             except Exception as e:
-                cause = _root_apply_error(e)
+                self.close_stream()
+                cause = _root_apply_error(e.cause if isinstance(e, StreamError) else e)
                 cls = ReplicationKeyCollision if cause.startswith("KeyCollision:") else \
                     FencedOut if cause.startswith("FencedOut:") else SyncError
                 raise cls(f"applying changes failed: {cause}", task=self.task.name,
@@ -398,6 +428,34 @@ class Syncer:
         self.rows_applied += rows
         ROWS.labels(self.task.name, self.source.source_id).inc(rows)
         return rows
+
+    def _apply_kw(self) -> dict:
+        """The apply function's arguments (the same for every chunk until a restart)."""
+        return dict(db_kwargs=self.down_kwargs, batch=self.inst.syncer.batch, source_id=self.source.source_id,
+                    time_zone=self.time_zone, checkpoint=self.store.fq, epoch=self.store.epoch)
+
+    @property
+    def _streamed(self) -> bool:
+        """Chunks go to a long-lived apply job (``worker/sync/apply_stream.py``); not with the
+        spark reader, whose reads are Spark jobs the apply waits for."""
+        return self.inst.syncer.apply_mode == "stream" and self.reader == "process"
+
+    def _open_stream(self, session, kw: dict) -> ApplyStream:
+        if self._stream is not None and self._stream_kw != kw:
+            self.close_stream()       # restarted under a new fence epoch: new task arguments
+        if self._stream is None:
+            group = f"shardmerge-apply-{self.task.name}-{self.source.source_id}-{time.monotonic_ns()}"
+            self._stream = ApplyStream(session, self.parallelism, kw, job_group=group)
+            self._stream_kw = dict(kw)
+            SPARK_JOBS.labels(self.task.name, self.source.source_id).inc()
+        return self._stream
+
+    def close_stream(self) -> None:
+        """End the apply stream's Spark job (its cores go back to the application)."""
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            session = self._session()
+            stream.close(session.sparkContext if session is not None else None)
 
     def _session(self):
         """The Spark session for a job, or None while a background start is still under way

@@ -1,0 +1,192 @@
+"""The apply stream (``syncer.apply-mode: stream``, ``worker/sync/apply_stream.py``): one
+long-lived Spark job applies chunk after chunk, with the per-chunk job's results and errors
+(real Spark session, real MariaDB)."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+from prometheus_client import REGISTRY
+
+from worker.events import INSERT, Position
+from worker.sync.apply import resolve_tls
+from worker.sync.apply_stream import ApplyStream, StreamError
+from worker.sync.errors import ReplicationKeyCollision
+from worker.sync.syncer import Syncer
+
+from .conftest import make_task
+
+
+def _jobs(task) -> float:
+    return REGISTRY.get_sample_value("shardmerge_worker_spark_apply_jobs_total",
+                                     {"task": task.name, "source": "s1"}) or 0
+
+
+def _history(db, n: int) -> None:
+    """n rows over two shard tables in transactions of 100, then updates, deletes and an
+    ALTER between them (a DDL the direct handler runs while the stream stays open)."""
+    for t in ("orders_1", "orders_2"):
+        db.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT, note VARCHAR(20))")
+    with db.connect() as c, c.cursor() as cur:
+        for lo in range(0, n, 100):
+            c.begin()
+            cur.executemany("INSERT INTO orders_1 VALUES (%s, %s, %s)", [(i, i, f"n{i}") for i in range(lo, lo + 100)])
+            cur.executemany("INSERT INTO orders_2 VALUES (%s, %s, %s)",
+                            [(100_000 + i, i, "m") for i in range(lo, lo + 100)])
+            c.commit()
+        cur.execute("UPDATE orders_1 SET v = v + 1000 WHERE id % 7 = 0")
+        cur.execute("DELETE FROM orders_2 WHERE id % 5 = 0")
+        for t in ("orders_1", "orders_2"):
+            cur.execute(f"ALTER TABLE {t} ADD COLUMN extra INT DEFAULT 5")
+        cur.executemany("INSERT INTO orders_1 VALUES (%s, %s, %s, %s)",
+                        [(n + i, i, "late", i) for i in range(600)])
+        cur.execute("UPDATE orders_1 SET id = id + 500000 WHERE id % 11 = 0")   # key changes
+        c.commit()
+
+
+def _upstream_rows(db) -> list:
+    return sorted(db.execute("SELECT id, v, note, extra FROM orders_1")
+                  + db.execute("SELECT id, v, note, extra FROM orders_2"))
+
+
+@pytest.mark.parametrize("mode", ["stream", "job"])
+def test_modes_replicate_the_same_rows(spark, source1_db, downstream_db, positions, mode):
+    """Several chunks of more rows than the driver applies itself: the stream uses ONE Spark job
+    for all of them (the DDL in between does not end it), the job mode one per chunk; the
+    downstream equals the upstream either way."""
+    (p1,) = positions(source1_db)
+    task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1}, apply_mode=mode)
+    _history(source1_db, 2000)
+    before = _jobs(task)
+    syncer = Syncer(spark, task, srcs["s1"], apply_rows=1000, local_apply_rows=50)
+    try:
+        results = syncer.sync_until_caught_up()
+        assert syncer._stream is None           # caught up: the stream's job ended
+    finally:
+        syncer.close()
+    assert sum(r.ddls for r in results) >= 3
+    assert sorted(downstream_db.execute("SELECT id, v, note, extra FROM orders")) == _upstream_rows(source1_db)
+    jobs = _jobs(task) - before
+    if mode == "stream":
+        assert jobs == len(results) == 1, (jobs, len(results))
+    else:
+        assert jobs >= 2, jobs    # one per chunk: at least the ones the ALTERs cut
+
+
+def test_collision_in_a_stream_stops_the_syncer_then_replays_in_safe_mode(spark, source1_db, downstream_db, positions):
+    (p1,) = positions(source1_db)
+    task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})
+    source1_db.execute("CREATE TABLE orders_1 (id INT PRIMARY KEY, v INT)")
+    source1_db.execute("CREATE TABLE orders_2 (id INT PRIMARY KEY, v INT)")
+    source1_db.execute("INSERT INTO orders_1 VALUES " + ", ".join(f"({i}, 1)" for i in range(400)))
+    syncer = Syncer(spark, task, srcs["s1"], local_apply_rows=50)
+    try:
+        syncer.sync_until_caught_up()
+        source1_db.execute("INSERT INTO orders_2 VALUES " + ", ".join(f"({i}, 2)" for i in range(390, 800)))
+        with pytest.raises(ReplicationKeyCollision) as ei:
+            syncer.sync_until_caught_up()
+        assert "Duplicate entry" in str(ei.value) and "orders_2" in str(ei.value), str(ei.value)
+        assert syncer._stream is None
+        # the colliding partition's transaction was rolled back: the first shard's rows are intact
+        assert downstream_db.execute("SELECT COUNT(*) FROM orders WHERE v = 1")[0][0] == 400
+        downstream_db.execute("DELETE FROM orders WHERE id >= 390")   # the operator lets shard 2 win
+        syncer.sync_until_caught_up()      # the failed batch again, in safe mode
+        assert downstream_db.execute("SELECT COUNT(*), SUM(v) FROM orders")[0] == (800, 390 + 2 * 410)
+    finally:
+        syncer.close()
+
+
+def test_two_syncers_on_one_session_do_not_starve_each_other(spark, source1_db, source2_db, downstream_db,
+                                                             positions):
+    """Sources sharing one Spark application (as the tests and a worker of several tasks do):
+    a stream holds the cores only while its syncer is behind, so both finish, one after the
+    other and at the same time."""
+    p1, p2 = positions(source1_db, source2_db)
+    task, srcs, _ = make_task(downstream_db, {"s1": source1_db, "s2": source2_db}, start={"s1": p1, "s2": p2})
+    for i, db in enumerate((source1_db, source2_db)):
+        db.execute("CREATE TABLE orders_1 (id INT PRIMARY KEY, v INT)")
+        db.execute("INSERT INTO orders_1 VALUES " + ", ".join(f"({i * 10_000 + k}, {k})" for k in range(1500)))
+    syncers = [Syncer(spark, task, srcs[s], apply_rows=500, local_apply_rows=50) for s in ("s1", "s2")]
+    try:
+        for s in syncers:               # one after the other: the first's stream ends when caught up
+            s.sync_until_caught_up()
+        assert downstream_db.execute("SELECT COUNT(*) FROM orders")[0][0] == 3000
+        for i, db in enumerate((source1_db, source2_db)):
+            db.execute("INSERT INTO orders_1 VALUES " + ", ".join(f"({i * 10_000 + k}, {k})"
+                                                                  for k in range(1500, 3000)))
+        errors: list = []
+
+        def run(s):
+            try:
+                s.sync_until_caught_up()
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+        threads = [threading.Thread(target=run, args=(s,), daemon=True) for s in syncers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not [t for t in threads if t.is_alive()], "a syncer is stuck behind the other's stream"
+        assert not errors, errors
+        assert downstream_db.execute("SELECT COUNT(*) FROM orders")[0][0] == 6000
+    finally:
+        for s in syncers:
+            s.close()
+
+
+def _pid_of_peer(port: int) -> int | None:
+    """The local process owning the TCP socket bound to 127.0.0.1:``port`` (the stream task)."""
+    want = f"0100007F:{port:04X}"
+    inode = None
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            parts = line.split()
+            if parts[1] == want:
+                inode = parts[9]
+    if inode is None:
+        return None
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == f"socket:[{inode}]":
+                    return int(pid)
+        except OSError:
+            continue
+    return None
+
+
+def test_a_lost_task_fails_the_chunk(spark, downstream_db):
+    """The task applying a partition dies (its Python worker killed while it waits on a row
+    lock): the chunk fails with a StreamError instead of waiting forever, and close() ends."""
+    from worker.binlog.source import RowsTable
+    downstream_db.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    downstream_db.execute("INSERT INTO t VALUES (1, 0)")
+    ref = RowsTable("up", "t", downstream_db.name, "t", ("id", "v"), ("id",))
+    meta = (ref.up_schema, ref.up_table, f"`{downstream_db.name}`.`t`", ref.cols, ref.pk)
+    change = (INSERT, meta, None, (1, 5), Position("mysql-bin.000001", 100), True)   # safe: REPLACE
+    kw = dict(db_kwargs=resolve_tls(downstream_db.params), batch=100, source_id="s1", time_zone="+00:00",
+              checkpoint=None, epoch=0)
+    stream = ApplyStream(spark, 1, kw, job_group="test-lost-task")
+    holder = downstream_db.connect()
+    holder.autocommit(False)
+    try:
+        with holder.cursor() as cur:
+            cur.execute("SELECT * FROM t WHERE id = 1 FOR UPDATE")   # the task's REPLACE waits on it
+        assert stream.apply([[]]) == [{}]                               # connected and serving
+        (task_sock,) = stream._files
+        pid = _pid_of_peer(task_sock.getpeername()[1])
+        assert pid is not None and pid != os.getpid()
+        killer = threading.Timer(1.0, os.kill, (pid, signal.SIGKILL))
+        killer.start()
+        with pytest.raises(StreamError) as ei:
+            stream.apply([[change]])
+        assert "apply task lost" in str(ei.value), str(ei.value)
+        killer.join()
+    finally:
+        holder.rollback()
+        holder.close()
+        stream.close(spark.sparkContext)
+    assert not stream._thread.is_alive()
+    assert downstream_db.execute("SELECT v FROM t")[0][0] == 0

@@ -1,0 +1,254 @@
+"""A long-lived Spark apply job: its tasks take chunk after chunk over a socket.
+
+Each chunk used to be one Spark job (``parallelize(parts).mapPartitions(apply).collect()``),
+and a job costs ~80-110 ms on the dev machine before a single row is written (scheduling,
+closure and task serialization, Python worker hand-over, result collection): more than the
+apply itself of a 5,000-row chunk.  :class:`ApplyStream` starts ONE job of ``n`` tasks when a
+syncer first needs Spark in a run of batches; each task (:func:`serve_apply`) connects back to
+the driver, keeps one downstream connection, and applies whatever partition the driver sends
+it, one downstream transaction per partition, answering with the same acknowledgement
+``apply_partition`` returns.  Rows go driver -> task in one pickle, not through the JVM.
+
+The guarantees are the per-chunk job's: the driver sends a chunk's partitions and waits for
+every acknowledgement before the next chunk, so one key's changes are applied in binlog order
+whichever task takes which partition; a task that fails or vanishes fails the chunk (the
+syncer then replays the batch in safe mode, as after any failed apply).  Tasks are never
+retried inside a stream, so ``attempt`` is always 0.
+
+The job holds ``n`` executor cores while it lives.  The syncer closes it when its source is
+caught up (idle), after an error, and at the end of a batch once it has lived
+:data:`MAX_LIFE` seconds, so other jobs of the same Spark application (another subtask's
+syncer, a full load) get the cores at those points.  The ``spark`` binlog reader runs its
+reads as Spark jobs while the apply is busy, so it keeps one job per chunk (a stream holding
+every core would starve the read it waits for).
+"""
+from __future__ import annotations
+
+import functools
+import hmac
+import pickle
+import secrets
+import selectors
+import socket
+import struct
+import threading
+import time
+
+from coordinator.obs import logger
+
+log = logger("worker.sync.apply_stream")
+
+MAX_LIFE = 5.0          # seconds; then closed at the next batch end (others get the cores)
+CONNECT_TIMEOUT = 10.0  # a task's connect back to the driver
+_LEN = struct.Struct("!Q")
+_TOKEN_BYTES = 16
+
+
+class StreamError(Exception):
+    """The stream cannot apply the chunk (task lost, job failed); ``cause`` as
+    ``"<ExceptionClass>: message"`` when a task reported an error."""
+
+    def __init__(self, cause: str):
+        super().__init__(cause)
+        self.cause = cause
+
+
+def _send(sock: socket.socket, obj) -> None:
+    data = pickle.dumps(obj, protocol=5)
+    sock.sendall(_LEN.pack(len(data)))
+    sock.sendall(data)
+
+
+def _recv_exact(f, n: int) -> bytes | None:
+    data = f.read(n)
+    if data is None or len(data) < n:
+        return None
+    return data
+
+
+def _recv(f):
+    """The next message from buffered reader ``f``; None at EOF."""
+    head = _recv_exact(f, _LEN.size)
+    if head is None:
+        return None
+    body = _recv_exact(f, _LEN.unpack(head)[0])
+    if body is None:
+        return None
+    return pickle.loads(body)
+
+
+def _driver_host(sc) -> str:
+    if sc.master.startswith("local"):
+        return "127.0.0.1"
+    conf = sc.getConf()
+    return conf.get("spark.driver.host") or socket.gethostname()
+
+
+# ------------------------------------------------------------------ task side
+def serve_apply(indexes, *, address: tuple[str, int], token: bytes, **kw):
+    """Spark ``mapPartitions`` function of the stream job: connect to the driver, then apply
+    each partition it sends (``apply_changes`` on one kept connection) and answer with its
+    acknowledgement, or with ``("error", "<Class>: message")`` and stop."""
+    from worker.sync.apply import apply_changes, connect_downstream
+    for _ in indexes:
+        pass
+    try:
+        sock = socket.create_connection(address, timeout=CONNECT_TIMEOUT)
+    except OSError:
+        return iter(())      # the stream closed before this task started: nothing to do
+    sock.settimeout(None)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    conn = None
+    try:
+        sock.sendall(token)
+        f = sock.makefile("rb")
+        while True:
+            changes = _recv(f)
+            if changes is None:
+                break
+            try:
+                if conn is None:
+                    conn = connect_downstream(kw["db_kwargs"], time_zone=kw.get("time_zone"))
+                ack = apply_changes(changes, conn=conn, **kw)
+            except BaseException as e:  # noqa: BLE001 — reported to the driver, which fails the chunk
+                _send(sock, ("error", f"{type(e).__name__}: {e}"))
+                break
+            _send(sock, ("ok", ack))
+    finally:
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001
+                pass
+        sock.close()
+    return iter(())
+
+
+# ------------------------------------------------------------------ driver side
+class ApplyStream:
+    """The driver's end: a listening socket, the job's thread, the connected tasks."""
+
+    def __init__(self, session, n: int, kw: dict, *, job_group: str):
+        self.n, self.opened = n, time.monotonic()
+        sc = session.sparkContext
+        host = _driver_host(sc)
+        self._listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        try:
+            self._listener.bind((host, 0))
+        except OSError:
+            self._listener.bind(("", 0))
+        self._listener.listen(n + 4)
+        self._listener.setblocking(False)
+        self._token = secrets.token_bytes(_TOKEN_BYTES)
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self._listener, selectors.EVENT_READ)
+        self._idle: list[socket.socket] = []
+        self._files: dict[socket.socket, object] = {}
+        self._error: BaseException | None = None
+        self._closed = False
+        self._group = job_group
+        address = (host, self._listener.getsockname()[1])
+        fn = functools.partial(serve_apply, address=address, token=self._token, **kw)
+        self._thread = threading.Thread(target=self._run_job, args=(sc, fn), name=f"apply-stream-{job_group}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run_job(self, sc, fn) -> None:
+        try:
+            sc.setJobGroup(self._group, "shardmerge apply stream", interruptOnCancel=True)
+            sc.parallelize(range(self.n), self.n).mapPartitions(fn).collect()
+        except BaseException as e:  # noqa: BLE001 — seen by apply() if it is waiting on the job
+            if not self._closed:
+                self._error = e
+
+    @property
+    def age(self) -> float:
+        return time.monotonic() - self.opened
+
+    def _accept(self) -> None:
+        try:
+            s, _ = self._listener.accept()
+        except BlockingIOError:
+            return
+        s.setblocking(True)
+        s.settimeout(CONNECT_TIMEOUT)
+        try:
+            got = s.recv(_TOKEN_BYTES, socket.MSG_WAITALL)
+        except OSError:
+            got = b""
+        if not hmac.compare_digest(got, self._token):
+            s.close()
+            return
+        s.settimeout(None)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._files[s] = s.makefile("rb")
+        self._sel.register(s, selectors.EVENT_READ)
+        self._idle.append(s)
+
+    def apply(self, parts: list[list]) -> list[dict]:
+        """Apply one chunk's partitions; their acknowledgements.  Raises :class:`StreamError`."""
+        if self._closed:
+            raise StreamError("ApplyError: the apply stream is closed")
+        acks: list = [None] * len(parts)
+        todo = list(range(len(parts)))
+        busy: dict[socket.socket, int] = {}
+        while todo or busy:
+            while todo and self._idle:
+                s, i = self._idle.pop(), todo.pop(0)
+                try:
+                    _send(s, parts[i])
+                except OSError as e:
+                    self._drop(s)
+                    raise StreamError(f"ApplyError: apply task lost while sending a partition: {e}") from e
+                busy[s] = i
+            for key, _ in self._sel.select(timeout=0.5):
+                s = key.fileobj
+                if s is self._listener:
+                    self._accept()
+                    continue
+                msg = _recv(self._files[s])
+                i = busy.pop(s, None)
+                if msg is None:
+                    self._drop(s)
+                    if i is not None:
+                        raise StreamError("ApplyError: apply task lost (its connection closed) "
+                                          "before acknowledging a partition")
+                    continue
+                if msg[0] == "error":
+                    self._drop(s)
+                    raise StreamError(msg[1])
+                acks[i] = msg[1]
+                self._idle.append(s)
+            if not self._thread.is_alive() and not busy and todo and not self._idle:
+                err = self._error
+                cause = f"{type(err).__name__}: {err}" if err is not None else \
+                    "ApplyError: the apply stream's Spark job ended before taking the chunk"
+                raise StreamError(cause)
+        return acks
+
+    def _drop(self, s: socket.socket) -> None:
+        try:
+            self._sel.unregister(s)
+        except (KeyError, ValueError):
+            pass
+        f = self._files.pop(s, None)
+        if f is not None:
+            f.close()
+        s.close()
+        if s in self._idle:
+            self._idle.remove(s)
+
+    def close(self, sc=None, timeout: float = 10.0) -> None:
+        """End the job: tasks see EOF and return; tasks not started yet are cancelled."""
+        if self._closed:
+            return
+        self._closed = True
+        for s in list(self._files):
+            self._drop(s)
+        self._sel.unregister(self._listener)
+        self._listener.close()
+        self._sel.close()
+        self._thread.join(min(timeout, 2.0))   # started tasks saw EOF; unstarted ones find no listener
+        if self._thread.is_alive() and sc is not None:
+            sc.cancelJobGroup(self._group)
+            self._thread.join(timeout)
