@@ -187,6 +187,6 @@ def test_a_lost_task_fails_the_chunk(spark, downstream_db):
     finally:
         holder.rollback()
         holder.close()
-        stream.close(spark.sparkContext)
+        stream.close(spark.sparkContext, wait=True)
     assert not stream._thread.is_alive()
     assert downstream_db.execute("SELECT v FROM t")[0][0] == 0

@@ -40,6 +40,7 @@ log = logger("worker.sync.apply_stream")
 
 MAX_LIFE = 5.0          # seconds; then closed at the next batch end (others get the cores)
 CONNECT_TIMEOUT = 10.0  # a task's connect back to the driver
+CANCEL_AFTER = 5.0      # a closed stream's job still running then is cancelled
 _LEN = struct.Struct("!Q")
 _TOKEN_BYTES = 16
 
@@ -238,8 +239,10 @@ class ApplyStream:
         if s in self._idle:
             self._idle.remove(s)
 
-    def close(self, sc=None, timeout: float = 10.0) -> None:
-        """End the job: tasks see EOF and return; tasks not started yet are cancelled."""
+    def close(self, sc=None, wait: bool = False) -> None:
+        """End the job without waiting for it (``wait``: until it ended): started tasks see EOF
+        and return, tasks not started yet find no listener and return; a job still running
+        after :data:`CANCEL_AFTER` seconds (a task stuck in the downstream) is cancelled."""
         if self._closed:
             return
         self._closed = True
@@ -248,7 +251,13 @@ class ApplyStream:
         self._sel.unregister(self._listener)
         self._listener.close()
         self._sel.close()
-        self._thread.join(min(timeout, 2.0))   # started tasks saw EOF; unstarted ones find no listener
-        if self._thread.is_alive() and sc is not None:
-            sc.cancelJobGroup(self._group)
-            self._thread.join(timeout)
+
+        def reap():
+            self._thread.join(CANCEL_AFTER)
+            if self._thread.is_alive() and sc is not None:
+                sc.cancelJobGroup(self._group)
+        if wait:
+            reap()
+            self._thread.join()
+        else:
+            threading.Thread(target=reap, name=f"apply-stream-reap-{self._group}", daemon=True).start()
