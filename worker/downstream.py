@@ -39,26 +39,33 @@ def fetch_keys(conn, table: tuple[str, str] | None = None) -> dict[str, list[str
 
 
 def _table_key(conn, table: tuple[str, str]) -> dict[str, list[str]]:
-    """``fetch_keys`` of one table by ``SHOW INDEX`` (0.3 ms; the information_schema join takes
-    ~20 ms even for one table, and the syncer asks after every DDL it runs)."""
+    """``fetch_keys`` of one table (the syncer asks after every DDL it runs)."""
+    key = table_key_columns(conn, *table)
+    return {f"{table[0]}.{table[1]}": key} if key else {}
+
+
+def table_key_columns(conn, schema: str, table: str, *, whole_columns: bool = False) -> list[str]:
+    """The primary key of one table, else its first unique key (by name) whose columns are all
+    NOT NULL; [] if none or no such table.  ``whole_columns``: skip keys on column prefixes.
+    By ``SHOW INDEX`` (0.3 ms; the information_schema join took ~20 ms even for one table)."""
     import pymysql
-    schema, name = table
-    q = "`" + schema.replace("`", "``") + "`.`" + name.replace("`", "``") + "`"
+    q = "`" + schema.replace("`", "``") + "`.`" + table.replace("`", "``") + "`"
     with conn.cursor() as cur:
         try:
             cur.execute(f"SHOW INDEX FROM {q}")
         except pymysql.err.ProgrammingError as e:
             if e.args and e.args[0] == 1146:     # no such table: no key, as from information_schema
-                return {}
+                return []
             raise
         rows = cur.fetchall()
+    # Table, Non_unique, Key_name, Seq_in_index, Column_name, Collation, Cardinality, Sub_part, Packed, Null
     idx: dict[str, list] = {}
     for r in sorted((r for r in rows if not int(r[1])), key=lambda r: (r[2] != "PRIMARY", r[2].lower(), int(r[3]))):
-        idx.setdefault(r[2], []).append((r[4], r[9]))   # (column, Null: "YES" or "")
+        idx.setdefault(r[2], []).append((r[4], r[9], r[7]))
     for cols in idx.values():
-        if all(n != "YES" for _, n in cols):
-            return {f"{schema}.{name}": [c for c, _ in cols]}
-    return {}
+        if all(n != "YES" for _, n, _ in cols) and not (whole_columns and any(p is not None for _, _, p in cols)):
+            return [c for c, _, _ in cols]
+    return []
 
 
 def fetch_generated(conn, table: tuple[str, str] | None = None) -> dict[str, set[str]]:

@@ -31,3 +31,17 @@ def test_one_table_key_equals_server_wide(downstream_db, name):
 def test_missing_table_has_no_key(downstream_db):
     with downstream_db.connect() as c:
         assert fetch_keys(c, (downstream_db.name, "nope")) == {}
+
+
+def test_load_plan_key_skips_prefix_keys_and_gives_types(source1_db):
+    """The full load's chunk key (``worker.load.plan.table_key``): a key on a column prefix
+    cannot bound a chunk, so the next whole-column key is used; the types come with it."""
+    from worker.load.plan import table_key
+    source1_db.execute("CREATE TABLE p (a VARCHAR(100) NOT NULL, b INT NOT NULL, c DATETIME NOT NULL, "
+                       "PRIMARY KEY (a(10)), UNIQUE KEY u(b, c))")
+    source1_db.execute("CREATE TABLE q (a BIGINT NOT NULL, PRIMARY KEY (a))")
+    source1_db.execute("CREATE TABLE r (a TEXT NOT NULL, UNIQUE KEY u(a(20)))")
+    with source1_db.connect() as c:
+        assert table_key(c, source1_db.name, "p") == (["b", "c"], ["int", "datetime"])
+        assert table_key(c, source1_db.name, "q") == (["a"], ["bigint"])
+        assert table_key(c, source1_db.name, "r") == ([], [])

@@ -21,6 +21,7 @@ from coordinator.obs import logger
 from coordinator.routing import SYSTEM_SCHEMAS, TableMapper
 from coordinator.sql import quote_ident
 from worker.binlog.source import dec, enc
+from worker.downstream import table_key_columns
 from worker.load.snapshot import show_create
 
 log = logger("worker.load.plan")
@@ -81,22 +82,16 @@ def discover(conn, mapper: TableMapper) -> list[ShardTable]:
 
 
 def table_key(conn, schema: str, table: str) -> tuple[list[str], list[str]]:
-    """(columns, data types) of the primary key, else the first all-NOT-NULL unique key."""
+    """(columns, data types) of the primary key, else the first all-NOT-NULL unique key (keys
+    on column prefixes do not count: they do not bound a chunk)."""
+    key = table_key_columns(conn, schema, table, whole_columns=True)
+    if not key:
+        return [], []
     with conn.cursor() as cur:
-        cur.execute("""SELECT s.INDEX_NAME, s.COLUMN_NAME, c.IS_NULLABLE, c.DATA_TYPE
-                       FROM information_schema.STATISTICS s JOIN information_schema.COLUMNS c
-                         ON c.TABLE_SCHEMA = s.TABLE_SCHEMA AND c.TABLE_NAME = s.TABLE_NAME
-                        AND c.COLUMN_NAME = s.COLUMN_NAME
-                       WHERE s.TABLE_SCHEMA = %s AND s.TABLE_NAME = %s AND s.NON_UNIQUE = 0
-                         AND s.SUB_PART IS NULL
-                       ORDER BY s.INDEX_NAME = 'PRIMARY' DESC, s.INDEX_NAME, s.SEQ_IN_INDEX""", (schema, table))
-        idx: dict[str, list] = {}
-        for name, col, nullable, dtype in cur.fetchall():
-            idx.setdefault(name, []).append((col, nullable, dtype))
-    for cols in idx.values():
-        if all(n == "NO" for _, n, _ in cols):
-            return [c for c, _, _ in cols], [d.lower() for _, _, d in cols]
-    return [], []
+        cur.execute("SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS "
+                    "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s", (schema, table))
+        types = {c.lower(): t for c, t in cur.fetchall()}
+    return key, [types[c.lower()].lower() for c in key]
 
 
 # ------------------------------------------------------------------ chunk bounds

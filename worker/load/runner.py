@@ -45,7 +45,7 @@ from worker.load.snapshot import connect_reader, fingerprint
 from worker.load.store import ChunkRow, LoadStore, fq_name
 from worker.load.targets import ensure_target, joined, strip_counter
 from worker.schema_tracker import schema_to_json
-from worker.sync.apply import connect_downstream
+from worker.sync.apply import connect_downstream, resolve_tls
 from worker.sync.checkpoint import CheckpointStore
 from worker.upstream import check_upstream, master_status
 
@@ -143,8 +143,10 @@ class FullLoad:
         self.opts = options or load_options(task, self.sid)
         self.hooks = hooks or LoadHooks()
         self.mapper = TableMapper(self.inst, task.meta_schema)
-        self.up_kwargs = source.db.pymysql_kwargs()
-        self.down_kwargs = task.target.pymysql_kwargs()
+        # one TLS probe per server, then plain connections where it offers none (a PyMySQL
+        # connect without TLS settings builds an SSL context: ~26 ms, 7 in a plan, 2 a chunk)
+        self.up_kwargs = _plain_if_possible(source.db.pymysql_kwargs())
+        self.down_kwargs = _plain_if_possible(task.target.pymysql_kwargs())
         self.store = LoadStore(self.down_kwargs, task.meta_schema, task.name, self.sid)
         self.log = log.bind(task=task.name, source=self.sid)
 
@@ -389,6 +391,13 @@ class FullLoad:
 
 _ERRORS = {"KeyCollision": chunkmod.KeyCollision, "SchemaChangedDuringLoad": chunkmod.SchemaChangedDuringLoad,
            "ChunkError": chunkmod.ChunkError}
+
+
+def _plain_if_possible(kw: dict) -> dict:
+    try:
+        return resolve_tls(kw)
+    except pymysql.MySQLError:
+        return kw      # unreachable now: the load's own connection names the error
 
 
 def _translate(e: BaseException, task: str, source: str) -> ShardMergeError:
