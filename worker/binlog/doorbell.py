@@ -34,23 +34,33 @@ def wait_for_binlog(db_kwargs: dict, at: Position, timeout: float, stop: threadi
     # the protocol library is loaded where the binlog is read (as in source.decode_range)
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import HeartbeatLogEvent, MariadbGtidEvent
-    stream = None
-    try:
-        stream = BinLogStreamReader(connection_settings={**db_kwargs, "port": int(db_kwargs["port"])},
-                                    server_id=random.randint(1_000_000, 2_000_000_000), blocking=True,
-                                    is_mariadb=True, auto_position=at.gtid, slave_heartbeat=heartbeat,
-                                    only_events=[MariadbGtidEvent, HeartbeatLogEvent])
-        while not stop.is_set() and not wake() and time.monotonic() < deadline:
-            ev = stream.fetchone()
-            if isinstance(ev, MariadbGtidEvent):
-                return True
-        return not stop.is_set()
-    except Exception as e:  # noqa: BLE001 — any failure falls back to the plain sleep
-        _log.debug(f"binlog doorbell unavailable, sleeping instead: {e}")
-        return not stop.wait(max(0.0, deadline - time.monotonic()))
-    finally:
-        if stream is not None:
-            try:
-                stream.close()
-            except Exception:  # noqa: BLE001 — closing a dead dump connection
-                pass
+    from worker.binlog.source import dump_position
+    # by file/pos where it can (no GTID scan of the binlog file); a wrong position only wakes
+    # the syncer early, and a failed one is tried again by GTID
+    hows = [dump_position(at)]
+    if "log_file" in hows[0]:
+        hows.append({"auto_position": at.gtid, "is_mariadb": True})
+    for i, how in enumerate(hows):
+        stream = None
+        try:
+            stream = BinLogStreamReader(connection_settings={**db_kwargs, "port": int(db_kwargs["port"])},
+                                        server_id=random.randint(1_000_000, 2_000_000_000), blocking=True,
+                                        slave_heartbeat=heartbeat, only_events=[MariadbGtidEvent, HeartbeatLogEvent],
+                                        **how)
+            while not stop.is_set() and not wake() and time.monotonic() < deadline:
+                ev = stream.fetchone()
+                if isinstance(ev, MariadbGtidEvent):
+                    return True
+            return not stop.is_set()
+        except Exception as e:  # noqa: BLE001 — any failure falls back to the plain sleep
+            if i + 1 < len(hows):
+                continue
+            _log.debug(f"binlog doorbell unavailable, sleeping instead: {e}")
+            return not stop.wait(max(0.0, deadline - time.monotonic()))
+        finally:
+            if stream is not None:
+                try:
+                    stream.close()
+                except Exception:  # noqa: BLE001 — closing a dead dump connection
+                    pass
+    return not stop.is_set()

@@ -43,7 +43,7 @@ from typing import NamedTuple
 from coordinator.errors import ShardMergeError
 from coordinator.routing import TableMapper
 from worker.binlog.fast_rows import RowDecoder
-from worker.events import DELETE, INSERT, Position, UPDATE, advance_gtid_set
+from worker.events import DELETE, INSERT, Position, UPDATE, advance_gtid_set, parse_gtid_set
 
 STALL_SECONDS = 60
 IDLE_EXIT_SECONDS = 300     # an idle decoder process exits (a syncer left unclosed costs nothing)
@@ -157,14 +157,52 @@ class _Failed:
 
 
 # ------------------------------------------------------------------ decoding
+class _Reposition(Exception):
+    """The dump positioned by file/pos is not where the start GTID state says: start over by GTID."""
+
+
+def dump_position(start: Position) -> dict:
+    """How to position a binlog dump at ``start``: by file/pos when it has them and one GTID
+    domain (the first transaction read is then checked against the GTID state,
+    :func:`gtid_follows`), else by the GTID state.  MariaDB finds a GTID by scanning the binlog
+    file from its start: ~60 ms at 180 MB, ~0.35 s in a full 1 GB file, on every batch."""
+    if start.file and start.pos >= 4 and len(parse_gtid_set(start.gtid or "")) == 1:
+        return {"log_file": start.file, "log_pos": start.pos, "resume_stream": True, "is_mariadb": False}
+    return {"auto_position": start.gtid or "", "is_mariadb": True}
+
+
+def gtid_follows(state: str, gtid: str) -> bool:
+    """``gtid`` is the next transaction of its domain after the GTID state ``state``."""
+    d, _, seq = gtid.split("-")
+    last = parse_gtid_set(state).get(int(d))
+    return last is not None and int(last.rsplit("-", 1)[1]) + 1 == int(seq)
+
+
 def decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None, *, max_events: int = 0,
                  source_id: str = "", server_id: int = 0):
     """Generator of ``(Position, [(kind, RowsTable, rows)])`` per committed transaction with
     routed rows, :class:`Statement` per statement event and a final :class:`End`.
 
     Reading stops at ``end`` (which exists: it came from SHOW MASTER STATUS) or, at a
-    transaction boundary, once ``max_events`` rows were produced."""
+    transaction boundary, once ``max_events`` rows were produced.  The dump is positioned by
+    file/pos where :func:`dump_position` allows it; if the first transaction there is not the
+    one after the start GTID state (another server behind the same address, a gap), or the
+    file is gone, it starts over positioned by GTID, before anything was handed out."""
+    how = dump_position(start)
+    if "log_file" in how:
+        try:
+            yield from _decode_range(db_kwargs, mapper, start, end, how, max_events, source_id, server_id)
+            return
+        except _Reposition:
+            pass
+    yield from _decode_range(db_kwargs, mapper, start, end, {"auto_position": start.gtid or "", "is_mariadb": True},
+                             max_events, source_id, server_id)
+
+
+def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None, how: dict, max_events: int,
+                  source_id: str, server_id: int):
     # the protocol library is loaded where the binlog is decoded (decoder process, Spark executor)
+    import pymysql
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import MariadbGtidEvent, QueryEvent, XidEvent
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
@@ -174,10 +212,11 @@ def decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None,
     settings = {**db_kwargs, "port": int(db_kwargs["port"])}
     # Blocking dump, stopped by us at ``end``: MariaDB's non-blocking dump drops the connection
     # mid-stream on larger ranges.  Every event is taken (no only_events) so the end check runs
-    # after each one; heartbeats let a stalled read notice it.  MariaDB positions the dump by
-    # the start GTID state (it ignores file/pos); file/pos bound the end and order events.
+    # after each one; heartbeats let a stalled read notice it.  By GTID, MariaDB positions the
+    # dump by the start GTID state (it ignores file/pos); file/pos bound the end and order events.
     stream = BinLogStreamReader(connection_settings=settings, server_id=server_id, blocking=bool(end.file),
-                                is_mariadb=True, slave_heartbeat=1, auto_position=start.gtid or "")
+                                slave_heartbeat=1, **how)
+    unchecked = "log_file" in how     # by file/pos: the first GTID read must follow the start state
     gtid_set = start.gtid or ""
     boundary = Position(start.file, start.pos, gtid_set)
     emitted = 0
@@ -214,8 +253,21 @@ def decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None,
             yield End(boundary)
             return
         last_progress = (here().key, time.monotonic())
-        for ev in stream:
+        events = iter(stream)
+        while True:
+            try:
+                ev = next(events)
+            except StopIteration:
+                break
+            except pymysql.MySQLError:
+                if unchecked:              # e.g. the file was purged: nothing handed out yet
+                    raise _Reposition() from None
+                raise
             if isinstance(ev, MariadbGtidEvent):
+                if unchecked:
+                    unchecked = False
+                    if not gtid_follows(gtid_set, ev.gtid):
+                        raise _Reposition()
                 txn, txn_gtid = [], ev.gtid
                 continue
             if isinstance(ev, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
