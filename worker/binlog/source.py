@@ -8,9 +8,10 @@ syncer's checkpoints in the downstream are the one source of truth for where to 
 
 :class:`BinlogPrefetch` has the decoder run :func:`decode_range` and hands out, in binlog order:
 
-* :class:`Chunk` — whole transactions (``txns`` = ``[(end position, [(kind, RowsTable, rows)])]``,
+* :class:`Chunk` — transactions (``txns`` = ``[(end position, [(kind, RowsTable, rows)])]``,
   a DML transaction's changes all carry the position at its END), at most about ``max_rows``
-  rows, fewer when the apply is waiting;
+  rows, fewer when the apply is waiting; a transaction of keyed tables larger than half of
+  that comes in pieces (:class:`Unfinished`, with the position before it) then its last piece;
 * :class:`Statement` — any statement event other than BEGIN/COMMIT (DDL), with the positions
   before and after it;
 * :class:`End` — always last: the position the read stopped at (a transaction boundary).
@@ -19,7 +20,8 @@ Rows are tuples of values pymysql binds directly (no JSON in between); ``rows`` 
 a list of ``(before, after)`` pairs.  Row images of common column types are decoded by
 ``worker.binlog.fast_rows``, the rest by mysql-replication.  Tables the task's block-allow-list filters
 produce nothing; unrouted tables map one to one.  Memory stays bounded: at most about
-``max_rows`` decoded rows wait in the queue (a single larger transaction is kept whole).
+``max_rows`` decoded rows wait in the queue (a larger transaction is kept whole only when one
+of its tables has no primary key).
 """
 from __future__ import annotations
 
@@ -136,6 +138,16 @@ class Chunk:
     end: Position        # end of the last transaction
 
 
+class Unfinished(list):
+    """The changes of a transaction whose commit comes later: a piece of a transaction larger
+    than the decoder's ``split_rows``, handed out before the rest is decoded.  In a chunk's
+    ``txns`` it stands with the position BEFORE its transaction (its commit position is not
+    known yet), so a table acknowledged with it is never marked past the transaction; a table
+    point equal to that position does not skip it (``Partitioner.split``).  Only transactions
+    whose every table has a primary key in the binlog are split: a keyless table's replay is
+    exact only for whole transactions (checkpoint rule 10)."""
+
+
 @dataclass
 class Statement:
     query: str
@@ -179,7 +191,7 @@ def gtid_follows(state: str, gtid: str) -> bool:
 
 
 def decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None, *, max_events: int = 0,
-                 source_id: str = "", server_id: int = 0):
+                 source_id: str = "", server_id: int = 0, split_rows: int = 0):
     """Generator of ``(Position, [(kind, RowsTable, rows)])`` per committed transaction with
     routed rows, :class:`Statement` per statement event and a final :class:`End`.
 
@@ -187,20 +199,23 @@ def decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None,
     transaction boundary, once ``max_events`` rows were produced.  The dump is positioned by
     file/pos where :func:`dump_position` allows it; if the first transaction there is not the
     one after the start GTID state (another server behind the same address, a gap), or the
-    file is gone, it starts over positioned by GTID, before anything was handed out."""
+    file is gone, it starts over positioned by GTID, before anything was handed out.
+    ``split_rows`` > 0: a transaction of keyed tables is handed out every ``split_rows`` rows as
+    ``(position before it, Unfinished(changes))``, its last piece as usual."""
     how = dump_position(start)
     if "log_file" in how:
         try:
-            yield from _decode_range(db_kwargs, mapper, start, end, how, max_events, source_id, server_id)
+            yield from _decode_range(db_kwargs, mapper, start, end, how, max_events, source_id, server_id,
+                                     split_rows)
             return
         except _Reposition:
             pass
     yield from _decode_range(db_kwargs, mapper, start, end, {"auto_position": start.gtid or "", "is_mariadb": True},
-                             max_events, source_id, server_id)
+                             max_events, source_id, server_id, split_rows)
 
 
 def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None, how: dict, max_events: int,
-                  source_id: str, server_id: int):
+                  source_id: str, server_id: int, split_rows: int = 0):
     # the protocol library is loaded where the binlog is decoded (decoder process, Spark executor)
     import pymysql
     from pymysqlreplication import BinLogStreamReader
@@ -222,6 +237,8 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
     emitted = 0
     txn: list = []
     txn_gtid = ""
+    txn_rows, keyed = 0, True      # rows in ``txn``; every table of the transaction has a key
+    split = False                  # pieces of this transaction were handed out
     routes: dict = {}
     refs: dict = {}
     fast = RowDecoder()
@@ -268,7 +285,7 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
                     unchecked = False
                     if not gtid_follows(gtid_set, ev.gtid):
                         raise _Reposition()
-                txn, txn_gtid = [], ev.gtid
+                txn, txn_gtid, txn_rows, keyed, split = [], ev.gtid, 0, True, False
                 continue
             if isinstance(ev, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
                 ref = table_ref(ev)
@@ -284,6 +301,13 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
                     if rows is None:
                         rows = [_image(r["values"], cols) for r in ev.rows]
                     txn.append((INSERT if isinstance(ev, WriteRowsEvent) else DELETE, ref, rows))
+                if split_rows:
+                    txn_rows += len(rows)
+                    keyed = keyed and bool(ref.pk) and all(k in cols for k in ref.pk)
+                    if keyed and txn_rows >= split_rows:
+                        yield (boundary, Unfinished(txn))
+                        emitted += txn_rows
+                        txn, txn_rows, split = [], 0, True
                 continue
             if not isinstance(ev, (QueryEvent, XidEvent)):
                 if not txn_gtid and done():
@@ -319,10 +343,10 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
                     gtid_set = advance_gtid_set(gtid_set, txn_gtid)
                     txn_gtid = ""
                 p = here()
-                if txn:
+                if txn or split:      # a split transaction always ends with its commit position
                     yield (p, txn)
                     emitted += sum(len(rows) for _, _, rows in txn)
-                txn = []
+                txn, split = [], False
                 boundary = p
                 if done() or (max_events and emitted >= max_events):
                     break
@@ -338,7 +362,8 @@ def _pieces(req: dict):
     t0 = time.monotonic()
     txns, rows, last = [], 0, None
     for item in decode_range(req["db_kwargs"], mapper, req["start"], req["end"],
-                             max_events=req["max_events"], source_id=req["source_id"]):
+                             max_events=req["max_events"], source_id=req["source_id"],
+                             split_rows=req.get("split_rows", 0)):
         if isinstance(item, tuple):
             txns.append(item)
             rows += sum(len(r) for _, _, r in item[1])
@@ -447,8 +472,11 @@ class BinlogPrefetch:
                  end: Position | None, *, max_events: int = 0, source_id: str = "", max_rows: int = 20_000,
                  piece_rows: int = 2_000):
         self.decoder = decoder
+        # a transaction of keyed tables larger than half a chunk is handed out in pieces: its
+        # apply starts before the rest is decoded, and memory stays bounded by ``max_rows``
         self._req = {"db_kwargs": db_kwargs, "mapper": mapper_args, "start": start, "end": end,
-                     "max_events": max_events, "source_id": source_id, "piece_rows": piece_rows}
+                     "max_events": max_events, "source_id": source_id, "piece_rows": piece_rows,
+                     "split_rows": max(piece_rows, max_rows // 2)}
         self.source_id, self.start = source_id, start
         self.max_rows = max_rows
         self.min_rows = min(piece_rows, max_rows)

@@ -65,6 +65,7 @@ from coordinator.obs import logger
 from coordinator.sql import quote_ident
 from worker.sync.ddl_exec import server_error
 from worker.sync.fence import check_fence
+from worker.binlog.source import Unfinished
 from worker.events import DELETE, INSERT, UPDATE, Position
 
 
@@ -194,13 +195,16 @@ class Partitioner:
         parts: list[list] = [[] for _ in range(n)]
         points = points or {}
         for pos, events in txns:
+            # a piece of a transaction still being decoded stands with the position before it:
+            # a table point there does not cover it (``worker.binlog.source.Unfinished``)
+            unfinished = type(events) is Unfinished
             safe = force_safe or (safe_until is not None and pos <= safe_until)
             for kind, ref, rows in events:
                 tkey = (ref.up_schema, ref.up_table)
                 if tkey in held:
                     continue
                 p = points.get(tkey)
-                if p is not None and pos <= p:
+                if p is not None and (pos < p if unfinished else pos <= p):
                     continue   # already applied before the last checkpoint
                 meta, kidx, th, keyless, keep = self._resolve(ref)
                 if keep is not None:     # generated columns downstream: never written
