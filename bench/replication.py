@@ -41,6 +41,7 @@ import yaml  # noqa: E402
 from coordinator.config import parse_source, parse_task  # noqa: E402
 from coordinator.routing import TableMapper  # noqa: E402
 from worker.binlog.source import decode_range  # noqa: E402
+from worker.sync.apply import resolve_tls  # noqa: E402
 from worker.binlog.spark_reader import load_range  # noqa: E402
 from worker.sync.syncer import Syncer  # noqa: E402
 from worker.upstream import master_status  # noqa: E402
@@ -132,6 +133,7 @@ def _replicate(spark, mysql, conns, up_names: dict, start: dict, data_end: dict,
         try:
             for s in syncers:   # checkpoint tables, decoder process / data source registration
                 s.start()
+            time.sleep(1.0)     # the decoder processes finish starting, as in a running worker
             if reader == "spark":   # the data source's planner and reader processes, as in a running worker
                 load_range(spark, srcs["s1"].db.pymysql_kwargs(), (task.instance("s1"), task.meta_schema),
                            data_end["s1"], data_end["s1"], source_id="s1").collect()
@@ -249,7 +251,8 @@ def main(argv=None) -> int:
         decoded = 0
         for sid, srv in (("s1", "source1"), ("s2", "source2")):
             mapper = TableMapper(task_stub.instance(sid), task_stub.meta_schema)
-            for item in decode_range(dict(mysql[srv]), mapper, start[sid], data_end[sid]):
+            # the worker's connection settings (one TLS probe, then plain connections)
+            for item in decode_range(resolve_tls(dict(mysql[srv])), mapper, start[sid], data_end[sid]):
                 if isinstance(item, tuple):
                     decoded += sum(len(rows) for _, _, rows in item[1])
         decode_rps = decoded / (time.monotonic() - t0)

@@ -386,6 +386,10 @@ def _child_main() -> None:
     out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout = sys.stderr      # stray prints must not corrupt the item stream
     inp = sys.stdin.buffer
+    try:                         # the protocol library now, not in the first batch's time
+        import pymysqlreplication.row_event  # noqa: F401
+    except ImportError:
+        pass                     # the request reports it
     while True:
         if not select.select([inp], [], [], IDLE_EXIT_SECONDS)[0]:
             return
