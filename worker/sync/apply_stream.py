@@ -78,11 +78,15 @@ def _recv(f):
     return pickle.loads(body)
 
 
-def _driver_host(sc) -> str:
+def _driver_address(sc) -> tuple[str, str]:
+    """(address to listen on, host name the tasks connect to): Spark's own driver settings
+    (``spark.driver.bindAddress`` / ``spark.driver.host``, as ``deploy/k8s/worker.yaml`` sets
+    them), loopback in local mode."""
     if sc.master.startswith("local"):
-        return "127.0.0.1"
+        return "127.0.0.1", "127.0.0.1"
     conf = sc.getConf()
-    return conf.get("spark.driver.host") or socket.gethostname()
+    host = conf.get("spark.driver.host") or socket.gethostname()
+    return conf.get("spark.driver.bindAddress") or host, host
 
 
 # ------------------------------------------------------------------ task side
@@ -132,10 +136,10 @@ class ApplyStream:
     def __init__(self, session, n: int, kw: dict, *, job_group: str):
         self.n, self.opened = n, time.monotonic()
         sc = session.sparkContext
-        host = _driver_host(sc)
-        self._listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        bind, host = _driver_address(sc)
+        self._listener = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET)
         try:
-            self._listener.bind((host, 0))
+            self._listener.bind((bind, 0))
         except OSError:
             self._listener.bind(("", 0))
         self._listener.listen(n + 4)
