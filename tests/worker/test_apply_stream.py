@@ -190,3 +190,20 @@ def test_a_lost_task_fails_the_chunk(spark, downstream_db):
         stream.close(spark.sparkContext, wait=True)
     assert not stream._thread.is_alive()
     assert downstream_db.execute("SELECT v FROM t")[0][0] == 0
+
+
+def test_tasks_that_cannot_reach_the_driver_fail_the_chunk_with_a_hint(spark, downstream_db, monkeypatch):
+    """Executors that cannot dial the driver's stream port (a network policy): the chunk fails
+    naming the address and the way out (apply-mode: job), instead of waiting forever."""
+    import worker.sync.apply_stream as st
+    monkeypatch.setattr(st, "_driver_address", lambda sc: ("127.0.0.1", "127.0.0.2"))   # nothing listens there
+    kw = dict(db_kwargs=resolve_tls(downstream_db.params), batch=100, source_id="s1", time_zone="+00:00",
+              checkpoint=None, epoch=0)
+    stream = ApplyStream(spark, 2, kw, job_group="test-unreachable")
+    try:
+        with pytest.raises(StreamError) as ei:
+            stream.apply([[], []])
+    finally:
+        stream.close(spark.sparkContext, wait=True)
+    assert "could not connect back to the driver at 127.0.0.2:" in str(ei.value)
+    assert "apply-mode: job" in str(ei.value)

@@ -152,7 +152,7 @@ class ApplyStream:
         self._error: BaseException | None = None
         self._closed = False
         self._group = job_group
-        address = (host, self._listener.getsockname()[1])
+        self.address = address = (host, self._listener.getsockname()[1])
         fn = functools.partial(serve_apply, address=address, token=self._token, **kw)
         self._thread = threading.Thread(target=self._run_job, args=(sc, fn), name=f"apply-stream-{job_group}",
                                         daemon=True)
@@ -226,8 +226,10 @@ class ApplyStream:
                 self._idle.append(s)
             if not self._thread.is_alive() and not busy and todo and not self._idle:
                 err = self._error
-                cause = f"{type(err).__name__}: {err}" if err is not None else \
-                    "ApplyError: the apply stream's Spark job ended before taking the chunk"
+                cause = f"{type(err).__name__}: {err}" if err is not None else (
+                    f"ApplyError: the apply stream's Spark job ended before taking the chunk: its tasks could "
+                    f"not connect back to the driver at {self.address[0]}:{self.address[1]} (executors must reach "
+                    f"the driver host on any port; else set `apply-mode: job` in the task's syncer config)")
                 raise StreamError(cause)
         return acks
 
