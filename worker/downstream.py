@@ -3,6 +3,8 @@ and its generated columns (never written by DML).  Shared by the syncer, the ful
 ``shardctl check``."""
 from __future__ import annotations
 
+import pymysql
+
 
 def _only(table: tuple[str, str] | None, alias: str) -> tuple[str, tuple]:
     """SQL restricting a query to one table (``(schema, table)``), or to none of the system ones."""
@@ -48,7 +50,6 @@ def table_key_columns(conn, schema: str, table: str, *, whole_columns: bool = Fa
     """The primary key of one table, else its first unique key (by name) whose columns are all
     NOT NULL; [] if none or no such table.  ``whole_columns``: skip keys on column prefixes.
     By ``SHOW INDEX`` (0.3 ms; the information_schema join took ~20 ms even for one table)."""
-    import pymysql
     q = "`" + schema.replace("`", "``") + "`.`" + table.replace("`", "``") + "`"
     with conn.cursor() as cur:
         try:

@@ -32,7 +32,7 @@ SPARK_CONF = {
 
 def builder(app_name: str, master: str, **extra: str):
     """A ``SparkSession.Builder`` with :data:`SPARK_CONF` (plus ``extra``, dots as ``__``)."""
-    from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession   # pyspark (a JVM) only where a session is made
     # Spark's Python workers must run this interpreter (its venv has pymysql, the worker
     # package...): without this they start the first `python3` on PATH
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

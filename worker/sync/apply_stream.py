@@ -35,6 +35,7 @@ import threading
 import time
 
 from coordinator.obs import logger
+from worker.sync.apply import apply_changes, connect_downstream
 
 log = logger("worker.sync.apply_stream")
 
@@ -94,7 +95,6 @@ def serve_apply(indexes, *, address: tuple[str, int], token: bytes, **kw):
     """Spark ``mapPartitions`` function of the stream job: connect to the driver, then apply
     each partition it sends (``apply_changes`` on one kept connection) and answer with its
     acknowledgement, or with ``("error", "<Class>: message")`` and stop."""
-    from worker.sync.apply import apply_changes, connect_downstream
     for _ in indexes:
         pass
     try:
