@@ -28,33 +28,11 @@ from pathlib import Path
 import pymysql
 
 from _procs import BenchCluster, ctl, free_port
+from tests.support.proctree import tree_rss  # (_procs put the repository on sys.path)
 
 
 def db(params, database=None):
     return pymysql.connect(**params, database=database, autocommit=True)
-
-
-def tree_rss_kb(pid: int) -> int:
-    """RSS of a process and all its descendants (the worker's Spark JVM is a child)."""
-    children: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                ppid = int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1])
-                children.setdefault(ppid, []).append(int(d))
-            except (OSError, ValueError, IndexError):
-                pass
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            for line in open(f"/proc/{p}/status"):
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
-            pass
-        todo.extend(children.get(p, []))
-    return total
 
 
 def _ts(line: dict) -> float:
@@ -122,7 +100,7 @@ def main() -> int:
 
         def sample():
             while not stop.is_set():
-                peak["kb"] = max(peak["kb"], max(tree_rss_kb(w.pid) for w in workers))
+                peak["kb"] = max(peak["kb"], max(tree_rss(w.pid) // 1024 for w in workers))
                 stop.wait(0.5)
         threading.Thread(target=sample, daemon=True).start()
         cl.wait_master(addr, timeout=120, interval=0.5)

@@ -40,6 +40,7 @@ import yaml  # noqa: E402
 
 from coordinator.config import parse_source, parse_task  # noqa: E402
 from coordinator.routing import TableMapper  # noqa: E402
+from tests.support.proctree import tree_rss  # noqa: E402
 from worker.binlog.source import decode_range  # noqa: E402
 from worker.sync.apply import resolve_tls  # noqa: E402
 from worker.binlog.spark_reader import load_range  # noqa: E402
@@ -76,30 +77,9 @@ class RssSampler(threading.Thread):
         super().__init__(daemon=True)
         self.interval, self.peak, self.stop = interval, 0, threading.Event()
 
-    @staticmethod
-    def _tree_rss(root: int) -> int:
-        children: dict[int, list[int]] = {}
-        rss: dict[int, int] = {}
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    parts = f.read().rsplit(")", 1)[1].split()
-                children.setdefault(int(parts[1]), []).append(int(d))
-                rss[int(d)] = int(parts[21]) * os.sysconf("SC_PAGE_SIZE")
-            except (OSError, IndexError, ValueError):
-                continue
-        total, todo = 0, [root]
-        while todo:
-            p = todo.pop()
-            total += rss.get(p, 0)
-            todo.extend(children.get(p, []))
-        return total
-
     def run(self):
         while not self.stop.is_set():
-            self.peak = max(self.peak, self._tree_rss(os.getpid()))
+            self.peak = max(self.peak, tree_rss(os.getpid()))
             self.stop.wait(self.interval)
 
 

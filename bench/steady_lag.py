@@ -23,25 +23,7 @@ import pymysql
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _procs import BenchCluster, free_port  # noqa: E402
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _tree_cpu(session: int) -> float:
-    """CPU seconds (user + system) of every live process of the session ``session``."""
-    total = 0
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                parts = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(parts[3]) == session:        # field 6: session id
-            total += int(parts[11]) + int(parts[12])   # utime, stime
-    return total / TICK
-
+from tests.support.proctree import session_cpu  # noqa: E402   (_procs put the repository on sys.path)
 
 def _pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
@@ -97,7 +79,7 @@ def main() -> int:
                 samples.append((time.monotonic(), max_id()))
                 time.sleep(0.01)
         poller = threading.Thread(target=poll, daemon=True)
-        cpu0, w0 = _tree_cpu(worker.pid), time.monotonic()
+        cpu0, w0 = session_cpu(worker.pid), time.monotonic()
         poller.start()
         t0 = time.monotonic()
         with up.cursor() as cur:
@@ -115,7 +97,7 @@ def main() -> int:
         time.sleep(0.05)
         done.set()
         poller.join()
-        cpu1, w1 = _tree_cpu(worker.pid), time.monotonic()
+        cpu1, w1 = session_cpu(worker.pid), time.monotonic()
         lags, j = [], 0
         for i in range(1, n + 1):
             while j < len(samples) and samples[j][1] < i:

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import threading
 import time
 from pathlib import Path
 
+from tests.support.proctree import group_rss
 from tests.support.writer import BackgroundWriter
 
 from .run import Harness, summary_line
@@ -70,26 +70,6 @@ class BulkWriter(BackgroundWriter):
             self.rows_written += hi - lo + 1
 
 
-def tree_rss_mb(pid: int) -> float:
-    """RSS of a process group (the process and everything it started in its session)."""
-    total = 0
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            if int(fields[2]) != pid:          # pgrp
-                continue
-            with open(f"/proc/{d}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-    return total / 1024
-
-
 class Soak(Harness):
     def __init__(self, minutes: float, seed: int, **kw):
         duration = minutes * 60
@@ -118,7 +98,7 @@ class Soak(Harness):
     def _sample(self) -> None:
         while not self.sampling.wait(10):
             at = time.monotonic() - self.t_load
-            rss = {p.name: round(tree_rss_mb(p.proc.pid), 1) for p in self.cluster.procs() if p.alive()}
+            rss = {p.name: round(group_rss(p.proc.pid) / 2**20, 1) for p in self.cluster.procs() if p.alive()}
             lag = {}
             try:
                 for sid, st in self.subtasks().items():
