@@ -70,7 +70,8 @@ ROWS = Counter("shardmerge_worker_rows_applied_total", "Row changes applied down
 DDLS = Counter("shardmerge_worker_ddls_total", "DDL statements handled", ["task", "source", "action"])
 BATCHES = Counter("shardmerge_worker_batches_total", "Micro-batches run", ["task", "source"])
 SPARK_JOBS = Counter("shardmerge_worker_spark_apply_jobs_total",
-                     "Chunks applied by a Spark job (the rest, small or while Spark starts, in the driver)",
+                     "Spark jobs started by the apply: one per apply stream (many chunks) or, with "
+                     "apply-mode: job, one per chunk (small chunks, and all while Spark starts, apply in the driver)",
                      ["task", "source"])
 LAG = Gauge("shardmerge_worker_lag_bytes", "Upstream binlog bytes not yet read (same file)", ["task", "source"])
 
