@@ -105,10 +105,16 @@ def serve_apply(indexes, *, address: tuple[str, int], token: bytes, **kw):
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     conn = None
     try:
-        sock.sendall(token)
-        f = sock.makefile("rb")
+        try:
+            sock.sendall(token)
+            f = sock.makefile("rb")
+        except OSError:
+            return iter(())
         while True:
-            changes = _recv(f)
+            try:
+                changes = _recv(f)
+            except OSError:      # reset: the stream closed before it accepted this task
+                break
             if changes is None:
                 break
             try:
@@ -116,9 +122,15 @@ def serve_apply(indexes, *, address: tuple[str, int], token: bytes, **kw):
                     conn = connect_downstream(kw["db_kwargs"], time_zone=kw.get("time_zone"))
                 ack = apply_changes(changes, conn=conn, **kw)
             except BaseException as e:  # noqa: BLE001 — reported to the driver, which fails the chunk
-                _send(sock, ("error", f"{type(e).__name__}: {e}"))
+                try:
+                    _send(sock, ("error", f"{type(e).__name__}: {e}"))
+                except OSError:
+                    pass         # the driver is gone: nobody waits for the answer
                 break
-            _send(sock, ("ok", ack))
+            try:
+                _send(sock, ("ok", ack))
+            except OSError:      # the driver closed the stream (its chunk failed elsewhere)
+                break
     finally:
         if conn is not None:
             try:
