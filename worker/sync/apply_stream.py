@@ -146,7 +146,7 @@ class ApplyStream:
     """The driver's end: a listening socket, the job's thread, the connected tasks."""
 
     def __init__(self, session, n: int, kw: dict, *, job_group: str):
-        self.n, self.opened = n, time.monotonic()
+        self.n, self.opened, self.kw = n, time.monotonic(), dict(kw)   # kw: the tasks' apply arguments
         sc = session.sparkContext
         bind, host = _driver_address(sc)
         self._listener = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET)

@@ -147,7 +147,6 @@ class Syncer:
         self._parts_keys = None
         self.parallelism = parallelism or self.inst.syncer.worker_count
         self._stream: ApplyStream | None = None     # the long-lived apply job (syncer.apply-mode: stream)
-        self._stream_kw: dict | None = None
         self.hooks = hooks or Hooks()
         self.store = CheckpointStore(self.down_kwargs, task.meta_schema, task.name, source.source_id, epoch)
         # task option online-ddl: pt-osc / gh-ost shadow tables (worker.sync.online_ddl)
@@ -442,12 +441,11 @@ class Syncer:
         return self.inst.syncer.apply_mode == "stream" and self.reader == "process"
 
     def _open_stream(self, session, kw: dict) -> ApplyStream:
-        if self._stream is not None and self._stream_kw != kw:
+        if self._stream is not None and self._stream.kw != kw:
             self.close_stream()       # restarted under a new fence epoch: new task arguments
         if self._stream is None:
             group = f"shardmerge-apply-{self.task.name}-{self.source.source_id}-{time.monotonic_ns()}"
             self._stream = ApplyStream(session, self.parallelism, kw, job_group=group)
-            self._stream_kw = dict(kw)
             SPARK_JOBS.labels(self.task.name, self.source.source_id).inc()
         return self._stream
 
