@@ -344,7 +344,7 @@ class Subtask:
                     BATCH_SECONDS.labels(*labels, stage).inc(secs)
             if r.idle:   # until the upstream writes (or a held table's redirect, or the fallback poll)
                 self.status.settle()
-                wait_for_binlog(self.source.db.pymysql_kwargs(), syncer.read_pos, self.worker.poll_interval,
+                wait_for_binlog(syncer.up_kwargs, syncer.read_pos, self.worker.poll_interval,
                                 self.stop_event, wake=syncer.rewind_requested)
 
     def _events_behind(self, syncer) -> int | None:

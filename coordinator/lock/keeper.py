@@ -285,7 +285,19 @@ class LockKeeper:
                 "after-schemas (worker bug; skip the event)"), out)
         if before is None:
             return self._answer(lock, m, info, Answer(info, Stage.ERROR, [], "Info has no before-schema"), out)
+        applied, by = m.applied_by_other, m.applied_by
         ans = self._try_sync(lock, m, info, before, afters, out)
+        if (applied is not None and by is not None and by != m.table and lock.gated_by(by)
+                and ans.stage is Stage.NONE and not ans.ddls):
+            # the replay of this table's change, which ``by`` was told to run downstream and has not
+            # run yet (its worker died in between, say): the rows after it do not fit the downstream
+            # yet.  Hold the table again until ``by`` is done; on one source the stream must get past
+            # this table to reach ``by``'s DDL.  Only ``by`` gates it: an unrelated running DDL does not.
+            m.applied_by_other, m.applied_by = applied, by
+            ans = Answer(info, Stage.SKIP_AND_WAIT, [], f"waiting for {by} to run the agreed change "
+                         f"downstream ({'; '.join(lock.members[by].answer.ddls)}) before replaying",
+                         [], set(), afters, before)
+            lock.queue_redirect(m.table, by)
         return self._answer(lock, m, info, ans, out)
 
     def _ensure_lock(self, key: LockKey, init: TableSchema | None) -> Lock | None:
@@ -390,8 +402,18 @@ class LockKeeper:
         out.empty = not lock.members
 
     def _drain_redirects(self, lock: Lock, out: LockChange) -> None:
-        while lock.redirects:
-            t = lock.redirects.pop(0)
+        """Redirect the resolved tables whose resolving table has run its DDLs downstream (or runs
+        none): their replayed rows need the changed downstream.  The others stay queued until that
+        table's done mark (``mark_done``), or until it leaves the lock or its answer changes."""
+        if not lock.redirects:
+            return
+        waiting: list[TableRef] = []
+        for t in lock.redirects:
+            by = lock.redirect_after.get(t)
+            if lock.gated_by(by):
+                waiting.append(t)
+                continue
+            lock.redirect_after.pop(t, None)
             m = lock.members.get(t)
             if m is None or m.answer is None:
                 continue
@@ -400,6 +422,7 @@ class LockKeeper:
                                         [], set(), a.afters, a.before))
             lock.set_done(m, False)
             out.others.append(self._op_for(lock, m))
+        lock.redirects = waiting
 
     def _op_for(self, lock: Lock, m: Member) -> Operation:
         a = m.answer
@@ -440,6 +463,7 @@ class LockKeeper:
             if col not in cleared:
                 out.dropped_puts.append((m.table, [col], stage))
         out.dropped_deletes.extend(cleared)
+        self._drain_redirects(lock, out)     # held until this execution was done
         out.handled_revision = lock.handled_revision
         out.resolved = lock.is_resolved()
         return out

@@ -46,6 +46,7 @@ class Member:
     # this table's pending conflicting change, already run downstream by the table whose DDL
     # resolved the conflict: its replay after the redirect must not run it a second time
     applied_by_other: TableSchema | None = None
+    applied_by: TableRef | None = None     # the table whose Operation runs ``applied_by_other``
 
     @property
     def final(self) -> TableSchema:
@@ -72,10 +73,15 @@ class Lock:
         self.conflicts: set[TableRef] = set()
         self.detected: set[TableRef] = set()    # members whose current answer is `detected`
         self.not_done: set[TableRef] = set()    # members with an Operation not yet done
+        self.running: set[TableRef] = set()     # members told to run DDLs downstream, not done yet
         self.columns: dict[str, Drops] = {}
         self.handled_revision = 0
         self.error = ""             # lock-level problem (bad records at rebuild)
         self.redirects: list[TableRef] = []   # filled by resolve(), drained by the keeper
+        # a queued redirect waits for the table whose answer runs the agreed change downstream,
+        # until that table's next done mark: the redirected table's replayed rows need the change
+        self.redirect_after: dict[TableRef, TableRef] = {}
+        self.gates: set[TableRef] = set()     # resolving tables not marked done since they resolved
 
     # ------------------------------------------------------------------ membership
     def add_member(self, t: TableRef, schema: TableSchema | None) -> Member:
@@ -97,6 +103,11 @@ class Lock:
         self.conflicts.discard(t)
         self.detected.discard(t)
         self.not_done.discard(t)
+        self.running.discard(t)
+        self.gates.discard(t)
+        if t in self.redirects:
+            self.redirects.remove(t)
+        self.redirect_after.pop(t, None)
         cols = []
         for col, per in list(self.columns.items()):
             if per.pop(t, None) is not None:
@@ -121,10 +132,34 @@ class Lock:
     def set_answer(self, m: Member, a: Answer | None) -> None:
         m.answer = a
         (self.detected.add if a is not None and a.stage is Stage.DETECTED else self.detected.discard)(m.table)
+        self._track_running(m)
 
     def set_done(self, m: Member, done: bool) -> None:
         m.done = done
+        if done:
+            self.gates.discard(m.table)
         (self.not_done.discard if done else self.not_done.add)(m.table)
+        self._track_running(m)
+
+    def _track_running(self, m: Member) -> None:
+        a = m.answer
+        running = a is not None and a.stage in (Stage.NONE, Stage.UNLOCKED) and bool(a.ddls) and not m.done
+        (self.running.add if running else self.running.discard)(m.table)
+
+    def queue_redirect(self, t: TableRef, after: TableRef | None) -> None:
+        """Redirect ``t`` once ``after`` (if any) has run its answer's DDLs downstream."""
+        if t not in self.redirects:
+            self.redirects.append(t)
+        if after is not None and after != t:
+            self.redirect_after[t] = after
+            self.gates.add(after)
+        else:
+            self.redirect_after.pop(t, None)
+
+    def gated_by(self, t: TableRef | None) -> bool:
+        """``t`` resolved a conflict and its answer still has DDLs to run downstream (not done
+        since): redirects and replays of the change wait for it."""
+        return t is not None and t in self.gates and t in self.running
 
     # ------------------------------------------------------------------ sync state
     def joined(self) -> TableSchema | None:
@@ -190,9 +225,9 @@ class Lock:
         for c in list(self.conflicts):
             m = self.members[c]
             if c != caller:
-                self.redirects.append(c)
+                self.queue_redirect(c, caller)
                 if executed:
-                    m.applied_by_other = m.conflict
+                    m.applied_by_other, m.applied_by = m.conflict, caller
             new = m.conflict
             self.set_conflict(m, None)
             self.set_schema(m, new)
@@ -207,7 +242,7 @@ class Lock:
     def step(self, m: Member, prev: TableSchema, post: TableSchema) -> StepResult:
         """One statement of the caller: prev -> post (design doc §4.3)."""
         self.set_conflict(m, None)   # one pending conflicting DDL per table: the new Info replaces it
-        applied, m.applied_by_other = m.applied_by_other, None
+        applied, m.applied_by_other, m.applied_by = m.applied_by_other, None, None
         idempotent = False
         if not eq(prev, m.schema):
             # the worker's view wins (restart, replay after redirect, re-created table)

@@ -85,6 +85,11 @@ class Harness:
         op = self.last[name]
         op.done = True
         self.last_done = self.k.mark_done(op)
+        self.written += self.last_done.others
+        for o in self.last_done.others:      # redirects released by this execution
+            for n, r in self.refs.items():
+                if r == o.table:
+                    self.last[n] = o
         return self.last_done
 
     def unlock(self, name: str, action: str) -> LockChange:

@@ -120,8 +120,8 @@ def test_s10_rename_column_skip_and_wait_then_redirect():
     assert h.k.locks()[0].state == "conflict"
     assert "skip-and-wait" in h.lock.waiting_for(h.refs["A"]) and "s1-`db`.`b`" in h.lock.waiting_for(h.refs["A"])
     b = h.send("B", r)
-    assert ret(b) == [r] and stage(b) is Stage.NONE
-    [redirect] = b.others
+    assert ret(b) == [r] and stage(b) is Stage.NONE and b.others == []   # nothing redirected before B ran it
+    [redirect] = h.last_done.others       # B's done mark: the downstream has the change, A replays
     assert redirect.table == h.refs["A"] and redirect.stage is Stage.RESOLVED
     assert redirect.info_revision == a.operation.info_revision and redirect.ddls == []
     replay = h.send("A", r)   # worker replays from the conflict start: same Info again
@@ -129,12 +129,63 @@ def test_s10_rename_column_skip_and_wait_then_redirect():
     assert ret(replay) == [] and stage(replay) is Stage.NONE and h.synced() and h.lock.is_resolved()
 
 
+def test_s10b_redirects_wait_for_the_agreed_change_to_run_downstream():
+    """DM_RESYNC_NOT_FLUSHED: the last table's worker dies between its Operation (run the rename)
+    and running it.  Held tables are not redirected, and a held table's replay is held again,
+    until that rename ran downstream: their rows after it need the renamed column (a replay that
+    streamed on met "Unknown column", and on one source it could never reach the other table)."""
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY, c1 INT)", tables=("A", "B", "C"))
+    r = "ALTER TABLE t RENAME COLUMN c1 TO c2"
+    assert stage(h.send("A", r)) is Stage.SKIP_AND_WAIT
+    assert stage(h.send("B", r)) is Stage.SKIP_AND_WAIT
+    c = h.send("C", r, done=False)                  # the worker dies before running it
+    assert ret(c) == [r] and c.others == []
+    again = h.send("A", r)                          # A's worker restarted and replays its DDL
+    assert stage(again) is Stage.SKIP_AND_WAIT and ret(again) == [] and "C" in again.operation.message
+    c2 = h.send("C", info=h.make_info("C", r, before=h.init), done=False)   # C's worker restarted: runs it, once
+    assert ret(c2) == [r] and stage(c2) is Stage.NONE
+    done = h.done("C")
+    assert sorted(str(o.table) for o in done.others) == sorted(str(h.refs[n]) for n in ("A", "B"))
+    assert all(o.stage is Stage.RESOLVED and o.ddls == [] for o in done.others)
+    assert ret(h.send("A", r)) == [] and ret(h.send("B", r)) == []   # the replays run nothing
+    assert h.synced() and h.lock.is_resolved()
+
+
+def test_s10c_only_the_resolving_table_gates_a_replay():
+    """The hold of s10b is narrow: a replay waits for the table that runs ITS change, not for an
+    unrelated DDL some other table is running (holding it there made held tables churn between
+    hold and redirect, and replay their later DDLs into a lock that had moved on)."""
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY, c1 INT)", tables=("A", "B", "C"))
+    r = "ALTER TABLE t RENAME COLUMN c1 TO c2"
+    assert stage(h.send("A", r)) is Stage.SKIP_AND_WAIT
+    assert stage(h.send("B", r)) is Stage.SKIP_AND_WAIT
+    c = h.send("C", r)                                       # C runs the rename and is done
+    assert ret(c) == [r] and stage(c) is Stage.NONE
+    assert sorted(str(o.table) for o in h.last_done.others) == sorted(str(h.refs[n]) for n in ("A", "B"))
+    add = h.send("C", "ALTER TABLE t ADD COLUMN d INT", done=False)   # C now runs an unrelated ADD
+    assert ret(add) == ["ALTER TABLE t ADD COLUMN d INT"]
+    replay = h.send("A", r)                                  # A's replay: the rename is downstream
+    assert stage(replay) is Stage.NONE and ret(replay) == []
+
+
+def test_s10d_a_held_replay_is_released_when_the_resolving_table_leaves():
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY, c1 INT)", tables=("A", "B"))
+    r = "ALTER TABLE t RENAME COLUMN c1 TO c2"
+    assert stage(h.send("A", r)) is Stage.SKIP_AND_WAIT
+    b = h.send("B", r, done=False)
+    assert ret(b) == [r] and b.others == []
+    again = h.send("A", r)
+    assert stage(again) is Stage.SKIP_AND_WAIT
+    gone = h.k.remove_table(LOCK.id, h.refs["B"], reason="dropped upstream")
+    assert [(str(o.table), o.stage) for o in gone.others] == [(str(h.refs["A"]), Stage.RESOLVED)]
+
+
 def test_s11_modify_type_skip_and_wait():
     h = Harness("CREATE TABLE t (id INT PRIMARY KEY, c3 INT)")
     m = "ALTER TABLE t MODIFY COLUMN c3 VARCHAR(4)"
     assert stage(h.send("A", m)) is Stage.SKIP_AND_WAIT
     b = h.send("B", m)
-    assert ret(b) == [m] and [o.stage for o in b.others] == [Stage.RESOLVED]
+    assert ret(b) == [m] and [o.stage for o in h.last_done.others] == [Stage.RESOLVED]
     assert ret(h.send("A", m)) == [] and h.synced()     # the replay: the type change ran once
 
 
@@ -145,7 +196,7 @@ def test_s12_add_not_null_column_without_default():
     again = h.send("A", add)
     assert stage(again) is Stage.SKIP_AND_WAIT and ret(again) == []
     b = h.send("B", add)
-    assert ret(b) == [add] and [o.table for o in b.others] == [h.refs["A"]]
+    assert ret(b) == [add] and [o.table for o in h.last_done.others] == [h.refs["A"]]
     assert ret(h.send("B", info=h.make_info("B", add, before=h.init))) == [add]   # B re-sends
     assert ret(h.send("A", add)) == [] and h.synced()    # B ran it downstream; A's replay runs nothing
 
@@ -167,7 +218,7 @@ def test_s14_drop_not_null_column_without_default():
     assert stage(h.send("A", "ALTER TABLE t DROP COLUMN c")) is Stage.SKIP_AND_WAIT
     b = h.send("B", "ALTER TABLE t DROP COLUMN c")
     assert ret(b) == ["ALTER TABLE t DROP COLUMN c"] and b.operation.cols == ["c"]
-    assert [o.stage for o in b.others] == [Stage.RESOLVED]
+    assert [o.stage for o in h.last_done.others] == [Stage.RESOLVED]
 
 
 def test_s15_detected_add_then_non_intrusive_fix_answers_blocked_table():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pymysql
 
+from coordinator.failpoints import failpoint
 from coordinator.obs import logger
 
 _log = logger("worker.sync.ddl_exec")
@@ -61,6 +62,8 @@ def run_ddls(conn, statements: list[str], *, timestamp: int | None = None, ignor
              **ctx) -> list[str]:
     """Run ``statements`` in order on ``conn`` (autocommit) with the event's timestamp;
     returns those the downstream applied (ignored repeats left out)."""
+    if statements:
+        failpoint("ddl-before-execute")     # tests: a worker that dies between an Operation and running it
     applied: list[str] = []
     with conn.cursor() as cur:
         if timestamp:

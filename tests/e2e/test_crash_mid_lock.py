@@ -1,0 +1,59 @@
+"""DM's DM_RESYNC_NOT_FLUSHED shape, made deterministic: a rename is held (skip-and-wait) on three
+shards; the fourth shard's Operation says "run it", and its worker is killed before it runs it
+(failpoint ``ddl-before-execute``), with the other worker killed too.  The held tables must not
+replay rows in the renamed shape before the rename ran downstream (they met "Unknown column" and,
+on the killed table's own source, could never get past them to run it): the lock holds them until
+the rename is done, and the data ends equal."""
+from __future__ import annotations
+
+import json
+import signal
+import uuid
+
+from tests.e2e.conftest import ID_BASE, Cluster, Scenario
+
+FOUR = {"s1": ("orders_01", "orders_02"), "s2": ("orders_01", "orders_02")}
+
+
+def _owner_state(sc, table: str) -> str:
+    rc, doc = sc.c.ctl("shard-ddl-lock", sc.name)
+    for lock in doc.get("locks", []) if isinstance(doc, dict) else []:
+        for o in lock.get("owners", []):
+            if o["owner"].startswith("s2-") and o["owner"].endswith(f".`{table}`"):
+                return o["state"]
+    return ""
+
+
+def test_workers_killed_before_the_last_shard_runs_the_rename(services, etcd_client, source1_db, source2_db,
+                                                              downstream_db, tmp_path):
+    prefix = f"/shardmerge-test/crashlock-{uuid.uuid4().hex[:10]}/"
+    c = Cluster(services, prefix, tmp_path)
+    c.workers["s2"].env = {"SHARDMERGE_FAILPOINTS": "ddl-before-execute=sleep:8"}
+    try:
+        c.start()
+        sc = Scenario(c, {"s1": source1_db, "s2": source2_db}, downstream_db, tmp_path, shards=FOUR, rows=0,
+                      columns="id INT PRIMARY KEY, b INT")
+        sc.start()
+        n = 100
+        for sid, t in (("s1", "orders_01"), ("s1", "orders_02"), ("s2", "orders_01")):
+            sc.dbs[sid].execute(f"ALTER TABLE {t} CHANGE b c INT")
+            for sid2, t2 in (("s1", "orders_01"), ("s1", "orders_02"), ("s2", "orders_01"), ("s2", "orders_02")):
+                n += 1
+                sc.dbs[sid2].execute(f"INSERT INTO {t2} VALUES ({ID_BASE[sid2] + n}, {n})")
+        c.wait(lambda: "skip-and-wait" in json.dumps(c.ctl("shard-ddl-lock", sc.name)[1]), 90, "the rename held")
+        sc.dbs["s2"].execute("ALTER TABLE orders_02 CHANGE b c INT")
+        # s2's Operation says "run it"; its worker sleeps in the failpoint before running it: kill both
+        c.wait(lambda: _owner_state(sc, "orders_02") == "executing", 60, "s2's orders_02 told to run the rename")
+        for sid in ("s1", "s2"):
+            c.workers[sid].kill(signal.SIGKILL)
+        for sid in ("s1", "s2"):
+            c.restart_worker(sid)
+        for sid2, t2 in (("s1", "orders_01"), ("s1", "orders_02"), ("s2", "orders_01"), ("s2", "orders_02")):
+            n += 1
+            sc.dbs[sid2].execute(f"INSERT INTO {t2} (id, c) VALUES ({ID_BASE[sid2] + n}, {n})")
+        sc.wait_running(timeout=240)
+        sc.wait_equal(timeout=240, columns=["id", "c"])
+        sc.stop()
+    finally:
+        c.stop()
+        etcd_client.delete_prefix(prefix)
