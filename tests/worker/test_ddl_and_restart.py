@@ -85,6 +85,27 @@ def test_rows_of_a_shard_without_a_column_are_written_without_it(spark, source1_
     assert rep.equal and "note" not in rep.tables[0].columns, rep.to_json()
 
 
+def test_a_new_shard_of_an_existing_target_runs_nothing_downstream(spark, source1_db, downstream_db, positions):
+    """The routed CREATE TABLE IF NOT EXISTS of a second shard would change nothing: it is not run
+    (no intent record, no statement), yet the shard is checkpointed at its CREATE and its rows
+    arrive; a shard whose target is missing still creates it."""
+    (p1,) = positions(source1_db)
+    task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})
+    source1_db.execute("CREATE TABLE orders_1 (id INT PRIMARY KEY, qty INT)")
+    source1_db.execute("INSERT INTO orders_1 VALUES (1, 1)")
+    source1_db.execute("CREATE TABLE orders_2 (id INT PRIMARY KEY, qty INT)")
+    source1_db.execute("INSERT INTO orders_2 VALUES (2, 2)")
+    seen = []
+    s = Syncer(spark, task, srcs["s1"], hooks=Hooks(
+        after_ddl_execute=lambda i: seen.append((i["event"].table, i["executed"]))))
+    s.sync_until_caught_up()
+    assert seen == [("orders_1", True), ("orders_2", False)]
+    assert sorted(downstream_db.execute("SELECT id, qty FROM orders")) == [(1, 1), (2, 2)]
+    tp = s.store.tables[(source1_db.name, "orders_2")]
+    assert tp.pos > p1 and not tp.ddl_intent
+    assert check_task(task, srcs).equal
+
+
 def _workload(db):
     db.execute("CREATE TABLE orders_a (id INT PRIMARY KEY, v INT, s VARCHAR(20))")
     db.execute("CREATE TABLE orders_b (id INT PRIMARY KEY, v INT, s VARCHAR(20))")

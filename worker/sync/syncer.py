@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -736,6 +737,13 @@ class Syncer:
         key_s, key_t = ev.schema, ev.table or ""
         with connect_downstream(self.down_kwargs, autocommit=True) as conn:
             before = show_create(conn, ev.target_schema, ev.target_table) if ev.target_table else None
+            if before is not None and ev.kind == ddlmod.CREATE_TABLE and decision.execute \
+                    and all(_CREATE_IF_NOT_EXISTS.match(s) for s in decision.execute):
+                # a new shard of a target that exists: the routed CREATE ... IF NOT EXISTS would
+                # change nothing downstream (no intent record, no statement, no key re-read)
+                self.log.debug("target exists; shard CREATE TABLE changes nothing downstream",
+                               table=ev.upstream, target=f"{ev.target_schema}.{ev.target_table}")
+                return False
             tp = self.store.tables.get((key_s, key_t))
             intent = tp.ddl_intent if tp else None
             if intent and Position.from_json(intent["pos"]).same_point(ev.end) and ev.target_table \
@@ -766,6 +774,9 @@ class Syncer:
                                             task=self.task.name, source=self.source.source_id, table=ev.upstream,
                                             position=str(ev.end)) from e
         return True
+
+
+_CREATE_IF_NOT_EXISTS = re.compile(r"\s*CREATE\s+TABLE\s+IF\s+NOT\s+EXISTS\b", re.I)
 
 
 def ddl_in_effect(before_sql: str | None, now_sql: str | None, statements: list[str]) -> bool:
