@@ -41,6 +41,7 @@ import yaml  # noqa: E402
 from coordinator.config import parse_source, parse_task  # noqa: E402
 from coordinator.routing import TableMapper  # noqa: E402
 from tests.support.proctree import tree_rss  # noqa: E402
+from worker import gc_tuning  # noqa: E402
 from worker.binlog.source import decode_range  # noqa: E402
 from worker.sync.apply import resolve_tls  # noqa: E402
 from worker.binlog.spark_reader import load_range  # noqa: E402
@@ -210,6 +211,7 @@ def main(argv=None) -> int:
         spark = builder("shardmerge-bench", f"local[{cores}]", spark__sql__shuffle__partitions=str(args.parallelism),
                         spark__driver__memory="1g").getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
+        gc_tuning.tune()     # as the worker does once its session is up (worker/spark_session.py)
         try:
             # Python workers started with the apply module loaded, as in a running worker
             spark.sparkContext.parallelize(range(args.parallelism), args.parallelism) \

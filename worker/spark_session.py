@@ -15,6 +15,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from coordinator.obs import logger
+from worker import gc_tuning
 
 if TYPE_CHECKING:     # pyspark is imported where the session is made (a JVM start)
     from pyspark.sql import SparkSession
@@ -72,6 +73,7 @@ class SparkStarter:
             try:
                 # pyspark (a JVM) only once a subtask needs Spark
                 self._session = builder(self.app_name, self.master).getOrCreate()
+                gc_tuning.tune()     # what the session loaded is long-lived
                 _log.info("Spark session up", master=self.master, failed_starts=self.failures)
                 self._done.set()
                 return

@@ -45,6 +45,7 @@ from typing import NamedTuple
 from coordinator.errors import ShardMergeError
 from coordinator.routing import TableMapper
 from worker.binlog.fast_rows import RowDecoder
+from worker import gc_tuning
 from worker.events import DELETE, INSERT, Position, UPDATE, advance_gtid_set, parse_gtid_set
 
 STALL_SECONDS = 60
@@ -390,6 +391,7 @@ def _child_main() -> None:
         import pymysqlreplication.row_event  # noqa: F401
     except ImportError:
         pass                     # the request reports it
+    gc_tuning.tune()             # every decoded row is a few tuples: collect young objects rarely
     while True:
         if not select.select([inp], [], [], IDLE_EXIT_SECONDS)[0]:
             return

@@ -110,6 +110,10 @@ def serve_apply(indexes, *, address: tuple[str, int], token: bytes, **kw):
             f = sock.makefile("rb")
         except OSError:
             return iter(())
+        try:     # while the driver plans the first chunk; a failure is met again, and reported, below
+            conn = connect_downstream(kw["db_kwargs"], time_zone=kw.get("time_zone"))
+        except Exception:  # noqa: BLE001
+            conn = None
         while True:
             try:
                 changes = _recv(f)
