@@ -180,6 +180,29 @@ def test_s10d_a_held_replay_is_released_when_the_resolving_table_leaves():
     assert [(str(o.table), o.stage) for o in gone.others] == [(str(h.refs["A"]), Stage.RESOLVED)]
 
 
+def test_s10e_a_master_rebuilt_before_the_agreed_change_ran_keeps_the_redirects_queued():
+    """Master failover between the last shard's Operation (run the rename) and its done mark:
+    the rebuilt lock must not redirect the held tables (their replays need the rename
+    downstream); the done mark the new master then sees releases them."""
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY, c1 INT)", tables=("A", "B", "C"))
+    r = "ALTER TABLE t RENAME COLUMN c1 TO c2"
+    h.send("A", r)
+    h.send("B", r)
+    c = h.send("C", r, done=False)
+    assert ret(c) == [r] and c.others == []
+    ops = {o.table: o for o in h.written}
+    rb = LockKeeper.rebuild(list(h.infos.values()), list(ops.values()), [SourceTablesFor(h)], [])
+    assert rb.errors == []
+    stages = {str(o.table): o.stage for o in rb.operations}
+    assert stages[str(h.refs["A"])] is Stage.SKIP_AND_WAIT and stages[str(h.refs["B"])] is Stage.SKIP_AND_WAIT
+    op_c = next(o for o in rb.operations if o.table == h.refs["C"])
+    assert op_c.stage is Stage.NONE and op_c.ddls == [r] and not op_c.done
+    op_c.done = True
+    released = rb.keeper.mark_done(op_c)
+    assert sorted(str(o.table) for o in released.others) == sorted(str(h.refs[n]) for n in ("A", "B"))
+    assert all(o.stage is Stage.RESOLVED for o in released.others)
+
+
 def test_s11_modify_type_skip_and_wait():
     h = Harness("CREATE TABLE t (id INT PRIMARY KEY, c3 INT)")
     m = "ALTER TABLE t MODIFY COLUMN c3 VARCHAR(4)"
