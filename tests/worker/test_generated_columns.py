@@ -44,6 +44,32 @@ def test_generated_columns_are_never_written(spark, source1_db, downstream_db, p
     assert rep.equal, rep.to_json()
 
 
+def test_a_target_another_source_created_after_start_has_its_generated_columns_left_out(
+        spark, source1_db, source2_db, downstream_db, positions):
+    """Source 2's syncer started before the merged target existed; source 1 created it with a
+    generated column.  Source 2's shard CREATE runs nothing downstream (the target exists) but
+    must still learn the target's generated columns, else its rows name one and are refused."""
+    p1, p2 = positions(source1_db, source2_db)
+    task, srcs, _ = make_task(downstream_db, {"s1": source1_db, "s2": source2_db}, start={"s1": p1, "s2": p2})
+    ddl = "CREATE TABLE orders_01 (id INT PRIMARY KEY, qty INT, dbl INT AS (qty * 2) VIRTUAL)"
+    second = Syncer(spark, task, srcs["s2"])
+    second.start()
+    try:
+        source1_db.execute(ddl)
+        source1_db.execute("INSERT INTO orders_01 (id, qty) VALUES (1, 10)")
+        first = Syncer(spark, task, srcs["s1"])
+        try:
+            first.sync_until_caught_up()
+        finally:
+            first.close()
+        source2_db.execute(ddl)
+        source2_db.execute("INSERT INTO orders_01 (id, qty) VALUES (10001, 5)")
+        second.sync_until_caught_up()
+    finally:
+        second.close()
+    assert downstream_db.execute("SELECT id, qty, dbl FROM orders ORDER BY id") == [(1, 10, 20), (10001, 5, 10)]
+
+
 def test_safe_mode_replay_and_keyless_matching_leave_generated_columns_out(downstream_db):
     """The binlog's FULL row image carries the generated values; the statements built from it
     (REPLACE of safe mode, INSERT .. ON DUPLICATE KEY UPDATE, keyless DELETE .. LIMIT 1

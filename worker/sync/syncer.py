@@ -704,10 +704,14 @@ class Syncer:
             return      # the downstream did not change here (a skip, or run before a restart: loaded at start)
         # a DDL may create the target, change its key or its generated columns: later chunks
         # are split by the new key and leave out the new generated columns
-        target = (ev.target_schema, ev.target_table)
-        name = f"{target[0]}.{target[1]}"
         with connect_downstream(self.down_kwargs, autocommit=True) as c:
-            key, gen = fetch_keys(c, target).get(name), fetch_generated(c, target).get(name)
+            self._refresh_target(c, (ev.target_schema, ev.target_table))
+
+    def _refresh_target(self, c, target: tuple[str, str]) -> None:
+        """Re-read one downstream table's key and generated columns (after a DDL that may have
+        changed them, or on a shard's CREATE of a target another source may have made)."""
+        name = f"{target[0]}.{target[1]}"
+        key, gen = fetch_keys(c, target).get(name), fetch_generated(c, target).get(name)
         if key != self.keys.get(name):      # new maps: the partitioner is rebuilt on identity change
             self.keys = {k: v for k, v in self.keys.items() if k != name} | ({name: key} if key else {})
         if gen != self.generated.get(name):
@@ -740,9 +744,12 @@ class Syncer:
             if before is not None and ev.kind == ddlmod.CREATE_TABLE and decision.execute \
                     and all(_CREATE_IF_NOT_EXISTS.match(s) for s in decision.execute):
                 # a new shard of a target that exists: the routed CREATE ... IF NOT EXISTS would
-                # change nothing downstream (no intent record, no statement, no key re-read)
+                # change nothing downstream (no intent record, no statement).  The target may be
+                # new to this syncer (another source created it): its keys are read on this
+                # connection
                 self.log.debug("target exists; shard CREATE TABLE changes nothing downstream",
                                table=ev.upstream, target=f"{ev.target_schema}.{ev.target_table}")
+                self._refresh_target(conn, (ev.target_schema, ev.target_table))
                 return False
             tp = self.store.tables.get((key_s, key_t))
             intent = tp.ddl_intent if tp else None
