@@ -9,12 +9,10 @@ the driver, keeps one downstream connection, and applies whatever partition the 
 it, one downstream transaction per partition, answering with the same acknowledgement
 ``apply_partition`` returns.  Rows go driver -> task in one pickle, not through the JVM.
 
-The guarantees are the per-chunk job's: partition ``i`` of every chunk goes to task ``i``, which
-applies what it is sent in order, so one key's changes are applied in binlog order even while
-the driver sends the next chunk before the previous one is acknowledged (``submit`` /
-``collect``); the syncer checkpoints a chunk only once all its acknowledgements are in; a task
-that fails or vanishes fails the chunk (the syncer then replays the batch in safe mode, as after
-any failed apply).  Tasks are never
+The guarantees are the per-chunk job's: the driver sends a chunk's partitions and waits for
+every acknowledgement before the next chunk, so one key's changes are applied in binlog order
+whichever task takes which partition; a task that fails or vanishes fails the chunk (the
+syncer then replays the batch in safe mode, as after any failed apply).  Tasks are never
 retried inside a stream, so ``attempt`` is always 0.
 
 The job holds ``n`` executor cores while it lives.  The syncer closes it when its source is
@@ -250,31 +248,9 @@ class ApplyStream:
             try:
                 _send(s, parts[i])
             except OSError as e:
-                raise self._lost(s, e) from e
+                self._drop(s)
+                raise StreamError(f"ApplyError: apply task lost while sending a partition: {e}") from e
             self._owed[s].append((chunk, slot))
-
-    def _lost(self, s: socket.socket, e: OSError) -> StreamError:
-        """A send to ``s`` failed: the task may have stopped on an error of an earlier chunk (a
-        key collision) that it answered before closing; that answer is the chunk's cause."""
-        try:
-            s.settimeout(1.0)
-            f = self._files.get(s)
-            while f is not None:
-                msg = _recv(f)
-                if msg is None:
-                    break
-                if msg[0] == "error":
-                    return StreamError(msg[1])
-                owed = self._owed.get(s)
-                if owed:
-                    chunk, slot = owed.popleft()
-                    chunk[0][slot] = msg[1]
-                    chunk[1] -= 1
-        except (OSError, EOFError, pickle.UnpicklingError):
-            pass
-        finally:
-            self._drop(s)
-        return StreamError(f"ApplyError: apply task lost while sending a partition: {e}")
 
     def collect(self) -> list[dict]:
         """The acknowledgements of the oldest submitted chunk, once all are in.  Raises
