@@ -75,37 +75,6 @@ def test_modes_replicate_the_same_rows(spark, source1_db, downstream_db, positio
         assert jobs >= 2, jobs    # one per chunk: at least the ones the ALTERs cut
 
 
-def test_pipelined_chunks_keep_each_keys_order(spark, source1_db, downstream_db, positions, monkeypatch):
-    """The stream takes chunk k+1 while chunk k still applies (partition i always on task i):
-    the same 60 keys rewritten by 200 consecutive transactions (several chunks, the decoder
-    cuts pieces of ~2,000 changes) end with the last values, and two chunks were in flight
-    at once."""
-    (p1,) = positions(source1_db)
-    task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})
-    source1_db.execute("CREATE TABLE orders_1 (id INT PRIMARY KEY, v INT, note VARCHAR(20))")
-    with source1_db.connect() as c, c.cursor() as cur:
-        cur.executemany("INSERT INTO orders_1 VALUES (%s, 0, 'a')", [(i,) for i in range(60)])
-        c.commit()
-        for n in range(1, 201):
-            cur.execute("UPDATE orders_1 SET v = %s, note = %s", (n, f"t{n}"))
-            c.commit()
-    peak = []
-    real = ApplyStream.submit
-
-    def spy(self, parts):
-        real(self, parts)
-        peak.append(self.pending)
-    monkeypatch.setattr(ApplyStream, "submit", spy)
-    syncer = Syncer(spark, task, srcs["s1"], apply_rows=60, local_apply_rows=10)
-    try:
-        syncer.sync_until_caught_up()
-    finally:
-        syncer.close()
-    assert max(peak) == 2 and len(peak) >= 4, peak
-    assert downstream_db.execute("SELECT COUNT(*), MIN(v), MAX(v), MIN(note), MAX(note) FROM orders") == \
-        [(60, 200, 200, "t200", "t200")]
-
-
 def test_collision_in_a_stream_stops_the_syncer_then_replays_in_safe_mode(spark, source1_db, downstream_db, positions):
     (p1,) = positions(source1_db)
     task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})

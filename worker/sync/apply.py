@@ -187,11 +187,10 @@ class Partitioner:
         return m
 
     def split(self, txns, *, held: set = frozenset(), points: dict | None = None,
-              safe_until: Position | None = None, force_safe: bool = False, indexed: bool = False) -> list[list]:
+              safe_until: Position | None = None, force_safe: bool = False) -> list[list]:
         """``txns`` as in :class:`worker.binlog.source.Chunk`; changes of ``held`` tables and
         of transactions at or before their table's point (``points``) are left out.  Returns
-        the non-empty partitions (``indexed``: all ``n``, partition ``i`` at index ``i``, the
-        apply stream's pinning)."""
+        the non-empty partitions."""
         n = self.n
         parts: list[list] = [[] for _ in range(n)]
         points = points or {}
@@ -240,7 +239,7 @@ class Partitioner:
                     else:
                         parts[hash((th, kb)) % n].append((DELETE, meta, before, None, pos, safe))
                         parts[hash((th, ka)) % n].append((INSERT, meta, None, after, pos, safe))
-        return parts if indexed else [p for p in parts if p]
+        return [p for p in parts if p]
 
 
 # ------------------------------------------------------------------ task: apply in order

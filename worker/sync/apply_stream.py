@@ -24,7 +24,6 @@ every core would starve the read it waits for).
 """
 from __future__ import annotations
 
-import collections
 import functools
 import hmac
 import pickle
@@ -44,7 +43,6 @@ MAX_LIFE = 5.0          # seconds; then closed at the next batch end (others get
 CONNECT_TIMEOUT = 10.0  # a task's connect back to the driver
 CANCEL_AFTER = 5.0      # a closed stream's job still running then is cancelled
 _LEN = struct.Struct("!Q")
-_INDEX = struct.Struct("!I")
 _TOKEN_BYTES = 16
 
 
@@ -97,7 +95,8 @@ def serve_apply(indexes, *, address: tuple[str, int], token: bytes, **kw):
     """Spark ``mapPartitions`` function of the stream job: connect to the driver, then apply
     each partition it sends (``apply_changes`` on one kept connection) and answer with its
     acknowledgement, or with ``("error", "<Class>: message")`` and stop."""
-    index = max(indexes, default=0)     # this task's one element: its partition index
+    for _ in indexes:
+        pass
     try:
         sock = socket.create_connection(address, timeout=CONNECT_TIMEOUT)
     except OSError:
@@ -107,7 +106,7 @@ def serve_apply(indexes, *, address: tuple[str, int], token: bytes, **kw):
     conn = None
     try:
         try:
-            sock.sendall(token + _INDEX.pack(index))
+            sock.sendall(token)
             f = sock.makefile("rb")
         except OSError:
             return iter(())
@@ -164,11 +163,8 @@ class ApplyStream:
         self._token = secrets.token_bytes(_TOKEN_BYTES)
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._listener, selectors.EVENT_READ)
-        self._tasks: dict[int, socket.socket] = {}      # partition index -> its task's connection
+        self._idle: list[socket.socket] = []
         self._files: dict[socket.socket, object] = {}
-        # per connection, the chunks whose partition it was sent and has not answered (in order)
-        self._owed: dict[socket.socket, collections.deque] = {}
-        self._chunks: collections.deque = collections.deque()   # submitted, not collected: [acks, left]
         self._error: BaseException | None = None
         self._closed = False
         self._group = job_group
@@ -198,98 +194,60 @@ class ApplyStream:
         s.setblocking(True)
         s.settimeout(CONNECT_TIMEOUT)
         try:
-            got = s.recv(_TOKEN_BYTES + _INDEX.size, socket.MSG_WAITALL)
+            got = s.recv(_TOKEN_BYTES, socket.MSG_WAITALL)
         except OSError:
             got = b""
-        if len(got) != _TOKEN_BYTES + _INDEX.size or not hmac.compare_digest(got[:_TOKEN_BYTES], self._token):
-            s.close()
-            return
-        (index,) = _INDEX.unpack(got[_TOKEN_BYTES:])
-        if index >= self.n or index in self._tasks:
+        if not hmac.compare_digest(got, self._token):
             s.close()
             return
         s.settimeout(None)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._files[s] = s.makefile("rb")
-        self._owed[s] = collections.deque()
         self._sel.register(s, selectors.EVENT_READ)
-        self._tasks[index] = s
+        self._idle.append(s)
 
-    @property
-    def pending(self) -> int:
-        """Chunks submitted and not collected yet."""
-        return len(self._chunks)
-
-    def apply(self, parts: list) -> list[dict]:
-        """Apply one chunk (``submit`` then ``collect``); its acknowledgements."""
-        self.submit(parts)
-        return self.collect()
-
-    def submit(self, parts: list) -> None:
-        """Send one chunk: ``parts[i]`` (partition ``i`` of ``n``; ``None``: nothing for it) to
-        task ``i``.  Partition ``i`` always goes to task ``i``, which applies what it is sent in order,
-        so a key's changes keep their binlog order even with an earlier chunk still applying.
-        Raises :class:`StreamError`."""
+    def apply(self, parts: list[list]) -> list[dict]:
+        """Apply one chunk's partitions; their acknowledgements.  Raises :class:`StreamError`."""
         if self._closed:
             raise StreamError("ApplyError: the apply stream is closed")
-        want = [i for i, p in enumerate(parts) if p is not None]
-        while any(i not in self._tasks for i in want):
-            self._wait(0.5)
-            if not self._thread.is_alive() and any(i not in self._tasks for i in want):
+        acks: list = [None] * len(parts)
+        todo = list(range(len(parts)))
+        busy: dict[socket.socket, int] = {}
+        while todo or busy:
+            while todo and self._idle:
+                s, i = self._idle.pop(), todo.pop(0)
+                try:
+                    _send(s, parts[i])
+                except OSError as e:
+                    self._drop(s)
+                    raise StreamError(f"ApplyError: apply task lost while sending a partition: {e}") from e
+                busy[s] = i
+            for key, _ in self._sel.select(timeout=0.5):
+                s = key.fileobj
+                if s is self._listener:
+                    self._accept()
+                    continue
+                msg = _recv(self._files[s])
+                i = busy.pop(s, None)
+                if msg is None:
+                    self._drop(s)
+                    if i is not None:
+                        raise StreamError("ApplyError: apply task lost (its connection closed) "
+                                          "before acknowledging a partition")
+                    continue
+                if msg[0] == "error":
+                    self._drop(s)
+                    raise StreamError(msg[1])
+                acks[i] = msg[1]
+                self._idle.append(s)
+            if not self._thread.is_alive() and not busy and todo and not self._idle:
                 err = self._error
-                raise StreamError(f"{type(err).__name__}: {err}" if err is not None else (
+                cause = f"{type(err).__name__}: {err}" if err is not None else (
                     f"ApplyError: the apply stream's Spark job ended before taking the chunk: its tasks could "
                     f"not connect back to the driver at {self.address[0]}:{self.address[1]} (executors must reach "
-                    f"the driver host on any port; else set `apply-mode: job` in the task's syncer config)"))
-        chunk = [[None] * len(want), len(want)]
-        self._chunks.append(chunk)
-        for slot, i in enumerate(want):
-            s = self._tasks[i]
-            try:
-                _send(s, parts[i])
-            except OSError as e:
-                self._drop(s)
-                raise StreamError(f"ApplyError: apply task lost while sending a partition: {e}") from e
-            self._owed[s].append((chunk, slot))
-
-    def collect(self) -> list[dict]:
-        """The acknowledgements of the oldest submitted chunk, once all are in.  Raises
-        :class:`StreamError` (a task reported an error, or was lost with partitions owed)."""
-        if not self._chunks:
-            return []
-        chunk = self._chunks[0]
-        while chunk[1]:
-            self._wait(0.5)
-            if not self._thread.is_alive() and chunk[1] and not any(self._owed.values()):
-                raise StreamError("ApplyError: the apply stream's Spark job ended with partitions unanswered")
-        self._chunks.popleft()
-        return chunk[0]
-
-    def _wait(self, timeout: float) -> None:
-        """One round of accepting tasks and reading answers."""
-        for key, _ in self._sel.select(timeout=timeout):
-            s = key.fileobj
-            if s is self._listener:
-                self._accept()
-                continue
-            msg = _recv(self._files[s])
-            owed = self._owed.get(s)
-            if msg is None:
-                lost = bool(owed)
-                self._drop(s)
-                if lost:
-                    raise StreamError("ApplyError: apply task lost (its connection closed) "
-                                      "before acknowledging a partition")
-                continue
-            if msg[0] == "error":
-                self._drop(s)
-                raise StreamError(msg[1])
-            if not owed:
-                self._drop(s)
-                raise StreamError("ApplyError: an apply task answered a partition it was not sent")
-            chunk, slot = owed.popleft()
-            chunk[0][slot] = msg[1]
-            chunk[1] -= 1
+                    f"the driver host on any port; else set `apply-mode: job` in the task's syncer config)")
+                raise StreamError(cause)
+        return acks
 
     def _drop(self, s: socket.socket) -> None:
         try:
@@ -300,10 +258,8 @@ class ApplyStream:
         if f is not None:
             f.close()
         s.close()
-        self._owed.pop(s, None)
-        for i, t in list(self._tasks.items()):
-            if t is s:
-                del self._tasks[i]
+        if s in self._idle:
+            self._idle.remove(s)
 
     def close(self, sc=None, wait: bool = False) -> None:
         """End the job without waiting for it (``wait``: until it ended): started tasks see EOF

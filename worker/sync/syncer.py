@@ -21,7 +21,6 @@ Checkpoint rules: ``worker.sync.checkpoint``.  Crash tests inject failures throu
 """
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
 import re
@@ -149,9 +148,6 @@ class Syncer:
         self._parts_keys = None
         self.parallelism = parallelism or self.inst.syncer.worker_count
         self._stream: ApplyStream | None = None     # the long-lived apply job (syncer.apply-mode: stream)
-        # chunks whose apply may still be running, oldest first: (end, sent to the stream);
-        # their checkpoints are written once acknowledged, in this order (``_finish``)
-        self._inflight: collections.deque[tuple[Position, bool]] = collections.deque()
         self.hooks = hooks or Hooks()
         self.store = CheckpointStore(self.down_kwargs, task.meta_schema, task.name, source.source_id, epoch)
         # task option online-ddl: pt-osc / gh-ost shadow tables (worker.sync.online_ddl)
@@ -298,42 +294,46 @@ class Syncer:
             session = self._session()
             if session is not None:      # the job starts (~0.1 s) while the first rows decode
                 self._open_stream(session, self._apply_kw())
-        try:
-            with reader:
-                items = reader.items()
-                while True:
-                    tw = time.monotonic()
-                    item = next(items)
-                    tm["wait_read"] = tm.get("wait_read", 0.0) + time.monotonic() - tw
-                    if isinstance(item, Chunk):
-                        if not safe_written:
-                            # rule 7: everything up to ``end`` may be downstream if we crash from now on
-                            tc = time.monotonic()
-                            self.store.write_safe_until(end)
-                            tm["checkpoint"] = tm.get("checkpoint", 0.0) + time.monotonic() - tc
-                            safe_written = True
-                        result.rows += self._guarded(end, self._apply_chunk, item, tm)
-                    elif isinstance(item, Statement):
-                        result.rows += self._guarded(end, self._finish, tm)      # the DDL barrier
-                        if getattr(self.handler, "coordinated", True):
-                            # a shard DDL may wait for other sources, whose applies may need the
-                            # cores this stream holds (sources sharing one Spark application)
-                            self.close_stream()
-                        self._advance_global(item.start)
-                        result.ddls += 1
-                        td = time.monotonic()
-                        self._handle_ddl_row(item)
-                        tm["ddl"] = tm.get("ddl", 0.0) + time.monotonic() - td
-                        self.read_pos = max(self.read_pos, item.end)
-                    else:
-                        result.rows += self._guarded(end, self._finish, tm)
-                        self._advance_global(item.pos, tm)
-                        break
-                tc = time.monotonic()
-        except BaseException:
-            if self._inflight:      # sent, not acknowledged (a read failed meanwhile): maybe downstream
-                self._replay_safely(end)
-            raise
+        with reader:
+            items = reader.items()
+            while True:
+                tw = time.monotonic()
+                item = next(items)
+                tm["wait_read"] = tm.get("wait_read", 0.0) + time.monotonic() - tw
+                if isinstance(item, Chunk):
+                    if not safe_written:
+                        # rule 7: everything up to ``end`` may be downstream if we crash from now on
+                        tc = time.monotonic()
+                        self.store.write_safe_until(end)
+                        tm["checkpoint"] = tm.get("checkpoint", 0.0) + time.monotonic() - tc
+                        safe_written = True
+                    try:
+                        result.rows += self._apply_chunk(item, tm)
+                        self._advance_global(item.end, tm)
+                    except BaseException:
+                        # as after a restart: the chunk may be partly downstream (some partitions
+                        # committed), so everything up to ``end`` is replayed in safe mode, and the
+                        # next batch rebuilds from the checkpoint rows (rule 9: a keyless table's
+                        # committed partition moved its point there, rule 10)
+                        cur = self._safe_at_start
+                        self._safe_loaded = end if cur is None or end > cur else cur
+                        self._started = False
+                        raise
+                elif isinstance(item, Statement):
+                    if getattr(self.handler, "coordinated", True):
+                        # a shard DDL may wait for other sources, whose applies may need the
+                        # cores this stream holds (sources sharing one Spark application)
+                        self.close_stream()
+                    self._advance_global(item.start)
+                    result.ddls += 1
+                    td = time.monotonic()
+                    self._handle_ddl_row(item)
+                    tm["ddl"] = tm.get("ddl", 0.0) + time.monotonic() - td
+                    self.read_pos = max(self.read_pos, item.end)
+                else:
+                    self._advance_global(item.pos, tm)
+                    break
+            tc = time.monotonic()
         tm["close_read"] = time.monotonic() - tc
         tm["decode"] = reader.decode_seconds
         result.end = self.read_pos
@@ -369,58 +369,21 @@ class Syncer:
             self._parts_keys = (self.keys, self.generated)
         return self._parts
 
-    def _guarded(self, end: Position, fn, *args):
-        """Run an apply step of the batch ending at ``end``; on failure, as after a restart: a
-        chunk may be partly downstream (some partitions committed), so everything up to ``end``
-        is replayed in safe mode, and the next batch rebuilds from the checkpoint rows (rule 9:
-        a keyless table's committed partition moved its point there, rule 10)."""
-        try:
-            return fn(*args)
-        except BaseException:
-            self._replay_safely(end)
-            raise
-
-    def _replay_safely(self, end: Position) -> None:
-        cur = self._safe_at_start
-        self._safe_loaded = end if cur is None or end > cur else cur
-        self._started = False
-        self._inflight.clear()
-
     def _apply_chunk(self, chunk: Chunk, tm: dict) -> int:
-        """Apply one chunk: its changes split by key, one downstream transaction per partition,
-        in a Spark task (the apply stream, else one job per chunk) or, up to
-        ``local_apply_rows`` changes, in the driver.  Through the stream the chunk is only sent:
-        the previous one's acknowledgements are awaited meanwhile (``_finish``), so the tasks
-        do not wait for the driver between chunks.  Returns the rows acknowledged by this call."""
+        """One Spark job: the chunk's changes split by key, one downstream transaction per task
+        (up to ``local_apply_rows`` changes: the same parts applied in the driver, no job)."""
         tp = time.monotonic()
         read_pos = self.read_pos
         points = {k: p.pos for k, p in self.store.tables.items() if p.pos > read_pos}
-        streamed = self._streamed
         parts = self._partitioner().split(chunk.txns, held=set(self.held), points=points,
                                           safe_until=self._safe_at_start,
-                                          force_safe=self.inst.syncer.safe_mode, indexed=streamed)
+                                          force_safe=self.inst.syncer.safe_mode)
         ta = time.monotonic()
         tm["plan"] = tm.get("plan", 0.0) + ta - tp
+        acks = []
         kw = self._apply_kw()
-        count = sum(len(p) for p in parts)
-        session = self._session() if count > self.local_apply_rows else None
-        if not count:
-            # nothing to apply; its end is checkpointed after the chunks before it
-            self._inflight.append((chunk.end, False))
-            return self._finish(tm, keep=1)
-        if session is not None and streamed:
-            try:
-                self._open_stream(session, kw).submit([p or None for p in parts])
-            except Exception as e:
-                raise self._apply_failed(e) from e
-            self._inflight.append((chunk.end, True))
-            done = self._finish(tm, keep=1)       # the previous chunk, while this one applies
-            tm["apply"] = tm.get("apply", 0.0) + time.monotonic() - ta
-            return done
-        done = self._finish(tm)                   # a key's earlier changes first
-        ta = time.monotonic()
-        parts = [p for p in parts if p]
-        if session is None:
+        session = self._session() if parts and sum(len(p) for p in parts) > self.local_apply_rows else None
+        if parts and session is None:
             # a trickle (a few rows, e.g. before a DDL): scheduling a Spark job costs more than the
             # apply; or the worker's Spark session is still starting.  The same function runs in
             # the driver, one downstream transaction per part
@@ -434,48 +397,23 @@ class Syncer:
             except Exception as e:
                 raise SyncError(f"applying changes failed: {type(e).__name__}: {e}", task=self.task.name,
                                 source=self.source.source_id, position=str(self.read_pos)) from e
-        else:
+            tm["apply"] = tm.get("apply", 0.0) + time.monotonic() - ta
+        elif parts:
             try:
-                fn = functools.partial(apply_partition, **kw)
-                acks = session.sparkContext.parallelize(parts, len(parts)).mapPartitions(fn).collect()
-                SPARK_JOBS.labels(self.task.name, self.source.source_id).inc()
+                if self._streamed:
+                    acks = self._open_stream(session, kw).apply(parts)
+                else:
+                    fn = functools.partial(apply_partition, **kw)
+                    acks = session.sparkContext.parallelize(parts, len(parts)).mapPartitions(fn).collect()
+                    SPARK_JOBS.labels(self.task.name, self.source.source_id).inc()
             except Exception as e:
-                raise self._apply_failed(e) from e
-        tm["apply"] = tm.get("apply", 0.0) + time.monotonic() - ta
-        return done + self._record(acks, chunk.end, tm)
-
-    def _apply_failed(self, e: Exception) -> Exception:
-        self.close_stream()
-        cause = _root_apply_error(e.cause if isinstance(e, StreamError) else e)
-        cls = ReplicationKeyCollision if cause.startswith("KeyCollision:") else \
-            FencedOut if cause.startswith("FencedOut:") else SyncError
-        return cls(f"applying changes failed: {cause}", task=self.task.name,
-                   source=self.source.source_id, position=str(self.read_pos))
-
-    def _finish(self, tm: dict, keep: int = 0) -> int:
-        """Await the acknowledgements of the chunks in flight, oldest first, until ``keep``
-        remain, and checkpoint each (rows acknowledged)."""
-        rows = 0
-        while len(self._inflight) > keep:
-            end, sent = self._inflight[0]
-            acks: list = []
-            if sent:
-                tw = time.monotonic()
-                try:
-                    acks = self._stream.collect() if self._stream is not None else None
-                except Exception as e:
-                    raise self._apply_failed(e) from e
-                if acks is None:
-                    raise SyncError("applying changes failed: the apply stream closed with a chunk in flight",
-                                    task=self.task.name, source=self.source.source_id, position=str(end))
-                tm["apply"] = tm.get("apply", 0.0) + time.monotonic() - tw
-            self._inflight.popleft()
-            rows += self._record(acks, end, tm)
-        return rows
-
-    def _record(self, acks: list, end: Position, tm: dict) -> int:
-        """One chunk is downstream: its tables' points from the acknowledgements, then the global
-        point at its end (rule 2), flushed."""
+                self.close_stream()
+                cause = _root_apply_error(e.cause if isinstance(e, StreamError) else e)
+                cls = ReplicationKeyCollision if cause.startswith("KeyCollision:") else \
+                    FencedOut if cause.startswith("FencedOut:") else SyncError
+                raise cls(f"applying changes failed: {cause}", task=self.task.name,
+                          source=self.source.source_id, position=str(self.read_pos)) from e
+            tm["apply"] = tm.get("apply", 0.0) + time.monotonic() - ta
         merged: dict[tuple[str, str], list] = {}
         for ack in acks:
             for k, (f, p, g, n) in ack.items():
@@ -490,7 +428,6 @@ class Syncer:
             self.store.save_table(s, t, Position(f, p, g), self.handler.table_info(s, t))
         self.rows_applied += rows
         ROWS.labels(self.task.name, self.source.source_id).inc(rows)
-        self._advance_global(end, tm)
         return rows
 
     def _apply_kw(self) -> dict:
@@ -516,7 +453,6 @@ class Syncer:
     def close_stream(self) -> None:
         """End the apply stream's Spark job (its cores go back to the application)."""
         stream, self._stream = self._stream, None
-        self._inflight.clear()       # (only after an error: a batch ends with none in flight)
         if stream is not None:
             session = self._session()
             stream.close(session.sparkContext if session is not None else None)
