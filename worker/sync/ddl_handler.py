@@ -119,12 +119,13 @@ def rewrite_for_target(event: DDLEvent, ctx: DDLContext) -> list[str]:
                                  + SKIP_HINT.format(task=ctx.task, source=ctx.source_id),
                                  source=ctx.source_id, table=event.upstream, position=str(event.end))
         names.append(ddlmod.quote(tgt.schema, tgt.table))
-    if parsed.kind == ddlmod.CREATE_TABLE and not _has_if_not_exists(event.query):
+    if parsed.kind == ddlmod.CREATE_TABLE and not has_if_not_exists(event.query):
         names[0] = "IF NOT EXISTS " + names[0]
     return [parsed.rewrite(names)]
 
 
-def _has_if_not_exists(q: str) -> bool:
+def has_if_not_exists(q: str) -> bool:
+    """``CREATE TABLE IF NOT EXISTS ...`` (looked for before the column list)."""
     head = q[:q.find("(")] if "(" in q else q
     return "IF NOT EXISTS" in " ".join(head.upper().split())
 

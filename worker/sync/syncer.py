@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -46,7 +45,7 @@ from worker.sync.apply_stream import MAX_LIFE, ApplyStream, StreamError
 from worker.sync.checkpoint import CheckpointStore
 from worker.sync.ddl_exec import run_ddls, server_error
 from worker.shardddl.errors import SkipRequested
-from worker.sync.ddl_handler import DDLContext, DDLDecision, DDLHandler, DirectDDLHandler
+from worker.sync.ddl_handler import DDLContext, DDLDecision, DDLHandler, DirectDDLHandler, has_if_not_exists
 from worker.sync.fence import FencedOut
 from worker.sync.online_ddl import CutOver, OnlineDDL, OnlineDDLStore
 from worker.downstream import fetch_generated, fetch_keys
@@ -742,7 +741,7 @@ class Syncer:
         with connect_downstream(self.down_kwargs, autocommit=True) as conn:
             before = show_create(conn, ev.target_schema, ev.target_table) if ev.target_table else None
             if before is not None and ev.kind == ddlmod.CREATE_TABLE and decision.execute \
-                    and all(_CREATE_IF_NOT_EXISTS.match(s) for s in decision.execute):
+                    and all(has_if_not_exists(s) for s in decision.execute):
                 # a new shard of a target that exists: the routed CREATE ... IF NOT EXISTS would
                 # change nothing downstream (no intent record, no statement).  The target may be
                 # new to this syncer (another source created it): its keys are read on this
@@ -781,9 +780,6 @@ class Syncer:
                                             task=self.task.name, source=self.source.source_id, table=ev.upstream,
                                             position=str(ev.end)) from e
         return True
-
-
-_CREATE_IF_NOT_EXISTS = re.compile(r"\s*CREATE\s+TABLE\s+IF\s+NOT\s+EXISTS\b", re.I)
 
 
 def ddl_in_effect(before_sql: str | None, now_sql: str | None, statements: list[str]) -> bool:
