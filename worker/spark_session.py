@@ -25,9 +25,14 @@ _log = logger("worker.spark_session")
 # Settings of every session the worker makes (and the benches and tests, so they measure the
 # same thing).  Python workers talk to their JVM over a Unix domain socket: over TCP loopback
 # each task's input stalled ~40 ms (small writes, delayed ACKs), a third of a small job.
+# The driver JVM only compiles with C1 (``TieredStopAtLevel=1``): it schedules jobs and hands
+# Python tasks their input, it does not crunch data, and C2's compiler threads were 40% of its
+# CPU even after hundreds of jobs (a 2-task job cost ~150 ms of JVM CPU at first, ~50 ms with
+# C1), CPU the decoder and the apply tasks need on a small box (docs/worker.md, "JVM").
 SPARK_CONF = {
     "spark.ui.enabled": "false",
     "spark.python.unix.domain.socket.enabled": "true",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
 }
 
 
