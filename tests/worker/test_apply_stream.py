@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 
 import pytest
 from prometheus_client import REGISTRY
@@ -207,3 +208,85 @@ def test_tasks_that_cannot_reach_the_driver_fail_the_chunk_with_a_hint(spark, do
         stream.close(spark.sparkContext, wait=True)
     assert "could not connect back to the driver at 127.0.0.2:" in str(ei.value)
     assert "apply-mode: job" in str(ei.value)
+
+
+def test_a_stream_left_idle_is_adopted_by_the_next_syncer_with_its_own_downstream(
+        spark, services, request, source1_db, source2_db, downstream_db, positions):
+    """A caught-up syncer parks its stream; the next syncer of the same Spark application
+    adopts it (no new Spark job) and its chunks carry its own apply arguments: its rows land in
+    ITS downstream and its keyless table's points (written by the tasks, in the apply's own
+    transaction) in ITS checkpoint table, never the first syncer's."""
+    from tests.conftest import _drop_db, _fresh_db
+    import worker.sync.apply_stream as st
+    other_down = _fresh_db(services, "downstream", request)
+    try:
+        p1, p2 = positions(source1_db, source2_db)
+        task_a, srcs_a, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})
+        task_b, srcs_b, _ = make_task(other_down, {"s2": source2_db}, start={"s2": p2})
+        source1_db.execute("CREATE TABLE orders_1 (id INT PRIMARY KEY, v INT)")
+        source2_db.execute("CREATE TABLE orders_1 (id INT, v INT)")      # keyless: points kept by the tasks
+        for i, db in enumerate((source1_db, source2_db)):
+            db.execute("INSERT INTO orders_1 VALUES " + ", ".join(f"({i * 10_000 + k}, {k})" for k in range(1500)))
+        a = Syncer(spark, task_a, srcs_a["s1"], apply_rows=500, local_apply_rows=50)
+        b = Syncer(spark, task_b, srcs_b["s2"], apply_rows=500, local_apply_rows=50)
+        try:
+            a.sync_until_caught_up()
+            assert _jobs(task_a) == 1
+            b.sync_until_caught_up()
+            jobs_b = REGISTRY.get_sample_value("shardmerge_worker_spark_apply_jobs_total",
+                                               {"task": task_b.name, "source": "s2"}) or 0
+            assert jobs_b == 0, "the second syncer started its own Spark job instead of adopting"
+            assert downstream_db.execute("SELECT COUNT(*), MIN(id) FROM orders")[0] == (1500, 0)
+            assert other_down.execute("SELECT COUNT(*), MIN(id) FROM orders")[0] == (1500, 10_000)
+            assert downstream_db.execute(f"SELECT COUNT(*) FROM {a.store.fq} WHERE cp_schema = "
+                                         f"'{source2_db.name}'")[0][0] == 0
+            assert other_down.execute(f"SELECT COUNT(*) FROM {b.store.fq} WHERE cp_schema = "
+                                      f"'{source2_db.name}' AND cp_table = 'orders_1'")[0][0] >= 1
+        finally:
+            a.close()
+            b.close()
+        # nobody adopts it now: closed after the grace period, its cores free for other jobs
+        deadline = time.monotonic() + st.GRACE + 10
+        while st._parked and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not st._parked
+        assert spark.sparkContext.parallelize(range(2), 2).map(lambda x: x + 1).collect() == [1, 2]
+    finally:
+        _drop_db(other_down)
+
+
+def test_a_parked_stream_yields_to_a_stream_waiting_for_cores(spark, downstream_db):
+    """``free_cores`` closes a parked stream; a stream parked while another stream of the
+    application waits for cores is closed at once (else the waiting one would stall for the
+    grace period: local[2] has the cores of one stream)."""
+    import worker.sync.apply_stream as st
+    kw = dict(db_kwargs=resolve_tls(downstream_db.params), batch=100, source_id="s1", time_zone=None,
+              checkpoint=None, epoch=None)
+
+    def whole(stream):
+        deadline = time.monotonic() + 60
+        while stream.connected < 2 and time.monotonic() < deadline:
+            stream.apply([[], []])       # tasks are accepted while a chunk is applied
+        return stream.usable
+    first = ApplyStream(spark, 2, kw, job_group="test-park-1")
+    try:
+        assert whole(first)
+        st.park(first, spark.sparkContext)
+        assert not first._closed and st.adopt(spark.sparkContext, 2) is first     # parked, then adopted
+        st.park(first, spark.sparkContext)
+        st.free_cores(spark.sparkContext)
+        assert first._closed and not st._parked
+    finally:
+        first.close(spark.sparkContext, wait=True)
+    first = ApplyStream(spark, 2, kw, job_group="test-park-2")
+    second = None
+    try:
+        assert whole(first)
+        second = ApplyStream(spark, 2, kw, job_group="test-park-3")   # no core for its tasks yet
+        st.park(first, spark.sparkContext)
+        assert first._closed and not st._parked, "parked while another stream waits for its cores"
+        assert whole(second)
+    finally:
+        first.close(spark.sparkContext, wait=True)
+        if second is not None:
+            second.close(spark.sparkContext, wait=True)

@@ -46,6 +46,7 @@ from worker.load.store import ChunkRow, LoadStore, fq_name
 from worker.load.targets import ensure_target, joined, strip_counter
 from worker.schema_tracker import schema_to_json
 from worker.sync.apply import connect_downstream, resolve_tls
+from worker.sync.apply_stream import free_cores
 from worker.sync.checkpoint import CheckpointStore
 from worker.upstream import check_upstream, master_status
 
@@ -319,6 +320,7 @@ class FullLoad:
                       on_duplicate=self.opts.on_duplicate)
         th.start()
         try:
+            free_cores(sc)      # an idle apply stream parked by a syncer holds the cores
             sc.setJobGroup(group, f"shardmerge full load {self.task.name}/{self.sid}", interruptOnCancel=True)
             rdd = sc.parallelize(specs, n_tasks)
             results = rdd.mapPartitions(functools.partial(chunkmod.load_partition, ctx=ctx)).collect()

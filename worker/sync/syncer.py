@@ -41,6 +41,7 @@ from worker.sync.apply import (KeyCollision, Partitioner, apply_changes, apply_p
                                resolve_tls)
 from worker.binlog import READERS, BinlogReader, make_reader
 from worker.binlog.source import Chunk, Statement
+from worker.sync import apply_stream
 from worker.sync.apply_stream import MAX_LIFE, ApplyStream, StreamError
 from worker.sync.checkpoint import CheckpointStore
 from worker.sync.ddl_exec import run_ddls, server_error
@@ -255,7 +256,7 @@ class Syncer:
             r = self.run_once()
             out.append(r)
             if self.read_pos >= target:
-                self.close_stream()
+                self.close_stream(park=True)
                 return out
         raise SyncError(f"not caught up after {max_batches} batches", task=self.task.name,
                         source=self.source.source_id, position=str(self.read_pos))
@@ -267,8 +268,10 @@ class Syncer:
         except BaseException:
             self.close_stream()
             raise
-        if r.idle or (self._stream is not None and self._stream.age > MAX_LIFE):
-            self.close_stream()      # caught up, or long enough: other jobs get the cores now
+        if r.idle:
+            self.close_stream(park=True)     # caught up: another syncer may adopt it, else closed soon
+        elif self._stream is not None and self._stream.age > MAX_LIFE:
+            self.close_stream()      # long enough: other jobs get the cores now
         return r
 
     def _run_batch(self) -> BatchResult:
@@ -322,7 +325,7 @@ class Syncer:
                     if getattr(self.handler, "coordinated", True):
                         # a shard DDL may wait for other sources, whose applies may need the
                         # cores this stream holds (sources sharing one Spark application)
-                        self.close_stream()
+                        self.close_stream(park=True)
                     self._advance_global(item.start)
                     result.ddls += 1
                     td = time.monotonic()
@@ -345,6 +348,10 @@ class Syncer:
 
     def _open_reader(self, start: Position, end: Position):
         """The batch's binlog reader: both hand out Chunk/Statement/End the same way."""
+        if not self._streamed:      # the spark reader's reads are Spark jobs: no idle stream in their way
+            session = self._session()
+            if session is not None:
+                apply_stream.free_cores(session.sparkContext)
         args = (self.up_kwargs, (self.inst, self.task.meta_schema), start, end)
         kw = dict(max_events=self.max_batch_events, source_id=self.source.source_id, max_rows=self.apply_rows)
         return self.binlog.open(*args, **kw)
@@ -400,8 +407,9 @@ class Syncer:
         elif parts:
             try:
                 if self._streamed:
-                    acks = self._open_stream(session, kw).apply(parts)
+                    acks = self._open_stream(session, kw).apply(parts, kw)
                 else:
+                    apply_stream.free_cores(session.sparkContext)
                     fn = functools.partial(apply_partition, **kw)
                     acks = session.sparkContext.parallelize(parts, len(parts)).mapPartitions(fn).collect()
                     SPARK_JOBS.labels(self.task.name, self.source.source_id).inc()
@@ -441,20 +449,28 @@ class Syncer:
         return self.inst.syncer.apply_mode == "stream" and self.reader == "process"
 
     def _open_stream(self, session, kw: dict) -> ApplyStream:
-        if self._stream is not None and self._stream.kw != kw:
-            self.close_stream()       # restarted under a new fence epoch: new task arguments
+        """This syncer's stream: its own, the one another syncer parked (the chunks carry the
+        apply arguments, ``kw``), or a new Spark job."""
+        if self._stream is None:
+            self._stream = apply_stream.adopt(session.sparkContext, self.parallelism)
         if self._stream is None:
             group = f"shardmerge-apply-{self.task.name}-{self.source.source_id}-{time.monotonic_ns()}"
             self._stream = ApplyStream(session, self.parallelism, kw, job_group=group)
             SPARK_JOBS.labels(self.task.name, self.source.source_id).inc()
         return self._stream
 
-    def close_stream(self) -> None:
-        """End the apply stream's Spark job (its cores go back to the application)."""
+    def close_stream(self, park: bool = False) -> None:
+        """End the apply stream's Spark job (its cores go back to the application); ``park``:
+        an idle point, the stream may serve the application's next syncer for a moment
+        (``apply_stream.park``)."""
         stream, self._stream = self._stream, None
         if stream is not None:
             session = self._session()
-            stream.close(session.sparkContext if session is not None else None)
+            sc = session.sparkContext if session is not None else None
+            if park and sc is not None:
+                apply_stream.park(stream, sc)
+            else:
+                stream.close(sc)
 
     def _session(self):
         """The Spark session for a job, or None while a background start is still under way
