@@ -176,3 +176,49 @@ def test_a_burst_keeps_the_last_answer_and_the_order_of_dropped_column_writes(st
         assert got == [("c1", c.table, DroppedStage.PARTIAL.value), ("c2", b.table, DroppedStage.NOT_DONE.value)]
     finally:
         store.resign(fence)
+
+
+def test_a_big_flush_logs_one_line_per_kind_of_answer(store):
+    """A flush of 130 alike answers writes ONE INFO line (count, first tables, Info revisions)
+    and each answer at DEBUG; a handful of answers keep a line each (bench/ddl_latency.py and
+    operators read those)."""
+    import logging
+
+    from coordinator.master.write_batch import WriteBatch
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record)
+    base = logging.getLogger("shardmerge.test.batchlog")
+    handler = Keep()
+    base.addHandler(handler)
+    fence = store.campaign("batch-log", ttl=10)
+    try:
+        infos = _infos(store)[:134]
+        for level in (logging.INFO, logging.DEBUG):
+            base.setLevel(level)
+            records.clear()
+            batch = WriteBatch(store, fence, logger("test.batchlog"))
+            for i in infos[:130]:
+                batch.put_operation(_op(i))
+            batch.flush()
+            info = [r for r in records if r.levelno == logging.INFO]
+            assert len(info) == 1 and info[0].getMessage() == "operations written"
+            assert info[0].count == 130 and info[0].lock_id == LOCK.id
+            assert info[0].tables.endswith("and 125 more") and infos[0].up_table in info[0].tables
+            revs = sorted(i.revision for i in infos[:130])
+            assert info[0].info_revisions == f"{revs[0]}-{revs[-1]}"
+            debug = [r for r in records if r.levelno == logging.DEBUG]
+            assert len(debug) == (130 if level == logging.DEBUG else 0)
+        records.clear()
+        base.setLevel(logging.INFO)
+        batch = WriteBatch(store, fence, logger("test.batchlog"))
+        for i in infos[130:]:
+            batch.put_operation(_op(i))
+        batch.flush()
+        assert [r.getMessage() for r in records] == ["operation written"] * 4
+        assert {r.table for r in records} == {f"{i.up_schema}.{i.up_table}" for i in infos[130:]}
+    finally:
+        base.removeHandler(handler)
+        store.resign(fence)
