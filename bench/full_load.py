@@ -59,7 +59,7 @@ def ingest_limit(up: dict, down: dict, up_db: str, down_db: str, shards: int, ba
 
 
 def run(a) -> dict:
-    from worker.spark_session import builder
+    from worker.spark_session import builder, warm_up
 
     from worker.load import LoadOptions, run_full_load
     up, down = _db(a.host, a.source_port, a.user, a.password), _db(a.host, a.downstream_port, a.user, a.password)
@@ -84,8 +84,9 @@ def run(a) -> dict:
         source = parse_source(yaml.safe_dump({"source-id": "b1", "from": up}))
         spark = builder("full-load-bench", a.master).getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
-        # warm-up: start the Python workers, so the figure is the load, not the session start
-        spark.sparkContext.parallelize(range(4), 2).mapPartitions(lambda it: [sum(it)]).collect()
+        # the worker's own warm-up once its session is up (Python workers started, task modules
+        # imported), so the figure is the load, not the session start
+        warm_up(spark)
         opts = LoadOptions(chunk_rows=a.chunk_rows, pool_size=a.pool_size)
         res = run_full_load(task, source, spark, options=opts, progress_interval=5.0)
         load_rate = res.rows_this_run / res.seconds

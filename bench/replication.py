@@ -204,7 +204,7 @@ def main(argv=None) -> int:
             times.append(time.monotonic() - t0)
         ingest_rps = len(all_rows) / sorted(times)[1]
 
-        from worker.spark_session import builder
+        from worker.spark_session import builder, warm_up
         # the spark reader's read task holds one of these cores during a batch; one more
         # (--cores) measured no better on the 2-core dev machine
         cores = args.cores or args.parallelism
@@ -213,9 +213,8 @@ def main(argv=None) -> int:
         spark.sparkContext.setLogLevel("ERROR")
         gc_tuning.tune()     # as the worker does once its session is up (worker/spark_session.py)
         try:
-            # Python workers started with the apply module loaded, as in a running worker
-            spark.sparkContext.parallelize(range(args.parallelism), args.parallelism) \
-                .map(lambda x: bool(__import__("worker.sync.apply_stream"))).collect()
+            # Python workers started with the task modules loaded, as the worker's own warm-up does
+            warm_up(spark)
             runs = {r: _replicate(spark, mysql, conns, up_names, start, data_end, tag, r, args, len(all_rows))
                     for r in readers}
         finally:
