@@ -9,6 +9,8 @@ session and wait for it (:meth:`get`).
 """
 from __future__ import annotations
 
+import importlib
+
 import os
 import sys
 import threading
@@ -57,7 +59,6 @@ TASK_MODULES = ("worker.sync.apply_stream", "worker.load.chunk")
 
 
 def _import_task_modules(_it):
-    import importlib
     for m in TASK_MODULES:
         importlib.import_module(m)
     return iter(())
