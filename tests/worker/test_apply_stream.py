@@ -229,14 +229,26 @@ def test_a_stream_left_idle_is_adopted_by_the_next_syncer_with_its_own_downstrea
             db.execute("INSERT INTO orders_1 VALUES " + ", ".join(f"({i * 10_000 + k}, {k})" for k in range(1500)))
         a = Syncer(spark, task_a, srcs_a["s1"], apply_rows=500, local_apply_rows=50)
         b = Syncer(spark, task_b, srcs_b["s2"], apply_rows=500, local_apply_rows=50)
+        st.free_cores(spark.sparkContext)      # a stream an earlier test parked is not the one under test
+        rows_a = 1500
         try:
             a.sync_until_caught_up()
             assert _jobs(task_a) == 1
+            for _ in range(5):
+                # parked only whole: a task that could not start on a busy local[2] (an earlier
+                # test's job still ending) makes the syncer close it instead; then run A again
+                if st._parked:
+                    break
+                source1_db.execute("INSERT INTO orders_1 VALUES " + ", ".join(
+                    f"({k}, {k})" for k in range(rows_a, rows_a + 1500)))
+                rows_a += 1500
+                a.sync_until_caught_up()
+            assert st._parked, "the caught-up syncer's stream was never parked whole"
             b.sync_until_caught_up()
             jobs_b = REGISTRY.get_sample_value("shardmerge_worker_spark_apply_jobs_total",
                                                {"task": task_b.name, "source": "s2"}) or 0
             assert jobs_b == 0, "the second syncer started its own Spark job instead of adopting"
-            assert downstream_db.execute("SELECT COUNT(*), MIN(id) FROM orders")[0] == (1500, 0)
+            assert downstream_db.execute("SELECT COUNT(*), MIN(id) FROM orders")[0] == (rows_a, 0)
             assert other_down.execute("SELECT COUNT(*), MIN(id) FROM orders")[0] == (1500, 10_000)
             assert downstream_db.execute(f"SELECT COUNT(*) FROM {a.store.fq} WHERE cp_schema = "
                                          f"'{source2_db.name}'")[0][0] == 0

@@ -196,7 +196,8 @@ class ApplyStream:
         self._thread = threading.Thread(target=self._run_job, args=(sc, fn), name=f"apply-stream-{job_group}",
                                         daemon=True)
         self._thread.start()
-        _LIVE.add(self)
+        with _pool_lock:
+            _LIVE.add(self)
 
     def _run_job(self, sc, fn) -> None:
         try:
@@ -235,6 +236,17 @@ class ApplyStream:
     def connected(self) -> int:
         """Tasks connected (and not dropped)."""
         return len(self._files)
+
+    def accept_pending(self) -> None:
+        """Take the tasks that connected since the last chunk (they are accepted while a chunk
+        is applied, so a task that came up after the last one is still in the backlog)."""
+        if self._closed:
+            return
+        while self._sel.select(timeout=0) and self.connected < self.n:
+            before = self.connected
+            self._accept()
+            if self.connected == before:
+                break
 
     @property
     def usable(self) -> bool:
@@ -310,7 +322,8 @@ class ApplyStream:
         if self._closed:
             return
         self._closed = True
-        _LIVE.discard(self)
+        with _pool_lock:
+            _LIVE.discard(self)
         for s in list(self._files):
             self._drop(s)
         self._sel.unregister(self._listener)
@@ -329,7 +342,7 @@ class ApplyStream:
 
 
 # ------------------------------------------------------------------ parking between syncers
-_LIVE: "weakref.WeakSet[ApplyStream]" = weakref.WeakSet()   # streams not closed yet
+_LIVE: "weakref.WeakSet[ApplyStream]" = weakref.WeakSet()   # streams not closed yet (under _pool_lock)
 _pool_lock = threading.Lock()
 _parked: dict[int, tuple[ApplyStream, object]] = {}        # id(SparkContext) -> (idle stream, sc)
 
@@ -338,7 +351,9 @@ def park(stream: ApplyStream, sc) -> None:
     """Keep an idle ``stream`` :data:`GRACE` seconds for the next syncer of this Spark
     application (:func:`adopt`); closed instead when it is not whole (a task missing, the job
     ended) or another stream waits for cores, and closed when nobody adopted it in time."""
-    waiting = any(o is not stream and not o._closed and o.connected < o.n for o in list(_LIVE))
+    stream.accept_pending()
+    with _pool_lock:         # another syncer's thread may be opening or closing a stream
+        waiting = any(o is not stream and not o._closed and o.connected < o.n for o in list(_LIVE))
     if waiting or not stream.usable:
         stream.close(sc)
         return
