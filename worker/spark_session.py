@@ -10,7 +10,6 @@ session and wait for it (:meth:`get`).
 from __future__ import annotations
 
 import importlib
-
 import os
 import sys
 import threading
@@ -30,7 +29,8 @@ _log = logger("worker.spark_session")
 # The driver JVM only compiles with C1 (``TieredStopAtLevel=1``): it schedules jobs and hands
 # Python tasks their input, it does not crunch data, and C2's compiler threads were 40% of its
 # CPU even after hundreds of jobs (a 2-task job cost ~150 ms of JVM CPU at first, ~50 ms with
-# C1), CPU the decoder and the apply tasks need on a small box (docs/worker.md, "JVM").
+# C1), CPU the decoder and the apply tasks need on a small box (docs/worker.md, "The driver JVM
+# compiles with C1 only").
 SPARK_CONF = {
     "spark.ui.enabled": "false",
     "spark.python.unix.domain.socket.enabled": "true",
