@@ -20,9 +20,9 @@ from worker.sync.syncer import Syncer
 from .conftest import make_task
 
 
-def _jobs(task) -> float:
+def _jobs(task, source: str = "s1") -> float:
     return REGISTRY.get_sample_value("shardmerge_worker_spark_apply_jobs_total",
-                                     {"task": task.name, "source": "s1"}) or 0
+                                     {"task": task.name, "source": source}) or 0
 
 
 def _history(db, n: int) -> None:
@@ -245,9 +245,7 @@ def test_a_stream_left_idle_is_adopted_by_the_next_syncer_with_its_own_downstrea
                 a.sync_until_caught_up()
             assert st._parked, "the caught-up syncer's stream was never parked whole"
             b.sync_until_caught_up()
-            jobs_b = REGISTRY.get_sample_value("shardmerge_worker_spark_apply_jobs_total",
-                                               {"task": task_b.name, "source": "s2"}) or 0
-            assert jobs_b == 0, "the second syncer started its own Spark job instead of adopting"
+            assert _jobs(task_b, "s2") == 0, "the second syncer started its own Spark job instead of adopting"
             assert downstream_db.execute("SELECT COUNT(*), MIN(id) FROM orders")[0] == (rows_a, 0)
             assert other_down.execute("SELECT COUNT(*), MIN(id) FROM orders")[0] == (1500, 10_000)
             assert downstream_db.execute(f"SELECT COUNT(*) FROM {a.store.fq} WHERE cp_schema = "
