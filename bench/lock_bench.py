@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from coordinator import gc_tuning  # noqa: E402
 from coordinator.etcd_client import connect  # noqa: E402
 from coordinator.etcdproto import Info, LockKey, Operation, SourceTables, Stage, Store, TableRef  # noqa: E402
 from coordinator.lock import LockKeeper  # noqa: E402
@@ -121,6 +122,7 @@ def _worker(etcd: str, prefix: str, source: str, tables: list[tuple[str, str]], 
     store = Store(client, prefix)
     lock = LockKey("bench", "shop", "orders")
     steps = _steps()
+    gc_tuning.tune()     # as a worker process does once started (worker/spark_session.py)
     go.wait()
     cpu0 = time.process_time()
     times, errors = [], []
@@ -141,7 +143,9 @@ def _worker(etcd: str, prefix: str, source: str, tables: list[tuple[str, str]], 
                 raise resp
             todo = []
             for ev in resp.events:
-                if not ev.value:
+                # its own done marks come back on this prefix watch: skip them undecoded (a real
+                # worker watches one table's key until its answer arrives, then stops)
+                if not ev.value or b'"done":true' in ev.value:
                     continue
                 op = store._decode(Operation, ev.key, ev.value, ev._event.kv)
                 if want.get((op.up_schema, op.up_table)) == op.info_revision and not op.done:
@@ -207,6 +211,7 @@ def run_concurrent(n: int, etcd: str, sources: int = 8) -> dict:
 
         cpu0, kids0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         etcd0 = _etcd_cpu(etcd)
+        gc_tuning.tune()     # as `shardctl master` does once started (coordinator/cli/master.py)
         optimist = Optimist(store, fence).start()
         while not optimist.ready:
             time.sleep(0.05)

@@ -41,7 +41,7 @@ import yaml  # noqa: E402
 from coordinator.config import parse_source, parse_task  # noqa: E402
 from coordinator.routing import TableMapper  # noqa: E402
 from tests.support.proctree import tree_rss  # noqa: E402
-from worker import gc_tuning  # noqa: E402
+from coordinator import gc_tuning  # noqa: E402
 from worker.binlog.source import decode_range  # noqa: E402
 from worker.sync.apply import resolve_tls  # noqa: E402
 from worker.binlog.spark_reader import load_range  # noqa: E402

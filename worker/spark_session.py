@@ -16,7 +16,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from coordinator.obs import logger
-from worker import gc_tuning
+from coordinator import gc_tuning
 
 if TYPE_CHECKING:     # pyspark is imported where the session is made (a JVM start)
     from pyspark.sql import SparkSession

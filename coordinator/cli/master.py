@@ -1,6 +1,7 @@
 """``shardctl master``: run a master process until SIGTERM/SIGINT."""
 from __future__ import annotations
 
+from coordinator import gc_tuning
 from coordinator.cli.process import serve
 from coordinator.errors import ShardMergeError
 from coordinator.etcd_client import add_security_args
@@ -8,10 +9,14 @@ from coordinator.etcd_client import add_security_args
 
 def run(args) -> int:
     from coordinator.master.node import MasterNode   # the whole master: only when this command runs
-    return serve("master", args, lambda: MasterNode(
-        args.etcd, args.listen, advertise=args.advertise_addr, name=args.name, prefix=args.prefix,
-        election_ttl=args.election_ttl, metrics_addr=args.metrics_addr, http_cert=args.http_cert,
-        http_key=args.http_key), (ShardMergeError, ValueError, OSError))
+
+    def build() -> MasterNode:
+        node = MasterNode(args.etcd, args.listen, advertise=args.advertise_addr, name=args.name, prefix=args.prefix,
+                          election_ttl=args.election_ttl, metrics_addr=args.metrics_addr,
+                          http_cert=args.http_cert, http_key=args.http_key)
+        gc_tuning.tune()    # what start-up loaded is long-lived; the watch decodes thousands of records a second
+        return node
+    return serve("master", args, build, (ShardMergeError, ValueError, OSError))
 
 
 def register(sub) -> None:

@@ -133,9 +133,10 @@ class Keys:
         if kind not in KINDS:
             raise BadKey(f"key {key!r}: unknown record kind {kind!r}")
         names = KINDS[kind]
-        if len(comps) != len(names) or any(c == "" for c in comps):
+        if len(comps) != len(names) or "" in comps:
             raise BadKey(f"key {key!r}: {kind} keys have components {names}")
-        return kind, {n: unquote(c) for n, c in zip(names, comps)}
+        # most components need no unquoting (a big lock's watch parses thousands of keys)
+        return kind, {n: unquote(c) if "%" in c else c for n, c in zip(names, comps)}
 
     # --- convenience builders (full keys) ---
     def leader(self) -> str:

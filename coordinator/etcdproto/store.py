@@ -19,6 +19,7 @@ transactions, decoding, listing, watches.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Protocol, TypeVar, overload
 
@@ -67,6 +68,16 @@ class RecordEvent:
     error: RecordError | None = None
 
 
+# kinds whose records repeat their key's components (a mismatch is a garbage record)
+_KEYED_KINDS = frozenset(("info", "operation", "source-tables", "status", "source", "task", "binding", "worker"))
+
+
+@functools.lru_cache(maxsize=None)
+def _meta_names(cls: type[Record]) -> frozenset[str]:
+    """The not-stored fields of ``cls`` (filled from the key's metadata), once per class."""
+    return frozenset(f.name for f in dataclasses.fields(cls) if f.metadata.get("meta"))
+
+
 def _unavailable(e: Exception, what: str) -> EtcdUnavailable:
     return EtcdUnavailable(f"etcd did not answer while {what}: {type(e).__name__}: {e}")
 
@@ -92,7 +103,8 @@ class StoreCore(Protocol):
     def _fenced(self, fence: Fence, what: str, compare: list, success: list,
                 failure: list | None = None) -> TxnResult: ...
     def _fenced_chunks(self, fence: Fence, what: str, ops: list) -> int: ...
-    def _decode(self, kind: type[R], key: bytes | str, raw: bytes, kv: Any = None) -> R: ...
+    def _decode(self, kind: type[R], key: bytes | str, raw: bytes, kv: Any = None,
+                parts: dict | None = None) -> R: ...
     def _get(self, kind: type[R], key: str) -> tuple[R | None, int]: ...
     def _get_raw(self, key: str) -> tuple[Any, int]: ...
     def _list(self, kind: type[R], prefix: str) -> Listing[R]: ...
@@ -159,29 +171,36 @@ class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps,
         return rev
 
     @overload
-    def _decode(self, kind: type[R], key: bytes | str, raw: bytes, kv: Any = None) -> R: ...
+    def _decode(self, kind: type[R], key: bytes | str, raw: bytes, kv: Any = None,
+                parts: dict | None = None) -> R: ...
     @overload
-    def _decode(self, kind: str, key: bytes | str, raw: bytes, kv: Any = None) -> Record: ...
+    def _decode(self, kind: str, key: bytes | str, raw: bytes, kv: Any = None,
+                parts: dict | None = None) -> Record: ...
 
-    def _decode(self, kind: type[Record] | str, key: bytes | str, raw: bytes, kv: Any = None) -> Record:
+    def _decode(self, kind: type[Record] | str, key: bytes | str, raw: bytes, kv: Any = None,
+                parts: dict | None = None) -> Record:
         """Decode the value ``raw`` of ``key`` as a record of ``kind`` (its class or its name);
-        ``kv`` (the etcd key-value) fills the not-stored fields (revision, ...)."""
+        ``kv`` (the etcd key-value) fills the not-stored fields (revision, ...); ``parts``: the
+        key's components when the caller parsed it already (a watch event)."""
         name = kind if isinstance(kind, str) else kind.KIND
         key = key.decode() if isinstance(key, bytes) else key
-        try:
-            _, parts = self.keys.parse(key)
-        except BadKey as e:
-            raise GarbageRecord(f"foreign key under the {name} prefix: {e.message}", etcd_key=key, kind=name) from e
+        if parts is None:
+            try:
+                _, parts = self.keys.parse(key)
+            except BadKey as e:
+                raise GarbageRecord(f"foreign key under the {name} prefix: {e.message}", etcd_key=key,
+                                    kind=name) from e
         cls = RECORD_TYPES[kind] if isinstance(kind, str) else kind
         meta: dict[str, Any] = {}
         if kv is not None:
-            meta = {"revision": kv.mod_revision, "version": kv.version, "create_revision": kv.create_revision}
-        names = {f.name for f in dataclasses.fields(cls) if f.metadata.get("meta")}
-        meta = {k: v for k, v in meta.items() if k in names}
+            names = _meta_names(cls)
+            if names:
+                meta = {k: v for k, v in (("revision", kv.mod_revision), ("version", kv.version),
+                                          ("create_revision", kv.create_revision)) if k in names}
         if name == "dropped-column":
             meta.update(parts)
         rec = cls.decode(key, raw, parts=parts, **meta)
-        if name in ("info", "operation", "source-tables", "status", "source", "task", "binding", "worker"):
+        if name in _KEYED_KINDS:
             for n, v in parts.items():
                 if getattr(rec, n, v) != v:
                     raise GarbageRecord(f"{name} record says {n}={getattr(rec, n)!r} but its key says "
@@ -227,10 +246,11 @@ class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps,
     # ------------------------------------------------------------------ watches
     def watch(self, kind: str, start_revision: int, callback: Callable[[RecordEvent | Exception], None],
               sub: Iterable[str] = (), wanted: Callable[[bytes], bool] | None = None,
-              deletes: bool = True, prev: bool = True) -> int:
+              deletes: bool = True, prev: bool = True, many: bool = False) -> int:
         """Watch all ``kind`` records (optionally under components ``sub``) from
-        ``start_revision``; ``callback`` gets one decoded ``RecordEvent`` per event, or an
-        exception when the watch breaks (then re-list and watch again).  ``wanted(raw value)``
+        ``start_revision``; ``callback`` gets one decoded ``RecordEvent`` per event (with
+        ``many``: a list of them per etcd watch response, one hand-over for hundreds of events),
+        or an exception when the watch breaks (then re-list and watch again).  ``wanted(raw value)``
         drops put events before they are decoded (the master ignores its own Operation writes;
         decoding them was a third of its watch thread).  ``deletes=False`` has etcd leave out
         delete events and ``prev=False`` the previous values (``RecordEvent.prev``): a big lock's
@@ -242,10 +262,14 @@ class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps,
             if isinstance(resp, Exception):
                 callback(resp)
                 return
-            for ev in resp.events:
-                if wanted is not None and ev._event.type == 0 and not wanted(ev._event.kv.value):
-                    continue   # 0: PUT
-                callback(self._event(kind, ev))
+            out = [self._event(kind, ev) for ev in resp.events
+                   if wanted is None or ev._event.type != 0 or wanted(ev._event.kv.value)]   # 0: PUT
+            if many:
+                if out:
+                    callback(out)   # type: ignore[arg-type]
+                return
+            for rev in out:
+                callback(rev)
 
         return self._call(f"watching {prefix}", self.client.add_watch_prefix_callback, prefix,
                           on_response, start_revision=start_revision, prev_kv=prev,
@@ -256,16 +280,17 @@ class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps,
         key = raw.key.decode("utf-8", "replace")
         try:
             _, parts = self.keys.parse(key)
+            known: dict | None = parts
         except BadKey:
-            parts = {}
+            parts, known = {}, None   # _decode names the foreign key in its error
         deleted = isinstance(ev, etcd3.events.DeleteEvent)
         out = RecordEvent(kind, key, parts, deleted, raw.mod_revision)
         try:
             if deleted:
                 if ev._event.HasField("prev_kv") and ev._event.prev_kv.value:
-                    out.prev = self._decode(kind, key, ev._event.prev_kv.value, ev._event.prev_kv)
+                    out.prev = self._decode(kind, key, ev._event.prev_kv.value, ev._event.prev_kv, known)
             else:
-                out.record = self._decode(kind, key, raw.value, raw)
+                out.record = self._decode(kind, key, raw.value, raw, known)
         except RecordError as e:
             out.error = e
         return out

@@ -8,6 +8,7 @@ Only the optimist thread calls into this class.
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 from coordinator.etcdproto import (Fence, Info, Listing, LockKey, Operation, RecordError, SourceTables, Store, TableRef)
 from coordinator.lock import LockError, LockKeeper, LockView, LockChange
@@ -19,17 +20,18 @@ from . import metrics
 from .checkpoint_schema import CheckpointSchemaSource, DownstreamUnknown, DownstreamUnreachable
 from .cluster import RequestError
 from .schema_check import check as check_schema
-from .write_batch import WriteBatch, log_put
+from .write_batch import InFlight, WriteBatch, log_put
 
 _ALL = 1 << 62   # "every revision": an unguarded lock removal (force-remove)
 
 
 class Locks:
-    def __init__(self, store: Store, fence: Fence, log):
+    def __init__(self, store: Store, fence: Fence, log, on_write_failed: Callable[[], None] = lambda: None):
         self.store, self.fence, self.log = store, fence, log
         self.schema_source = CheckpointSchemaSource(store)
         self.keeper = LockKeeper(schema_source=self.schema_source)
         self.batch: WriteBatch | None = None    # set between begin() and flush(): a burst of events
+        self.writing = InFlight(on_write_failed)  # the previous burst's flush, still being written
 
     # ------------------------------------------------------------------ bursts (write_batch.py)
     def begin(self) -> None:
@@ -38,12 +40,20 @@ class Locks:
             self.batch = WriteBatch(self.store, self.fence, self.log)
 
     def flush(self) -> None:
+        """Hand the burst's writes to the flusher thread and return: the next burst is decided
+        while they are written (``InFlight``)."""
         batch, self.batch = self.batch, None
         if batch:
-            batch.flush()
+            self.writing.submit(batch.flush)
+
+    def settle(self) -> None:
+        """Wait until every handed-over write is in etcd; raise the first write's error (``Fenced``,
+        etcd down).  Before anything that reads or writes etcd outside a burst."""
+        self.writing.wait()
 
     def _direct(self) -> None:
         """Before a write that must follow the pending ones (lock removal, a table leaving)."""
+        self.writing.wait()
         if self.batch:
             self.batch.flush()
 
@@ -145,6 +155,7 @@ class Locks:
         return done
 
     def _write_now(self, out: LockChange, done: dict, started: float | None) -> None:
+        self.writing.wait()
         lk = out.lock
         for op in out.operations:
             res = self.store.put_operation(self.fence, op)

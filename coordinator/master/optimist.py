@@ -28,6 +28,7 @@ from .gauges import LockGauges
 
 _REBUILD = object()
 _STOP = object()
+_WRITE_FAILED = object()   # (_WRITE_FAILED, engine): a flush of that engine failed
 
 
 def _done_mark(raw: bytes) -> bool:
@@ -96,8 +97,17 @@ class Optimist:
             try:
                 if item is _REBUILD:
                     self._rebuild_until_ok()
+                elif isinstance(item, tuple) and item[0] is _WRITE_FAILED:
+                    if item[1] is self.engine:
+                        self.engine.settle()     # raises the failed flush's error
                 elif isinstance(item, tuple) and isinstance(item[0], Future):
                     fut, fn, args = item
+                    try:
+                        if self.engine is not None:
+                            self.engine.settle()  # the call sees (and orders after) every written answer
+                    except BaseException as e:
+                        fut.set_exception(RequestError(f"the leader's lock writes failed ({e}); retry"))
+                        raise
                     try:
                         fut.set_result(fn(*args))
                     except BaseException as e:  # noqa: BLE001 — handed to the caller
@@ -141,8 +151,12 @@ class Optimist:
         self._cancel_watches()
         self._gen += 1
         gen = self._gen
+        if self.engine is not None:
+            self.engine.writing.abandon()   # the listing below must see the old engine's writes
         # drop queued events of the old generation lazily (their gen no longer matches)
-        self.engine = Locks(self.store, self.fence, self.log)
+        engine = Locks(self.store, self.fence, self.log,
+                       on_write_failed=lambda: self._q.put((_WRITE_FAILED, engine)))
+        self.engine = engine
         sts = self.store.list_source_tables()
         infos = self.store.list_infos()
         ops = self.store.list_operations()
@@ -154,7 +168,7 @@ class Optimist:
                                                   lambda ev, g=gen: self._q.put((g, ev)),
                                                   wanted=_done_mark if kind == "operation" else None,
                                                   # deleted Infos and Operations mean nothing to it
-                                                  deletes=kind == "source-tables", prev=False))
+                                                  deletes=kind == "source-tables", prev=False, many=True))
         self.ready = True
         self.log.info("locks rebuilt", took_ms=int((time.monotonic() - t0) * 1000), **stats)
 
@@ -166,10 +180,13 @@ class Optimist:
         engine.begin()
         item, n = first, 0
         while True:
-            gen, ev = item
+            gen, evs = item
             if gen == self._gen:
-                self._dispatch(ev)
-            n += 1
+                for ev in evs if isinstance(evs, list) else (evs,):   # a watch response, or its error
+                    self._dispatch(ev)
+                    if self.engine is not engine:
+                        break
+            n += len(evs) if isinstance(evs, list) else 1
             if n >= self.BURST or self.engine is not engine:   # a rebuild replaced the engine
                 break
             try:

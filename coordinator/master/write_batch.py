@@ -13,7 +13,11 @@ engine and ``Locks`` collects the writes here; ``flush`` sends them in transacti
   flush: the engine's latest decision, which is all a worker could act on anyway);
 * the chunks of one flush are written concurrently (etcd commits concurrent transactions in one
   disk sync; one at a time, a 4,096-table burst waited ~1 s of syncs), and the flush returns only
-  when all are written, so bursts stay in order;
+  when all are written;
+* a flush runs on the flusher thread (``InFlight``) while the coordinator decides the next burst
+  (waiting for each flush was half of a big lock's coordinator time); the next flush starts only
+  when the previous one is written, so bursts stay in order, and everything that writes or reads
+  outside a burst (lock removal, operator commands, a rebuild) waits for it first;
 * a crash between chunks leaves some of them written; the next leader's rebuild recomputes every
   answer from the stored Infos and done marks and writes what is missing, never re-issuing a
   done one (test: tests/lock/test_batched_writes.py).
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
@@ -141,6 +145,42 @@ class WriteBatch:
         self._flush_dropped()
 
 
+class InFlight:
+    """At most one flush being written on the flusher thread while the coordinator goes on.
+
+    ``submit`` first waits for the previous flush (bursts are written in order, and a slow etcd
+    slows the coordinator down instead of queueing bursts without bound); ``wait`` returns when
+    nothing is being written and raises the error of a failed flush.  ``on_failed`` runs (on the
+    flusher thread) when a flush fails, so the coordinator learns it without waiting for the
+    next burst."""
+
+    def __init__(self, on_failed: Callable[[], None] = lambda: None) -> None:
+        self._fut: Future | None = None
+        self._on_failed = on_failed
+
+    def submit(self, fn: Callable[[], None]) -> None:
+        global _FLUSHER
+        self.wait()
+        if _FLUSHER is None:
+            _FLUSHER = ThreadPoolExecutor(1, thread_name_prefix="master-etcd-flush")
+        fut = _FLUSHER.submit(fn)
+        fut.add_done_callback(lambda f: f.exception() is not None and self._on_failed())
+        self._fut = fut
+
+    def wait(self) -> None:
+        fut, self._fut = self._fut, None
+        if fut is not None:
+            fut.result()
+
+    def abandon(self) -> None:
+        """Wait for the flush and drop its error (a rebuild re-derives and re-writes its answers)."""
+        try:
+            self.wait()
+        except Exception:  # noqa: BLE001 — the rebuild that follows reads etcd as it is
+            pass
+
+
+_FLUSHER: ThreadPoolExecutor | None = None
 _POOL: ThreadPoolExecutor | None = None
 _WRITERS = 8   # etcd commits concurrent transactions together; one at a time waits a disk sync each
 

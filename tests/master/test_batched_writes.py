@@ -88,8 +88,9 @@ def test_master_dies_mid_batched_write_no_operation_lost_or_repeated(store, monk
     old.begin()
     for info in store.list_infos(LOCK.task).items:
         old.on_info(info)
+    old.flush()                   # hands the burst to the flusher thread and returns
     with pytest.raises(Crash):
-        old.flush()
+        old.settle()              # the flush's error reaches the coordinator here
     monkeypatch.setattr(store, "put_operations", real)
     written = store.list_operations(LOCK.task).items
     assert 0 < len(written) < N, len(written)     # the crash left a part written
@@ -221,4 +222,50 @@ def test_a_big_flush_logs_one_line_per_kind_of_answer(store):
         assert {r.table for r in records} == {f"{i.up_schema}.{i.up_table}" for i in infos[130:]}
     finally:
         base.removeHandler(handler)
+        store.resign(fence)
+
+
+def test_a_flush_written_behind_the_coordinator_reports_its_failure_and_is_rebuilt(store, monkeypatch):
+    """The coordinator decides the next burst while the previous one is written (write_batch.py
+    ``InFlight``).  A flush that fails must still reach it: it rebuilds from etcd and answers
+    every Info; a flush refused by the fence must close it (``on_fenced``), not go unnoticed."""
+    from coordinator.etcdproto import EtcdUnavailable, Fenced
+    from coordinator.master import metrics
+
+    fence = store.campaign("leader", ttl=10)
+    assert fence is not None
+    real = store.put_operations
+    failures = {"left": 1}
+
+    def flaky(f, ops):
+        if failures["left"]:
+            failures["left"] -= 1
+            raise EtcdUnavailable("etcd went away for a moment (test)")
+        return real(f, ops)
+
+    monkeypatch.setattr(store, "put_operations", flaky)
+    rebuilds = metrics.REBUILDS._value.get()
+    opt = Optimist(store, fence).start()
+    try:
+        wait_for(lambda: opt.ready, what="leader ready")
+        _infos(store)
+        wait_for(lambda: len([o for o in store.list_operations(LOCK.task).items if o.stage is Stage.NONE]) == N,
+                 timeout=30, what="an answer for every Info after the failed flush")
+        assert failures["left"] == 0 and metrics.REBUILDS._value.get() >= rebuilds + 2   # start + after the failure
+    finally:
+        opt.close()
+
+    # the fence refuses a flush: the coordinator learns it from the flusher thread and stops
+    fenced = threading.Event()
+    monkeypatch.setattr(store, "put_operations", lambda f, ops: (_ for _ in ()).throw(
+        Fenced("master 'leader' is no longer the leader (test)")))
+    opt = Optimist(store, fence, on_fenced=fenced.set).start()
+    try:
+        wait_for(lambda: opt.ready, what="leader ready again")
+        for info in store.list_infos(LOCK.task).items[:5]:
+            store.put_info(info)            # new revisions: the leader answers them again
+        wait_for(fenced.is_set, timeout=30, what="on_fenced after a fenced flush")
+        assert opt.closed
+    finally:
+        opt.close()
         store.resign(fence)

@@ -45,7 +45,7 @@ from typing import NamedTuple
 from coordinator.errors import ShardMergeError
 from coordinator.routing import TableMapper
 from worker.binlog.fast_rows import RowDecoder
-from worker import gc_tuning
+from coordinator import gc_tuning
 from worker.events import DELETE, INSERT, Position, UPDATE, advance_gtid_set, parse_gtid_set
 
 STALL_SECONDS = 60
