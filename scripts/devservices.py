@@ -169,7 +169,9 @@ def start_etcd() -> None:
     cmd = [_which("etcd") or "etcd", "--name", "shardmerge", "--data-dir", str(d / "data"),
            "--listen-client-urls", url_c, "--advertise-client-urls", url_c,
            "--listen-peer-urls", url_p, "--initial-advertise-peer-urls", url_p,
-           "--initial-cluster", f"shardmerge={url_p}", "--auto-compaction-retention", "1h",
+           # history kept 10 minutes: a bench run writes ~60 MB of it (bench/lock_bench.py), and
+           # an hour of benchmarking filled the 2 GB quota ("mvcc: database space exceeded")
+           "--initial-cluster", f"shardmerge={url_p}", "--auto-compaction-retention", "10m",
            "--listen-metrics-urls", f"http://{HOST}:{ETCD_CLIENT_PORT + 2}"]
     logf = d / "etcd.log"
     with open(logf, "ab") as out:

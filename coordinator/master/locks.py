@@ -37,14 +37,14 @@ class Locks:
     def begin(self) -> None:
         """Collect the writes of the following events until ``flush``."""
         if self.batch is None:
-            self.batch = WriteBatch(self.store, self.fence, self.log)
+            self.batch = WriteBatch(self.store, self.fence, self.log, settle=self.writing.wait)
 
     def flush(self) -> None:
         """Hand the burst's writes to the flusher thread and return: the next burst is decided
         while they are written (``InFlight``)."""
         batch, self.batch = self.batch, None
         if batch:
-            self.writing.submit(batch.flush)
+            self.writing.submit(batch.flush, batch.keys(), barrier=batch.clears_prefixes())
 
     def settle(self) -> None:
         """Wait until every handed-over write is in etcd; raise the first write's error (``Fenced``,

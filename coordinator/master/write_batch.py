@@ -90,9 +90,19 @@ class WriteBatch:
     started: dict[tuple, float] = field(default_factory=dict)          # (lock, table) -> Info seen at
     dropped: dict[str, Any] = field(default_factory=dict)              # key or prefix -> etcd op (in order)
     clears: set[str] = field(default_factory=set)                      # the prefixes among ``dropped``
+    # waits for the flushes in flight: before this batch writes anything itself (see put_dropped)
+    settle: Callable[[], None] = lambda: None
 
     def __bool__(self) -> bool:
         return bool(self.ops or self.dropped)
+
+    def keys(self) -> frozenset:
+        """What this batch writes (Operations by lock and table, dropped-column records by key)."""
+        return frozenset([*self.ops, *self.dropped])
+
+    def clears_prefixes(self) -> bool:
+        """A prefix delete touches keys no list names: such a batch is ordered with every other."""
+        return bool(self.clears)
 
     def put_operation(self, op: Operation, started: float | None = None) -> None:
         k = (op.lock, op.table)
@@ -104,7 +114,8 @@ class WriteBatch:
     def put_dropped(self, lock: LockKey, table: TableRef, cols: list[str], stage: DroppedStage) -> None:
         for key, put in self.store.dropped_column_puts(lock, table, cols, stage):
             if self.clears and any(key.startswith(p) for p in self.clears):
-                self._flush_dropped()   # a put after its column's clear: keep the order
+                self.settle()           # earlier bursts' writes first,
+                self._flush_dropped()   # then this one's clear before the put that follows it
             self.dropped.pop(key, None)
             self.dropped[key] = put
 
@@ -146,34 +157,50 @@ class WriteBatch:
 
 
 class InFlight:
-    """At most one flush being written on the flusher thread while the coordinator goes on.
+    """Flushes being written on the flusher threads while the coordinator goes on.
 
-    ``submit`` first waits for the previous flush (bursts are written in order, and a slow etcd
-    slows the coordinator down instead of queueing bursts without bound); ``wait`` returns when
-    nothing is being written and raises the error of a failed flush.  ``on_failed`` runs (on the
-    flusher thread) when a flush fails, so the coordinator learns it without waiting for the
-    next burst."""
+    Writes to one key keep their order: ``submit`` first waits for every flush in flight that
+    writes one of the same keys, and a flush that clears dropped-column records by prefix (a
+    ``barrier``) waits for, and is waited for by, every other.  Flushes of distinct keys are
+    written concurrently, as the chunks of one flush always were (no answer relies on another
+    table's key being written first: a worker acts on its own table's Operation only).  At most
+    ``DEPTH`` flushes are in flight, so a slow etcd slows the coordinator down instead of
+    queueing bursts without bound.  ``wait`` returns when nothing is being written and raises
+    the first error of a failed flush; ``on_failed`` runs (on the flusher thread) when one
+    fails, so the coordinator learns it without waiting for its next burst."""
+
+    DEPTH = 3
 
     def __init__(self, on_failed: Callable[[], None] = lambda: None) -> None:
-        self._fut: Future | None = None
+        self._flying: list[tuple[Future, frozenset, bool]] = []
         self._on_failed = on_failed
 
-    def submit(self, fn: Callable[[], None]) -> None:
+    def submit(self, fn: Callable[[], None], keys: frozenset = frozenset(), barrier: bool = True) -> None:
         global _FLUSHER
-        self.wait()
+        for f, k, b in list(self._flying):
+            if barrier or b or not k.isdisjoint(keys):
+                self._finish(f)
+        while len(self._flying) >= self.DEPTH:
+            self._finish(self._flying[0][0])
         if _FLUSHER is None:
-            _FLUSHER = ThreadPoolExecutor(1, thread_name_prefix="master-etcd-flush")
+            _FLUSHER = ThreadPoolExecutor(self.DEPTH, thread_name_prefix="master-etcd-flush")
         fut = _FLUSHER.submit(fn)
         fut.add_done_callback(lambda f: f.exception() is not None and self._on_failed())
-        self._fut = fut
+        self._flying.append((fut, keys, barrier))
+
+    def _finish(self, fut: Future) -> None:
+        self._flying = [e for e in self._flying if e[0] is not fut]
+        fut.result()
 
     def wait(self) -> None:
-        fut, self._fut = self._fut, None
-        if fut is not None:
-            fut.result()
+        """Every flush written; the first failure raised (after all have finished)."""
+        futs, self._flying = [f for f, _, _ in self._flying], []
+        wait(futs)
+        for f in futs:
+            f.result()
 
     def abandon(self) -> None:
-        """Wait for the flush and drop its error (a rebuild re-derives and re-writes its answers)."""
+        """Wait for the flushes and drop their errors (a rebuild re-derives and re-writes their answers)."""
         try:
             self.wait()
         except Exception:  # noqa: BLE001 — the rebuild that follows reads etcd as it is
