@@ -170,8 +170,10 @@ def start_etcd() -> None:
            "--listen-client-urls", url_c, "--advertise-client-urls", url_c,
            "--listen-peer-urls", url_p, "--initial-advertise-peer-urls", url_p,
            # history kept 10 minutes: a bench run writes ~60 MB of it (bench/lock_bench.py), and
-           # an hour of benchmarking filled the 2 GB quota ("mvcc: database space exceeded")
+           # an hour of benchmarking filled the 2 GB quota ("mvcc: database space exceeded");
+           # the map freelist is etcd 3.5's default (deploy/k8s/etcd.yaml runs 3.5; Debian has 3.4)
            "--initial-cluster", f"shardmerge={url_p}", "--auto-compaction-retention", "10m",
+           "--experimental-backend-bbolt-freelist-type", "map",
            "--listen-metrics-urls", f"http://{HOST}:{ETCD_CLIENT_PORT + 2}"]
     logf = d / "etcd.log"
     with open(logf, "ab") as out:

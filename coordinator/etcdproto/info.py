@@ -43,13 +43,21 @@ class Info(Record):
             if not getattr(self, n):
                 raise ValueError(f"{n} is empty")
 
+    # The names are set once, at creation: both are kept after the first use (a big lock's
+    # master asks for them several times per record).
     @property
     def lock(self) -> LockKey:
-        return LockKey(self.task, self.down_schema, self.down_table)
+        k = self.__dict__.get("_lock")
+        if k is None:
+            k = self.__dict__["_lock"] = LockKey(self.task, self.down_schema, self.down_table)
+        return k
 
     @property
     def table(self) -> TableRef:
-        return TableRef(self.source, self.up_schema, self.up_table)
+        t = self.__dict__.get("_table")
+        if t is None:
+            t = self.__dict__["_table"] = TableRef(self.source, self.up_schema, self.up_table)
+        return t
 
 
 class InfoOps(_Base):

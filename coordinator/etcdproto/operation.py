@@ -44,13 +44,21 @@ class Operation(Record):
     cols: list[str] = field(default_factory=list)
     revision: int = _meta()
 
+    # The names are set once, at creation: both are kept after the first use (a big lock's
+    # master asks for them several times per record).
     @property
     def lock(self) -> LockKey:
-        return LockKey(self.task, self.down_schema, self.down_table)
+        k = self.__dict__.get("_lock")
+        if k is None:
+            k = self.__dict__["_lock"] = LockKey(self.task, self.down_schema, self.down_table)
+        return k
 
     @property
     def table(self) -> TableRef:
-        return TableRef(self.source, self.up_schema, self.up_table)
+        t = self.__dict__.get("_table")
+        if t is None:
+            t = self.__dict__["_table"] = TableRef(self.source, self.up_schema, self.up_table)
+        return t
 
     def same_answer(self, other: "Operation") -> bool:
         """Equal apart from ``done`` and the revision (done marks keep the answer)."""

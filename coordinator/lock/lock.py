@@ -11,6 +11,7 @@ synced and every issued Operation is done.
 """
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
@@ -311,8 +312,8 @@ class Lock:
         order = cmp(old, new)
         if order is None:
             return None, []
-        prev_cols = {c.key for c in prev.columns}
-        post_cols = {c.key for c in post.columns}
+        prev_cols = prev.column_keys()
+        post_cols = post.column_keys()
         if order <= 0:
             for x in sorted(post_cols - prev_cols):
                 pc = post.column(x)
@@ -458,6 +459,8 @@ class Drops(dict):
         raise KeyError(t)
 
 
+@functools.lru_cache(maxsize=4096)
 def _no_charset(t) -> tuple:
-    """A column type's identity without its charset and collation."""
+    """A column type's identity without its charset and collation (memoised: types are frozen,
+    and a big lock compares the same few per Info)."""
     return replace(t, charset=None, collation=None).lattice_key()

@@ -177,6 +177,14 @@ class TableSchema:
                 return c
         return None
 
+    def column_keys(self) -> frozenset[str]:
+        """The lower-cased column names (memoised: the lock engine asks per Info per schema)."""
+        k = self.__dict__.get("_column_keys")
+        if k is None:
+            k = frozenset(c.key for c in self.columns)
+            object.__setattr__(self, "_column_keys", k)
+        return k
+
     def index(self, name: str) -> Index | None:
         low = name.lower()
         for i in self.indexes:
