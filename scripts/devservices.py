@@ -169,10 +169,11 @@ def start_etcd() -> None:
     cmd = [_which("etcd") or "etcd", "--name", "shardmerge", "--data-dir", str(d / "data"),
            "--listen-client-urls", url_c, "--advertise-client-urls", url_c,
            "--listen-peer-urls", url_p, "--initial-advertise-peer-urls", url_p,
-           # history kept 10 minutes: a bench run writes ~60 MB of it (bench/lock_bench.py), and
-           # an hour of benchmarking filled the 2 GB quota ("mvcc: database space exceeded");
-           # the map freelist is etcd 3.5's default (deploy/k8s/etcd.yaml runs 3.5; Debian has 3.4)
-           "--initial-cluster", f"shardmerge={url_p}", "--auto-compaction-retention", "10m",
+           # history kept 2 minutes: a bench run writes ~60 MB of it (bench/lock_bench.py), and
+           # back-to-back runs filled the 2 GB quota within the hour of history (then every write
+           # fails with "mvcc: database space exceeded"); the map freelist is etcd 3.5's default
+           # (deploy/k8s/etcd.yaml runs 3.5; Debian has 3.4)
+           "--initial-cluster", f"shardmerge={url_p}", "--auto-compaction-retention", "2m",
            "--experimental-backend-bbolt-freelist-type", "map",
            "--listen-metrics-urls", f"http://{HOST}:{ETCD_CLIENT_PORT + 2}"]
     logf = d / "etcd.log"

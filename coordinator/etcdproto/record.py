@@ -104,52 +104,61 @@ class Record:
     @classmethod
     def decode(cls: type[R], key: str, raw: bytes | str, parts: dict | None = None, **meta: Any) -> R:
         """Parse ``raw`` read at ``key``; ``meta`` sets the not-stored fields (revision, version)."""
-        where = _Where(etcd_key=key, kind=cls.KIND, parts=parts)
         try:
             d = orjson.loads(raw)
         except (ValueError, UnicodeDecodeError) as e:   # orjson.JSONDecodeError is a ValueError
-            raise GarbageRecord(f"{cls.KIND} record is not JSON ({e}); delete or rewrite the key", **where) from e
+            raise GarbageRecord(f"{cls.KIND} record is not JSON ({e}); delete or rewrite the key",
+                                **_where(cls, key, parts)) from e
         if not isinstance(d, dict):
-            raise GarbageRecord(f"{cls.KIND} record is a JSON {type(d).__name__}, expected an object", **where)
+            raise GarbageRecord(f"{cls.KIND} record is a JSON {type(d).__name__}, expected an object",
+                                **_where(cls, key, parts))
         v = d.get("v")
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise GarbageRecord(f"{cls.KIND} record has no valid format version field 'v' (got {v!r})", **where)
+            raise GarbageRecord(f"{cls.KIND} record has no valid format version field 'v' (got {v!r})",
+                                **_where(cls, key, parts))
         if v > cls.VERSION:
             raise UnknownVersion(f"{cls.KIND} record has format version {v}; this release reads up to "
-                                 f"{cls.VERSION} (written by a newer shardmerge?)", **where)
+                                 f"{cls.VERSION} (written by a newer shardmerge?)", **_where(cls, key, parts))
         d = cls._upgrade(d, v)
         kw: dict[str, Any] = {}
-        for name, is_meta, required, coerce in cls._decode_plan():
-            if is_meta:
-                if name in meta:
-                    kw[name] = meta[name]
-                continue
-            if name not in d:
+        fields, meta_names = cls._decode_plan()
+        for name, required, is_str, coerce in fields:
+            val = d.get(name, _ABSENT)
+            if val is _ABSENT:
                 if required:
-                    raise GarbageRecord(f"{cls.KIND} record lacks field {name!r}", **where)
+                    raise GarbageRecord(f"{cls.KIND} record lacks field {name!r}", **_where(cls, key, parts))
+                continue
+            if is_str and type(val) is str:
+                kw[name] = val          # most fields: no call
                 continue
             try:
-                kw[name] = coerce(d[name])
+                kw[name] = coerce(val)
             except (TypeError, ValueError) as e:
-                raise GarbageRecord(f"{cls.KIND} record field {name!r}: {e}", **where) from e
+                raise GarbageRecord(f"{cls.KIND} record field {name!r}: {e}", **_where(cls, key, parts)) from e
+        if meta:
+            for name in meta_names:
+                if name in meta:
+                    kw[name] = meta[name]
         try:
             rec = cls(**kw)
             rec.validate()
         except (TypeError, ValueError) as e:
-            raise GarbageRecord(f"{cls.KIND} record is inconsistent: {e}", **where) from e
+            raise GarbageRecord(f"{cls.KIND} record is inconsistent: {e}", **_where(cls, key, parts)) from e
         return rec
 
     @classmethod
     def _decode_plan(cls) -> tuple:
-        """Per field: (name, is meta, required, coercer), computed once per class: resolving
-        the type hints, then walking them, on every decode was most of a big lock's watch thread."""
+        """((name, required, is a plain string, coercer) per stored field, the meta field names),
+        computed once per class: resolving the type hints, then walking them, on every decode was
+        most of a big lock's watch thread."""
         plan = cls.__dict__.get("_plan")
         if plan is None:
             hints = typing.get_type_hints(cls)
-            plan = tuple((f.name, bool(f.metadata.get("meta")),
-                          f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
-                          _coercer(hints[f.name])) for f in dataclasses.fields(cls))
-            cls._plan = plan
+            fields = tuple((f.name, f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+                            hints[f.name] is str, _coercer(hints[f.name]))
+                           for f in dataclasses.fields(cls) if not f.metadata.get("meta"))
+            metas = tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("meta"))
+            plan = cls._plan = (fields, metas)
         return plan
 
     def validate(self) -> None:
@@ -217,6 +226,14 @@ def _coercer(tp: Any) -> Callable[[Any], Any]:
 
 def _as_is(val: Any) -> Any:
     return val
+
+
+_ABSENT = object()
+
+
+def _where(cls: type, key: str, parts: dict | None) -> _Where:
+    """What a decode error names (built only when there is an error)."""
+    return _Where(etcd_key=key, kind=cls.KIND, parts=parts)
 
 
 @dataclass
