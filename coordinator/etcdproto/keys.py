@@ -108,11 +108,20 @@ def parse_lock_id(text: str) -> LockKey:
 class Keys:
     """Builds and parses every key of the layout under ``prefix``."""
 
+    _CACHED = 100_000   # full keys remembered (a big lock builds each table's keys several times)
+
     def __init__(self, prefix: str = DEFAULT_PREFIX):
         self.prefix = normalize_prefix(prefix)
+        self._full: dict[tuple, str] = {}
 
     def key(self, kind: str, *parts: str) -> str:
         """Full key (all components) or, with fewer components, a range prefix ending in ``/``."""
+        try:
+            hit = self._full.get((kind, parts))
+        except TypeError:     # an unhashable component: encode_component names it below
+            hit = None
+        if hit is not None:
+            return hit
         names = KINDS[kind]
         if len(parts) > len(names):
             raise BadKey(f"{kind} keys have {len(names)} components {names}, got {len(parts)}: {parts}")
@@ -120,7 +129,12 @@ class Keys:
         if not names:
             return base
         enc = [encode_component(p, names[i]) for i, p in enumerate(parts)]
-        return base + "/" + "/".join(enc) + ("" if len(parts) == len(names) else "/") if enc else base + "/"
+        if len(parts) < len(names):
+            return base + "/" + "/".join(enc) + "/" if enc else base + "/"
+        if len(self._full) >= self._CACHED:
+            self._full.clear()
+        full = self._full[(kind, parts)] = base + "/" + "/".join(enc)
+        return full
 
     def parse(self, key: str | bytes) -> tuple[str, dict]:
         """``(kind, {component: value})`` for a full key of this layout; ``BadKey`` otherwise."""

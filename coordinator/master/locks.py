@@ -7,6 +7,7 @@ Only the optimist thread calls into this class.
 """
 from __future__ import annotations
 
+import functools
 import time
 from typing import Callable
 
@@ -107,7 +108,7 @@ class Locks:
                           table=f"{info.up_schema}.{info.up_table}", reason=out.ignored)
         self._persist(out, started=t0)
         if out.operation is not None:
-            metrics.INFOS.labels(stage=out.operation.stage.value).inc()
+            _infos_counter(out.operation.stage.value).inc()
 
     def on_done(self, op: Operation) -> None:
         out = self.keeper.mark_done(op)
@@ -284,6 +285,12 @@ class Locks:
             self._persist(out)
         self.store.delete_task(self.fence, task, sources)
         return len({o.lock for o in outs})
+
+
+@functools.lru_cache(maxsize=None)
+def _infos_counter(stage: str):
+    """The Infos-handled counter of one stage (looked up once: ``labels`` takes a lock per call)."""
+    return metrics.INFOS.labels(stage=stage)
 
 
 def _to_pb(v: LockView) -> pb.DDLLock:
