@@ -145,9 +145,10 @@ def _worker(etcd: str, prefix: str, source: str, tables: list[tuple[str, str]], 
             for ev in resp.events:
                 # its own done marks come back on this prefix watch: skip them undecoded (a real
                 # worker watches one table's key until its answer arrives, then stops)
-                if not ev.value or b'"done":true' in ev.value:
+                kv = ev._event.kv
+                if not kv.value or b'"done":true' in kv.value:
                     continue
-                op = store._decode(Operation, ev.key, ev.value, ev._event.kv)
+                op = store._decode(Operation, kv.key, kv.value, kv)
                 if want.get((op.up_schema, op.up_table)) == op.info_revision and not op.done:
                     if op.stage is not Stage.NONE:
                         errors.append(f"{op.up_table}: {op.stage.value} {op.message}")

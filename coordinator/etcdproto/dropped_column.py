@@ -1,5 +1,6 @@
 """DroppedColumn: per lock, column and table, how far a DROP COLUMN has gone, and its etcd
 operations (DM's ``optimism/column.go``)."""
+import functools
 import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
@@ -45,7 +46,7 @@ class DroppedColumnOps(_Base):
     def dropped_column_puts(self, lock: LockKey, table: TableRef, columns: Iterable[str],
                             stage: DroppedStage = DroppedStage.NOT_DONE) -> list[tuple[str, typing.Any]]:
         """(key, etcd put) of each column's record: what ``put_dropped_columns`` writes."""
-        value = DroppedColumn(DroppedStage(stage)).encode()
+        value = _encoded(DroppedStage(stage))
         out = []
         for c in columns:
             k = self.keys.dropped_column(lock, c, *self._t(table))
@@ -70,3 +71,10 @@ class DroppedColumnOps(_Base):
         _, rev, _ = self._fenced(fence, f"clearing dropped column {column} of {lock.id}", [],
                                  [T.Delete(p, eu.prefix_range_end(eu.to_bytes(p)))])
         return rev
+
+
+@functools.lru_cache(maxsize=None)
+def _encoded(stage: DroppedStage) -> bytes:
+    """A record's value is its stage alone: one encoding per stage (a big lock's DROP writes one
+    record per table, twice)."""
+    return DroppedColumn(stage).encode()

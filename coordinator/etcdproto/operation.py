@@ -175,8 +175,7 @@ class OperationOps(_Base):
             keys = [self.operation_key(op.lock, op.table) for op in chunk]
             ok, rev, _ = self._txn(f"marking {len(chunk)} Operations done",
                                    [T.Mod(k) == op.revision for k, op in zip(keys, chunk)],
-                                   [T.Put(k, dataclasses.replace(op, done=True).encode())
-                                    for k, op in zip(keys, chunk)])
+                                   [T.Put(k, op.encode(done=True)) for k, op in zip(keys, chunk)])
             if ok:
                 continue
             for op in chunk:

@@ -81,3 +81,13 @@ def test_key_components_that_need_quoting_parse_back():
     kind, parts = keys.parse(key)
     assert kind == "info" and parts["task"] == "task 1" and parts["source"] == "s/1"
     assert parts["up_table"] == "orders%1" and parts["down_schema"] == "shop"
+
+
+def test_encode_with_a_changed_field_is_the_record_with_that_field():
+    op = Operation(lock_id="task1-`shop`.`orders`", task="task1", source="s1", up_schema="a", up_table="b",
+                   down_schema="shop", down_table="orders", info_revision=9, ddls=[], stage=Stage.NONE)
+    import dataclasses
+    assert op.encode(done=True) == dataclasses.replace(op, done=True).encode()
+    assert op.encode(stage=Stage.UNLOCKED) == dataclasses.replace(op, stage=Stage.UNLOCKED).encode()
+    with pytest.raises(TypeError, match="no stored field 'revision'"):
+        op.encode(revision=5)        # not stored: it comes from the key's metadata
