@@ -3,6 +3,7 @@ once per class must accept exactly what the old per-value walk accepted and name
 refuse; orjson's bytes must be the stdlib's (records written before and after compare equal)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -86,7 +87,6 @@ def test_key_components_that_need_quoting_parse_back():
 def test_encode_with_a_changed_field_is_the_record_with_that_field():
     op = Operation(lock_id="task1-`shop`.`orders`", task="task1", source="s1", up_schema="a", up_table="b",
                    down_schema="shop", down_table="orders", info_revision=9, ddls=[], stage=Stage.NONE)
-    import dataclasses
     assert op.encode(done=True) == dataclasses.replace(op, done=True).encode()
     assert op.encode(stage=Stage.UNLOCKED) == dataclasses.replace(op, stage=Stage.UNLOCKED).encode()
     with pytest.raises(TypeError, match="no stored field 'revision'"):
