@@ -108,7 +108,7 @@ def parse_lock_id(text: str) -> LockKey:
 class Keys:
     """Builds and parses every key of the layout under ``prefix``."""
 
-    _CACHED = 100_000   # full keys remembered (a big lock builds each table's keys several times)
+    _CACHED = 32_768    # full keys remembered (a big lock builds each table's keys several times)
 
     def __init__(self, prefix: str = DEFAULT_PREFIX):
         self.prefix = normalize_prefix(prefix)

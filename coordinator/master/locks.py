@@ -32,7 +32,7 @@ class Locks:
         self.schema_source = CheckpointSchemaSource(store)
         self.keeper = LockKeeper(schema_source=self.schema_source)
         self.batch: WriteBatch | None = None    # set between begin() and flush(): a burst of events
-        self.writing = InFlight(on_write_failed)  # the previous burst's flush, still being written
+        self.writing = InFlight(on_write_failed)  # earlier bursts' flushes, still being written
 
     # ------------------------------------------------------------------ bursts (write_batch.py)
     def begin(self) -> None:

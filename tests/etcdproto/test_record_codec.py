@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from coordinator.etcdproto import GarbageRecord, Info, Keys, Operation, Stage
+from coordinator.etcdproto import BadKey, GarbageRecord, Info, Keys, Operation, Stage
 
 KEY = "/t/info/task1/shop/orders/s1/shop_01/orders_0001"
 
@@ -91,3 +91,15 @@ def test_encode_with_a_changed_field_is_the_record_with_that_field():
     assert op.encode(stage=Stage.UNLOCKED) == dataclasses.replace(op, stage=Stage.UNLOCKED).encode()
     with pytest.raises(TypeError, match="no stored field 'revision'"):
         op.encode(revision=5)        # not stored: it comes from the key's metadata
+
+
+def test_remembered_keys_are_the_built_ones_and_bad_components_still_fail():
+    keys = Keys("/p/")
+    first = keys.info("t", "shop", "orders", "s1", "shop_01", "orders 1")
+    assert keys.info("t", "shop", "orders", "s1", "shop_01", "orders 1") is first     # remembered
+    assert keys.parse(first)[1]["up_table"] == "orders 1"
+    assert keys.key("info", "t", "shop") == "/p/info/t/shop/"                          # prefixes are not
+    with pytest.raises(BadKey):
+        keys.key("info", "t", ["shop"])                                                 # unhashable
+    with pytest.raises(BadKey):
+        keys.info("t", "shop", "orders", "s1", "", "x")
