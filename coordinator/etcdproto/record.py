@@ -236,7 +236,7 @@ def _as_is(val: Any) -> Any:
 _ABSENT = object()
 
 
-def _where(cls: type, key: str, parts: dict | None) -> _Where:
+def _where(cls: "type[Record]", key: str, parts: dict | None) -> _Where:
     """What a decode error names (built only when there is an error)."""
     return _Where(etcd_key=key, kind=cls.KIND, parts=parts)
 

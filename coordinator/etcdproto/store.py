@@ -19,7 +19,6 @@ transactions, decoding, listing, watches.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Protocol, TypeVar, overload
 
@@ -72,10 +71,15 @@ class RecordEvent:
 _KEYED_KINDS = frozenset(("info", "operation", "source-tables", "status", "source", "task", "binding", "worker"))
 
 
-@functools.lru_cache(maxsize=None)
+_META_NAMES: dict[type, frozenset[str]] = {}
+
+
 def _meta_names(cls: type[Record]) -> frozenset[str]:
     """The not-stored fields of ``cls`` (filled from the key's metadata), once per class."""
-    return frozenset(f.name for f in dataclasses.fields(cls) if f.metadata.get("meta"))
+    names = _META_NAMES.get(cls)
+    if names is None:
+        names = _META_NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls) if f.metadata.get("meta"))
+    return names
 
 
 def _unavailable(e: Exception, what: str) -> EtcdUnavailable:
