@@ -8,9 +8,9 @@ thousands: py4j, pyspark, the config and schema models).  The rows themselves ar
 reference counting, not by the collector.  Measured on ``bench/replication.py`` (2026-11-26):
 the driver's per-chunk ``plan`` fell from 0.11-0.33 s to 0.05 s per 200k rows, and the decoder's
 rate rose 10-20%.  In the master, every decoded Info is a few dozen dicts and lists: on
-``bench/lock_bench.py`` (4,096 tables) its CPU fell from 1.76-1.87 s to 1.49-1.6 s.  ``tune`` moves what exists at start-up out of the collector's view
-(``gc.freeze``) and collects young objects every ``YOUNG`` allocations instead; cyclic garbage is
-still collected, less often.
+``bench/lock_bench.py`` (4,096 tables) its CPU fell from 1.76-1.87 s to 1.49-1.6 s.  ``tune``
+moves what exists at start-up out of the collector's view (``gc.freeze``) and collects young
+objects every ``YOUNG`` allocations instead; cyclic garbage is still collected, less often.
 """
 from __future__ import annotations
 

@@ -14,10 +14,11 @@ engine and ``Locks`` collects the writes here; ``flush`` sends them in transacti
 * the chunks of one flush are written concurrently (etcd commits concurrent transactions in one
   disk sync; one at a time, a 4,096-table burst waited ~1 s of syncs), and the flush returns only
   when all are written;
-* a flush runs on the flusher thread (``InFlight``) while the coordinator decides the next burst
-  (waiting for each flush was half of a big lock's coordinator time); the next flush starts only
-  when the previous one is written, so bursts stay in order, and everything that writes or reads
-  outside a burst (lock removal, operator commands, a rebuild) waits for it first;
+* a flush runs on a flusher thread (``InFlight``) while the coordinator decides the next burst
+  (waiting for each flush was half of a big lock's coordinator time); flushes of distinct keys
+  are written concurrently, one that writes a key of a flush in flight waits for it, so a key's
+  writes stay in order, and everything that writes or reads outside a burst (lock removal,
+  operator commands, a rebuild) waits until none is in flight;
 * a crash between chunks leaves some of them written; the next leader's rebuild recomputes every
   answer from the stored Infos and done marks and writes what is missing, never re-issuing a
   done one (test: tests/lock/test_batched_writes.py).
