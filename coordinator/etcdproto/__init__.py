@@ -27,7 +27,7 @@ from .binlog_skip import BinlogSkip, binlog_pos_gtid, parse_binlog_pos
 from .dropped_column import DroppedColumn
 from .info import Info
 from .leader import Fence, LeaderRecord
-from .operation import Operation, PutResult
+from .operation import DoneMark, Operation, PutResult
 from .record import DroppedStage, Listing, Record, Stage
 from .schema_op import SchemaOp
 from .source import SourceRecord
@@ -42,7 +42,7 @@ __all__ = [
     "BadKey", "EtcdProtoError", "EtcdUnavailable", "Fenced", "GarbageRecord", "NotLeader",
     "OperationWaitTimeout", "RecordError", "StaleOperation", "UnknownVersion",
     "DEFAULT_PREFIX", "KINDS", "Keys", "LockKey", "TableRef", "lock_id", "parse_lock_id", "quote_name",
-    "RECORD_TYPES", "DroppedColumn", "DroppedStage", "Info", "LeaderRecord", "Operation", "Record",
+    "RECORD_TYPES", "DoneMark", "DroppedColumn", "DroppedStage", "Info", "LeaderRecord", "Operation", "Record",
     "SourceBinding", "SourceRecord", "SourceTables", "Stage", "SubtaskStatus", "TaskRecord",
     "WorkerRegistration", "MasterRegistration", "BinlogSkip", "SchemaOp", "binlog_pos_gtid", "parse_binlog_pos", "MAX_TXN_OPS", "Fence", "Listing", "PutResult", "RecordEvent", "Store",
 ]

@@ -5,9 +5,9 @@ and ``%`` and everything else become ``%XX``), so keys stay legible in ``etcdctl
 while a ``/`` inside a table name can never change a key's arity.  Empty components are
 rejected (DM's path-join silently dropped them and broke arity).
 
-Info, Operation and dropped-column keys start with the *lock* components
-``task / down_schema / down_table``: all records of one lock are one prefix range, so lock
-removal is a single transaction with one range compare and three range deletes, whatever the
+Info, Operation, done-mark and dropped-column keys start with the *lock* components
+``task / down_schema / down_table``: all records of one lock are one prefix range per kind, so
+lock removal is a single transaction with one range compare and four range deletes, whatever the
 number of shard tables (etcd's default limit is 128 operations per transaction).
 """
 from __future__ import annotations
@@ -34,6 +34,8 @@ KINDS: dict[str, tuple[str, ...]] = {
     "source-tables": ("task", "source"),
     "info": ("task", "down_schema", "down_table", "source", "up_schema", "up_table"),
     "operation": ("task", "down_schema", "down_table", "source", "up_schema", "up_table"),
+    # a worker's done mark of the table's Operation (operation.py: DoneMark)
+    "done": ("task", "down_schema", "down_table", "source", "up_schema", "up_table"),
     "dropped-column": ("task", "down_schema", "down_table", "column", "source", "up_schema", "up_table"),
     "status": ("task", "source"),
     # operator's `binlog skip` for one statement; ``position`` = "FILE:POS" of the statement's start

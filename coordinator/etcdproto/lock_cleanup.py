@@ -1,4 +1,4 @@
-"""Deletes that span several shard-DDL record kinds (Info, Operation, SourceTables,
+"""Deletes that span several shard-DDL record kinds (Info, Operation, done mark, SourceTables,
 dropped columns): a resolved lock, a table leaving its lock, stop-task (DM's ``optimism/lock.go``
 and ``optimism/ops.go`` deletes)."""
 from typing import TYPE_CHECKING, Iterable
@@ -22,27 +22,29 @@ class LockCleanupOps(_Base):
 
     # caller: master leader (master/locks.py, when the lock keeper reports a lock resolved or empty)
     def remove_lock(self, fence: Fence, lock: LockKey, handled_revision: int) -> bool:
-        """Delete all Infos, Operations and dropped-column records of a resolved lock in ONE
+        """Delete all Infos, Operations, done marks and dropped-column records of a resolved lock in ONE
         transaction, guarded so that no Info of the lock has a mod revision above
         ``handled_revision`` (the highest Info revision the engine has processed for the lock).
         Returns False (nothing deleted) when a newer Info exists — it will be handled next."""
         ip = self.keys.lock_prefix("info", lock)
         op = self.keys.lock_prefix("operation", lock)
         dp = self.keys.lock_prefix("dropped-column", lock)
+        mp = self.keys.lock_prefix("done", lock)
 
         def rng(p: str) -> bytes:
             return eu.prefix_range_end(eu.to_bytes(p))
         ok, _, _ = self._fenced(fence, f"removing lock {lock.id}",
                                 [T.Mod(ip, rng(ip)) < handled_revision + 1],
-                                [T.Delete(ip, rng(ip)), T.Delete(op, rng(op)), T.Delete(dp, rng(dp))])
+                                [T.Delete(ip, rng(ip)), T.Delete(op, rng(op)), T.Delete(mp, rng(mp)), T.Delete(dp, rng(dp))])
         return ok
 
     # caller: master leader (master/locks.py: table dropped or removed by the operator)
     def delete_table(self, fence: Fence, lock: LockKey, table: TableRef) -> int:
         """A table left its lock (dropped upstream, or removed by the operator): delete its Info,
-        Operation and dropped-column records."""
+        Operation, done mark and dropped-column records."""
         ops = [T.Delete(self.keys.info(lock.task, lock.down_schema, lock.down_table, *self._t(table))),
-               T.Delete(self.keys.operation(lock.task, lock.down_schema, lock.down_table, *self._t(table)))]
+               T.Delete(self.keys.operation(lock.task, lock.down_schema, lock.down_table, *self._t(table))),
+               T.Delete(self.keys.key("done", lock.task, lock.down_schema, lock.down_table, *self._t(table)))]
         for dc in self.list_dropped_columns(lock).items:
             if (dc.source, dc.up_schema, dc.up_table) == self._t(table):
                 ops.append(T.Delete(self.keys.dropped_column(lock, dc.column, *self._t(table))))
@@ -50,20 +52,20 @@ class LockCleanupOps(_Base):
 
     # caller: master leader (master/locks.py at stop-task)
     def delete_task(self, fence: Fence, task: str, sources: Iterable[str] | None = None) -> int:
-        """stop-task: delete the shard-DDL metadata (Infos, Operations, SourceTables, dropped
-        columns) of the task, or only of ``sources``.  Whole task: one transaction of range
+        """stop-task: delete the shard-DDL metadata (Infos, Operations, done marks, SourceTables,
+        dropped columns) of the task, or only of ``sources``.  Whole task: one transaction of range
         deletes.  Some sources: per-key deletes in chunks (idempotent; re-run on failure).
         Task config, status and bindings are separate records (``delete_task_config``)."""
         if sources is None:
             ops = []
-            for kind in ("info", "operation", "source-tables", "dropped-column"):
+            for kind in ("info", "operation", "done", "source-tables", "dropped-column"):
                 p = self.keys.key(kind, task)
                 ops.append(T.Delete(p, eu.prefix_range_end(eu.to_bytes(p))))
             _, rev, _ = self._fenced(fence, f"deleting metadata of task {task}", [], ops)
             return rev
         srcs = set(sources)
         ops = [T.Delete(self.keys.key("source-tables", task, s)) for s in srcs]
-        for kind in ("info", "operation", "dropped-column"):
+        for kind in ("info", "operation", "done", "dropped-column"):
             resp = self._call("listing", self.client.get_prefix_response, self.keys.key(kind, task), keys_only=True)
             for kv in resp.kvs:
                 try:

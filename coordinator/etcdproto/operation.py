@@ -1,6 +1,13 @@
-"""Operation: the master's answer to one table's Info, and its etcd operations (DM's
-``optimism/operation.go``)."""
-import dataclasses
+"""Operation: the master's answer to one table's Info; DoneMark: the worker's "executed" for
+it; and their etcd operations (DM's ``optimism/operation.go``).
+
+DM stores "done" inside the Operation.  Here the worker writes it to a key of its own
+(``done/<lock>/<table>``), guarded on the Operation's mod revision exactly as DM's rewrite is:
+the leader then watches Infos and done marks only, never its own answers coming back, and a
+worker watching its Operations never receives its own done marks (issue 13: a 4,096-table lock
+sent 16k such echoes).  Readers see the same thing as before: ``Operation.done`` is true when
+the table's done mark names the Operation's current mod revision, so any rewrite of the
+Operation (a new answer) is not done, as with DM's in-place flag."""
 import queue
 import threading
 import time
@@ -14,7 +21,7 @@ from etcd3 import transactions as T
 from .errors import EtcdUnavailable, OperationWaitTimeout, RecordError, StaleOperation
 from .keys import LockKey, TableRef
 from .leader import Fence
-from .record import MAX_TXN_OPS, Listing, Record, Stage, _meta
+from .record import MAX_TXN_OPS, Listing, Record, Stage, _meta, dumps
 
 if TYPE_CHECKING:
     from .store import StoreCore as _Base
@@ -68,10 +75,42 @@ class Operation(Record):
 
 
 @dataclass
+class DoneMark(Operation):
+    """A worker's done mark: the Operation it executed (``done`` true) and ``op_revision``, the
+    mod revision that Operation had.  It applies while the Operation key still has that revision."""
+    KIND: typing.ClassVar[str] = "done"
+    op_revision: int = 0
+
+    def marks(self, op: Operation | None) -> bool:
+        return op is not None and op.revision == self.op_revision and op.info_revision == self.info_revision
+
+
+def _with_done(op: Operation | None, mark: "DoneMark | None") -> Operation | None:
+    """``op`` with ``done`` set from the table's done mark (read in the same transaction).  An
+    Operation stored with ``done`` true was marked in place by an older release: still done."""
+    if op is not None and not op.done:
+        op.done = mark is not None and mark.marks(op)
+    return op
+
+
+@dataclass
 class PutResult:
     put: bool
     revision: int
     reason: str = ""   # why not put: "done" (already done for this Info), "newer-info", "info-gone"
+
+
+def _mark(op: Operation, op_revision: int) -> bytes:
+    """The done mark's value for ``op`` at mod revision ``op_revision`` (``DoneMark``'s form,
+    built from ``op``'s fields without a second record)."""
+    d = op.to_dict()
+    d["v"], d["done"], d["op_revision"] = DoneMark.VERSION, True, op_revision
+    return dumps(d)
+
+
+def _unmarked(key: str, done_key: str, op_revision: int) -> list:
+    """The Operation at ``key`` still has ``op_revision``, and no done mark was written since."""
+    return [T.Mod(key) == op_revision, T.Mod(done_key) < op_revision]
 
 
 class OperationOps(_Base):
@@ -82,9 +121,30 @@ class OperationOps(_Base):
         return self.keys.operation(lock.task, lock.down_schema, lock.down_table,
                                    table.source, table.schema, table.table)
 
+    # caller: any (key of a table's done mark)
+    def done_key(self, lock: LockKey, table: TableRef) -> str:
+        return self.keys.key("done", lock.task, lock.down_schema, lock.down_table,
+                             table.source, table.schema, table.table)
+
+    def _get_with_done(self, key: str, done_key: str) -> tuple[typing.Any, Operation | None, int]:
+        """(raw Operation kv or None, the Operation with ``done`` set or None, read revision):
+        both keys read in one transaction, so the done flag belongs to the Operation read."""
+        _, rev, resps = self._txn(f"reading {key}", [], [T.Get(key), T.Get(done_key)])
+        okv, dkv = resps[0].response_range.kvs, resps[1].response_range.kvs
+        if not okv:
+            return None, None, rev
+        op = self._decode(Operation, okv[0].key, okv[0].value, okv[0])
+        mark = None
+        if dkv:
+            try:
+                mark = self._decode(DoneMark, dkv[0].key, dkv[0].value, dkv[0])
+            except RecordError:
+                mark = None   # unreadable mark: not done (the worker re-marks it)
+        return okv[0], _with_done(op, mark), rev
+
     # caller: worker (shardddl lock client / handler)
     def get_operation(self, lock: LockKey, table: TableRef) -> Operation | None:
-        return self._get(Operation, self.operation_key(lock, table))[0]
+        return self._get_with_done(self.operation_key(lock, table), self.done_key(lock, table))[1]
 
     # caller: worker (shardddl lock client, blocked on its DDL)
     def wait_operation(self, lock: LockKey, table: TableRef, info_revision: int, *,
@@ -96,6 +156,7 @@ class OperationOps(_Base):
         ``after_revision=op.revision`` to wait for the next decision; in skip-and-wait, wait for
         a ``resolved`` Operation the same way.  Raises ``OperationWaitTimeout``."""
         key = self.operation_key(lock, table)
+        dkey = self.done_key(lock, table)
         deadline = None if timeout is None else time.monotonic() + timeout
 
         def matches(op: Operation | None) -> TypeGuard[Operation]:
@@ -103,7 +164,7 @@ class OperationOps(_Base):
                     and op.revision > after_revision and not op.done)
 
         while True:
-            op, rev = self._get(Operation, key)
+            _, op, rev = self._get_with_done(key, dkey)
             if matches(op):
                 return op
             q: queue.Queue = queue.Queue()
@@ -127,6 +188,8 @@ class OperationOps(_Base):
                         break   # watch broke (etcd restart, compaction): re-read and re-watch
                     for ev in resp.events:
                         if isinstance(ev, etcd3.events.PutEvent):
+                            # a new write of the Operation: not done yet (only this table's
+                            # worker marks it, and it is the one waiting)
                             cand = self._decode(Operation, ev.key, ev.value, ev._event.kv)
                             if matches(cand):
                                 return cand
@@ -138,15 +201,16 @@ class OperationOps(_Base):
 
     # caller: worker (shardddl lock client, after executing the answer)
     def mark_done(self, op: Operation) -> int:
-        """Store ``op`` with ``done=true``.  Guarded: applies only if the stored Operation is
-        still the same answer (same info revision, stage, DDLs); a rewrite with identical
-        content (master rebuild) is followed.  Raises ``StaleOperation`` otherwise."""
-        key = self.operation_key(op.lock, op.table)
+        """Write ``op``'s done mark; returns the mark's revision.  Guarded: applies only if the
+        stored Operation is still the one read (its mod revision) and not marked since it was
+        written (a second call writes nothing); after a rewrite with identical content (master
+        rebuild) the mark follows it.  Raises ``StaleOperation`` when the Operation was deleted
+        or replaced."""
+        key, dkey = self.operation_key(op.lock, op.table), self.done_key(op.lock, op.table)
         expect_rev = op.revision
         for _ in range(5):
-            done = dataclasses.replace(op, done=True)
-            ok, rev, resps = self._txn(f"marking {key} done", [T.Mod(key) == expect_rev],
-                                       [T.Put(key, done.encode())], [T.Get(key)])
+            ok, rev, resps = self._txn(f"marking {key} done", _unmarked(key, dkey, expect_rev),
+                                       [T.Put(dkey, _mark(op, expect_rev))], [T.Get(key), T.Get(dkey)])
             if ok:
                 return rev
             kvs = resps[0].response_range.kvs
@@ -158,24 +222,27 @@ class OperationOps(_Base):
                 raise StaleOperation(f"the Operation was replaced (now stage {cur.stage.value}, info "
                                      f"revision {cur.info_revision}); handle the current one",
                                      etcd_key=key, lock_id=op.lock_id)
-            if cur.done:
-                return cur.revision
+            dkv = resps[1].response_range.kvs
+            if dkv and dkv[0].value and self._decode(DoneMark, dkv[0].key, dkv[0].value, dkv[0]).marks(cur):
+                return dkv[0].mod_revision
             expect_rev = cur.revision
         raise StaleOperation("the Operation keeps changing; retry", etcd_key=key, lock_id=op.lock_id)
 
     # caller: a worker with several answers at hand (bench/lock_bench.py's workers)
     def mark_done_many(self, ops: list[Operation]) -> list[StaleOperation]:
-        """``mark_done`` for many Operations (distinct tables) in transactions of at most
-        MAX_TXN_OPS, each guarded on every Operation's mod revision.  A chunk whose guard fails
-        is marked one by one, so each Operation gets ``mark_done``'s exact rules; returns the
-        ``StaleOperation`` of those that could not be marked."""
+        """``mark_done`` for many Operations (distinct tables) in transactions, each guarded as
+        ``mark_done`` guards every one of them (two compares per mark: at most MAX_TXN_OPS / 2
+        marks per transaction).  A chunk whose guard fails is marked one by one, so each
+        Operation gets ``mark_done``'s exact rules; returns the ``StaleOperation`` of those that
+        could not be marked."""
         stale: list[StaleOperation] = []
-        for i in range(0, len(ops), MAX_TXN_OPS):
-            chunk = ops[i:i + MAX_TXN_OPS]
-            keys = [self.operation_key(op.lock, op.table) for op in chunk]
+        per = MAX_TXN_OPS // 2
+        for i in range(0, len(ops), per):
+            chunk = ops[i:i + per]
+            keys = [(self.operation_key(op.lock, op.table), self.done_key(op.lock, op.table)) for op in chunk]
             ok, rev, _ = self._txn(f"marking {len(chunk)} Operations done",
-                                   [T.Mod(k) == op.revision for k, op in zip(keys, chunk)],
-                                   [T.Put(k, op.encode(done=True)) for k, op in zip(keys, chunk)])
+                                   [c for (k, d), op in zip(keys, chunk) for c in _unmarked(k, d, op.revision)],
+                                   [T.Put(d, _mark(op, op.revision)) for (_, d), op in zip(keys, chunk)])
             if ok:
                 continue
             for op in chunk:
@@ -187,7 +254,14 @@ class OperationOps(_Base):
 
     # caller: master leader (optimist rebuild), worker (lock client resync)
     def list_operations(self, task: str | None = None) -> Listing[Operation]:
-        return self._list(Operation, self.keys.key("operation", *([task] if task else [])))
+        """Operations (``done`` from their done marks, read in the same transaction)."""
+        sub = [task] if task else []
+        ops, marks = self._list_many([(Operation, self.keys.key("operation", *sub)),
+                                      (DoneMark, self.keys.key("done", *sub))])
+        by_table = {(m.lock, m.table): m for m in marks.items}
+        for op in ops.items:
+            _with_done(op, by_table.get((op.lock, op.table)))
+        return Listing(ops.items, ops.revision, ops.bad + marks.bad)
 
     # caller: master leader (master/locks.py, fenced)
     def put_operation(self, fence: Fence, op: Operation, *, skip_done: bool = False) -> PutResult:
@@ -201,15 +275,16 @@ class OperationOps(_Base):
         info_key = self.keys.info(op.task, op.down_schema, op.down_table, op.source, op.up_schema, op.up_table)
         key = self.keys.operation(op.task, op.down_schema, op.down_table, op.source, op.up_schema, op.up_table)
         for _ in range(10):
-            cur, _rev = self._get_raw(key)
-            cmp = [T.Mod(key) == (cur.mod_revision if cur else 0)]
-            if skip_done and cur is not None:
+            if skip_done:
                 try:
-                    stored = self._decode(Operation, cur.key, cur.value, cur)
-                    if stored.done and stored.info_revision == op.info_revision:
+                    cur, stored, _rev = self._get_with_done(key, self.done_key(op.lock, op.table))
+                    if stored is not None and stored.done and stored.info_revision == op.info_revision:
                         return PutResult(False, stored.revision, "done")
                 except RecordError:
-                    pass  # garbage is overwritten by the answer
+                    cur, _rev = self._get_raw(key)   # garbage is overwritten by the answer
+            else:
+                cur, _rev = self._get_raw(key)
+            cmp = [T.Mod(key) == (cur.mod_revision if cur else 0)]
             if op.info_revision:
                 cmp.append(T.Mod(info_key) == op.info_revision)
             ok, rev, resps = self._fenced(fence, f"writing {key}", cmp, [T.Put(key, op.encode())],

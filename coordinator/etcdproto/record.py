@@ -96,10 +96,7 @@ class Record:
             if name not in d:
                 raise TypeError(f"{type(self).__name__} has no stored field {name!r}")
             d[name] = val.value if isinstance(val, enum.Enum) else val
-        try:
-            return orjson.dumps(d, option=orjson.OPT_SORT_KEYS)
-        except TypeError:    # orjson.JSONEncodeError is a TypeError
-            return json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        return dumps(d)
 
     @classmethod
     def _upgrade(cls, d: dict, version: int) -> dict:
@@ -168,6 +165,14 @@ class Record:
 
     def validate(self) -> None:
         """Cross-field checks; raise ValueError."""
+
+
+def dumps(d: dict) -> bytes:
+    """A record's stored form: compact JSON, keys sorted."""
+    try:
+        return orjson.dumps(d, option=orjson.OPT_SORT_KEYS)
+    except TypeError:    # orjson.JSONEncodeError is a TypeError
+        return json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _coercer(tp: Any) -> Callable[[Any], Any]:

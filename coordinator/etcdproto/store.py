@@ -35,7 +35,7 @@ from .info import Info, InfoOps
 from .keys import DEFAULT_PREFIX, Keys, LockKey, TableRef
 from .leader import Fence, LeaderOps, LeaderRecord
 from .lock_cleanup import LockCleanupOps
-from .operation import Operation, OperationOps
+from .operation import DoneMark, Operation, OperationOps
 from .record import MAX_TXN_OPS, R, Listing, Record
 from .schema_op import SchemaOp, SchemaOpOps
 from .source import SourceOps, SourceRecord
@@ -49,7 +49,7 @@ _T = TypeVar("_T")
 
 
 RECORD_TYPES: dict[str, type[Record]] = {c.KIND: c for c in (
-    Info, Operation, SourceTables, DroppedColumn, LeaderRecord, SourceRecord, TaskRecord,
+    Info, Operation, DoneMark, SourceTables, DroppedColumn, LeaderRecord, SourceRecord, TaskRecord,
     WorkerRegistration, MasterRegistration, SourceBinding, SubtaskStatus, BinlogSkip, SchemaOp)}
 
 
@@ -68,7 +68,7 @@ class RecordEvent:
 
 
 # kinds whose records repeat their key's components (a mismatch is a garbage record)
-_KEYED_KINDS = frozenset(("info", "operation", "source-tables", "status", "source", "task", "binding", "worker"))
+_KEYED_KINDS = frozenset(("info", "operation", "done", "source-tables", "status", "source", "task", "binding", "worker"))
 
 
 _META_NAMES: dict[type, frozenset[str]] = {}
@@ -112,6 +112,7 @@ class StoreCore(Protocol):
     def _get(self, kind: type[R], key: str) -> tuple[R | None, int]: ...
     def _get_raw(self, key: str) -> tuple[Any, int]: ...
     def _list(self, kind: type[R], prefix: str) -> Listing[R]: ...
+    def _list_many(self, reads: list[tuple[type[Record], str]]) -> list[Listing[Any]]: ...
     def _put(self, key: str, rec: Record, lease: Any = None) -> int: ...
     @staticmethod
     def _t(table: TableRef) -> tuple[str, str, str]: ...
@@ -251,6 +252,24 @@ class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps,
                 bad.append(e)
         return Listing(items, resp.header.revision, bad)
 
+    def _list_many(self, reads: list[tuple[type[Record], str]]) -> list[Listing[Any]]:
+        """``_list`` of several (record class, prefix) pairs in ONE transaction: one snapshot,
+        so records that refer to each other (an Operation and its done mark) agree."""
+        from etcd3 import utils as eu
+        _, rev, resps = self._txn(f"listing {', '.join(p for _, p in reads)}", [],
+                                  [T.Get(p, eu.prefix_range_end(eu.to_bytes(p))) for _, p in reads])
+        out: list[Listing[Any]] = []
+        for (kind, _), resp in zip(reads, resps):
+            items: list[Record] = []
+            bad: list[RecordError] = []
+            for kv in resp.response_range.kvs:
+                try:
+                    items.append(self._decode(kind, kv.key, kv.value, kv))
+                except RecordError as e:
+                    bad.append(e)
+            out.append(Listing(items, rev, bad))
+        return out
+
     def _put(self, key: str, rec: Record, lease: Any = None) -> int:
         resp = self._call(f"writing {key}", self.client.put, key, rec.encode(), lease=lease)
         return resp.header.revision
@@ -261,25 +280,22 @@ class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps,
 
     # ------------------------------------------------------------------ watches
     def watch(self, kind: str, start_revision: int, callback: Callable[[RecordEvent | Exception], None],
-              sub: Iterable[str] = (), wanted: Callable[[bytes], bool] | None = None,
-              deletes: bool = True, prev: bool = True, many: bool = False) -> int:
+              sub: Iterable[str] = (), deletes: bool = True, prev: bool = True, many: bool = False) -> int:
         """Watch all ``kind`` records (optionally under components ``sub``) from
         ``start_revision``; ``callback`` gets one decoded ``RecordEvent`` per event (with
         ``many``: a list of them per etcd watch response, one hand-over for hundreds of events),
-        or an exception when the watch breaks (then re-list and watch again).  ``wanted(raw value)``
-        drops put events before they are decoded (the master ignores its own Operation writes;
-        decoding them was a third of its watch thread).  ``deletes=False`` has etcd leave out
-        delete events and ``prev=False`` the previous values (``RecordEvent.prev``): a big lock's
-        removal deletes thousands of keys, and a watch stream that falls behind is served by etcd
-        in 100 ms rounds.  Returns the watch id for ``client.cancel_watch``."""
+        or an exception when the watch breaks (then re-list and watch again).  ``deletes=False``
+        has etcd leave out delete events and ``prev=False`` the previous values
+        (``RecordEvent.prev``): a big lock's removal deletes thousands of keys, and a watch stream
+        that falls behind is served by etcd in 100 ms rounds.  Returns the watch id (for
+        ``client.cancel_watch``)."""
         prefix = self.keys.key(kind, *sub)
 
         def on_response(resp: Any) -> None:
             if isinstance(resp, Exception):
                 callback(resp)
                 return
-            out = [self._event(kind, ev) for ev in resp.events
-                   if wanted is None or ev._event.type != 0 or wanted(ev._event.kv.value)]   # 0: PUT
+            out = [self._event(kind, ev) for ev in resp.events]
             if many:
                 if out:
                     callback(out)   # type: ignore[arg-type]

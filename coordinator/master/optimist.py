@@ -1,7 +1,8 @@
 """The leader's shard-DDL coordinator: glue between etcd and the pure lock engine.
 
 On election it rebuilds every lock from etcd (SourceTables, then Infos in revision order, then
-done Operations) and watches the three prefixes from the revisions it read.  All events, manual
+done Operations) and watches SourceTables, Infos and workers' done marks from the revisions it
+read (not Operations: those are its own writes).  All events, manual
 unlocks and metadata removals run on ONE thread (``_loop``), so the engine never sees concurrent
 calls.  A lost or compacted watch triggers a full rebuild (retried every 0.5 s) — the same path as
 a master restart, so there is only one recovery code path to get right.
@@ -29,13 +30,6 @@ from .gauges import LockGauges
 _REBUILD = object()
 _STOP = object()
 _WRITE_FAILED = object()   # (_WRITE_FAILED, engine): a flush of that engine failed
-
-
-def _done_mark(raw: bytes) -> bool:
-    """Only done marks of Operations matter to the leader (its own answers come back too).
-    Records are compact sorted JSON, so a done one contains exactly this; a value that is
-    not (garbage) is skipped here and reported by the next rebuild's listing."""
-    return b'"done":true' in raw
 
 
 class Optimist:
@@ -163,11 +157,10 @@ class Optimist:
         dcs = self.store.list_dropped_columns()
         stats = self.engine.rebuild(sts, infos, ops, dcs)
         metrics.REBUILDS.inc()
-        for kind, listing in (("source-tables", sts), ("info", infos), ("operation", ops)):
+        for kind, listing in (("source-tables", sts), ("info", infos), ("done", ops)):
             self._watches.append(self.store.watch(kind, listing.revision + 1,
                                                   lambda ev, g=gen: self._q.put((g, ev)),
-                                                  wanted=_done_mark if kind == "operation" else None,
-                                                  # deleted Infos and Operations mean nothing to it
+                                                  # deleted Infos and done marks mean nothing to it
                                                   deletes=kind == "source-tables", prev=False, many=True))
         self.ready = True
         self.log.info("locks rebuilt", took_ms=int((time.monotonic() - t0) * 1000), **stats)
@@ -216,8 +209,8 @@ class Optimist:
         if ev.kind == "info":
             if not ev.deleted:
                 self.engine.on_info(ev.record)
-        elif ev.kind == "operation":
-            if not ev.deleted and ev.record.done:
+        elif ev.kind == "done":
+            if not ev.deleted:
                 self.engine.on_done(ev.record)
         elif ev.kind == "source-tables":
             if ev.deleted:

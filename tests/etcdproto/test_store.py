@@ -62,13 +62,37 @@ def test_info_operation_round_trip_worker_ignores_older_answers(store, fence):
     assert op.revision == res.revision
     done_rev = store.mark_done(op)
     stored = store.get_operation(LOCK, A)
-    assert stored.done and stored.revision == done_rev
+    # the done mark is a key of its own: the Operation (the master's answer) is not rewritten
+    assert stored.done and stored.revision == op.revision and done_rev > op.revision
+    assert store.list_operations(LOCK.task).items[0].done
+    assert store.mark_done(op) == done_rev            # marking again: already marked, nothing written
     # rebuild replays the Info: an Operation already done for it is kept (no second execution)
     again = store.put_operation(fence, _op(_info(A, op.ddls), rev2), skip_done=True)
     assert (again.put, again.reason) == (False, "done")
     # live handling (skip_done=False) overwrites
     assert store.put_operation(fence, _op(_info(A, op.ddls), rev2)).put
     assert not store.get_operation(LOCK, A).done
+    assert not store.list_operations(LOCK.task).items[0].done   # the old mark names the old revision
+
+
+def test_done_mark_follows_an_identical_rewrite_and_legacy_in_place_marks_count(store, fence, etcd_client):
+    info = _info(A)
+    rev = store.put_info(info)
+    first = _op(info, rev)
+    assert store.put_operation(fence, first).put
+    read = store.get_operation(LOCK, A)
+    # a master rebuild rewrites the same answer between the worker's read and its done mark
+    assert store.put_operation(fence, _op(info, rev)).put
+    store.mark_done(read)
+    cur = store.get_operation(LOCK, A)
+    assert cur.done and cur.revision > read.revision
+    # an Operation an older release marked done in place stays done (no second execution)
+    key = store.operation_key(LOCK, B)
+    ib = _info(B)
+    rb = store.put_info(ib)
+    etcd_client.put(key, _op(ib, rb).encode(done=True))
+    assert store.get_operation(LOCK, B).done
+    assert {o.up_table: o.done for o in store.list_operations(LOCK.task).items} == {A.table: True, B.table: True}
 
 
 def test_wait_operation_times_out_and_detected_then_next(store, fence):
@@ -114,12 +138,13 @@ def test_fenced_write_by_old_leader_is_rejected(store, etcd_client):
     store.resign(new)
 
 
-def test_lock_removal_refused_when_newer_info_exists(store, fence):
+def test_lock_removal_refused_when_newer_info_exists(store, fence, etcd_client):
     ia, ib = _info(A), _info(B)
     ra, rb = store.put_info(ia), store.put_info(ib)
     store.put_operation(fence, _op(ia, ra))
     store.put_operation(fence, _op(ib, rb))
     store.put_dropped_columns(fence, LOCK, A, ["c9"])
+    store.mark_done(store.get_operation(LOCK, A))
     handled = max(ra, rb)
     # a worker writes a newer Info the lock has not processed
     store.put_info(_info(A, ["ALTER TABLE `shop`.`orders` ADD COLUMN c3 INT"]))
@@ -138,6 +163,7 @@ def test_lock_removal_refused_when_newer_info_exists(store, fence):
     assert [(i.down_table) for i in left] == ["customers"]
     assert store.list_operations(LOCK.task).items == []
     assert store.list_dropped_columns(LOCK).items == []
+    assert etcd_client.get_prefix_response(store.keys.lock_prefix("done", LOCK)).kvs == []
 
 
 def test_garbage_and_unknown_version_name_the_key(store, etcd_client):

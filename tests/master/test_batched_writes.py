@@ -12,7 +12,8 @@ import threading
 
 import pytest
 
-from coordinator.etcdproto import Info, Operation, PutResult, Stage
+from coordinator.etcdproto import DoneMark, Info, Operation, PutResult, Stage
+
 from coordinator.master.locks import Locks
 from coordinator.master.optimist import Optimist
 from coordinator.obs import logger
@@ -41,27 +42,33 @@ def _infos(store) -> list[Info]:
 
 
 class History:
-    """Every put and delete of the task's Operation keys, in etcd's order (a watch from the start)."""
+    """Every put and delete of the task's Operation keys and done marks, in etcd's order (watches
+    from the start); a done mark is listed with its table's Operation key."""
 
     def __init__(self, store):
         self.puts: dict[str, list[Operation]] = {}
         self.deleted: set[str] = set()
         self.store = store
-        self.wid = store.client.add_watch_prefix_callback(store.keys.key("operation", LOCK.task), self._on,
-                                                          start_revision=store.revision() + 1)
+        start = store.revision() + 1
+        self.wids = [store.client.add_watch_prefix_callback(store.keys.key(kind, LOCK.task), self._on,
+                                                            start_revision=start) for kind in ("operation", "done")]
 
     def _on(self, resp) -> None:
         if isinstance(resp, Exception):
             return
         for ev in resp.events:
-            key = ev.key.decode()
-            if ev.value:
-                self.puts.setdefault(key, []).append(self.store._decode(Operation, ev.key, ev.value, ev._event.kv))
-            else:
-                self.deleted.add(key)
+            kind, _ = self.store.keys.parse(ev.key)
+            key = ev.key.decode().replace(self.store.keys.key("done"), self.store.keys.key("operation"), 1)
+            if not ev.value:
+                if kind == "operation":
+                    self.deleted.add(key)
+                continue
+            cls = DoneMark if kind == "done" else Operation
+            self.puts.setdefault(key, []).append(self.store._decode(cls, ev.key, ev.value, ev._event.kv))
 
     def close(self) -> None:
-        self.store.client.cancel_watch(self.wid)
+        for w in self.wids:
+            self.store.client.cancel_watch(w)
 
 
 def test_master_dies_mid_batched_write_no_operation_lost_or_repeated(store, monkeypatch):
@@ -126,6 +133,7 @@ def test_master_dies_mid_batched_write_no_operation_lost_or_repeated(store, monk
         dones = [p for p in puts if p.done]
         assert len(answers) == 1, (key, [(p.stage.value, p.done, p.revision) for p in puts])   # not repeated
         assert len(dones) == 1 and dones[0].revision > answers[0].revision, key                # then done, once
+        assert dones[0].op_revision == answers[0].revision, key                                 # ... marking it
         a = answers[0]
         assert a.info_revision == revs[(a.source, a.up_schema, a.up_table)] and a.stage is Stage.NONE
     assert store.list_infos(LOCK.task).items == []

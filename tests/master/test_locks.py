@@ -117,7 +117,9 @@ def test_done_operation_is_not_reissued_after_restart(masters, store, capsys):
     wait_for(lambda: m2.leader_info().is_leader, timeout=20, what="m2 elected")
     m2.wait_ready()
     cur = store.get_operation(LOCK, A)
-    assert cur.done and cur.revision == done_rev
+    # neither the answer nor its done mark was written again
+    assert cur.done and cur.revision == op.revision
+    assert store.client.get_response(store.done_key(LOCK, A)).kvs[0].mod_revision == done_rev
     lk = show(capsys, m2)[1]["locks"][0]
     assert lk["synced"] == ["s1-`shop_01`.`orders_01`"]
 
