@@ -234,6 +234,9 @@ class TableSchema:
         identity (coordinator/lock/schema_bag.py), so decoding once is also what makes those hit."""
         if cls is not TableSchema:
             return cls._decode(d)
+        e = _BY_ID.get(id(d))
+        if e is not None and e[0] is d:   # the same dict again (Infos share their parsed schemas)
+            return e[1]
         try:
             k = orjson.dumps(d, option=orjson.OPT_SORT_KEYS)
         except TypeError:                      # not JSON-shaped: the decode names the problem
@@ -244,6 +247,9 @@ class TableSchema:
             if len(_DECODED) >= 4096:
                 _DECODED.clear()
             _DECODED[k] = hit
+        if len(_BY_ID) >= 4096:
+            _BY_ID.clear()
+        _BY_ID[id(d)] = (d, hit)   # holds ``d``: its id cannot be reused while the entry exists
         return hit
 
     @classmethod
@@ -259,3 +265,4 @@ class TableSchema:
 
 
 _DECODED: dict[bytes, TableSchema] = {}   # TableSchema.from_json's interning (canonical JSON -> schema)
+_BY_ID: dict[int, tuple[dict, TableSchema]] = {}   # and by the identity of the dict it was given

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from coordinator.etcdproto import BadKey, GarbageRecord, Info, Keys, Operation, Stage
+from coordinator.etcdproto import BadKey, GarbageRecord, Info, Keys, Operation, Stage, UnknownVersion
 
 KEY = "/t/info/task1/shop/orders/s1/shop_01/orders_0001"
 
@@ -64,8 +64,32 @@ def test_encode_is_the_stdlib_compact_sorted_json_and_round_trips():
                 down_table="orders", ddls=["ALTER TABLE t ADD COLUMN `ü` INT COMMENT '\u2028\"'"],
                 before={"z": 1, "a": [None, True, 1.5]}, afters=[])
     raw = info.encode()
-    assert raw == json.dumps(info.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+    def std(x) -> str:
+        return json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # an Info (version 2) embeds each schema as JSON text
+    assert raw == std({**info.to_dict(), "before": std(info.before), "afters": []}).encode()
     assert Info.decode(KEY, raw) == info
+    op = Operation(lock_id="task1-`shop`.`orders`", task="task1", source="s1", up_schema="a", up_table="b",
+                   down_schema="shop", down_table="orders", info_revision=9, ddls=["ALTER  "], stage=Stage.NONE)
+    assert op.encode() == std(op.to_dict()).encode()
+
+
+def test_info_schemas_are_stored_as_text_parsed_once_and_version_1_is_still_read():
+    a = Info(task="task1", source="s1", up_schema="shop_01", up_table="orders_0001", down_schema="shop",
+             down_table="orders", ddls=["x"], before={"columns": [1]}, afters=[{"columns": [1, 2]}])
+    b = dataclasses.replace(a, up_table="orders_0002")
+    stored = json.loads(a.encode())
+    assert stored["v"] == 2 and stored["before"] == '{"columns":[1]}' and stored["afters"] == ['{"columns":[1,2]}']
+    da = Info.decode(KEY, a.encode())
+    db = Info.decode(KEY.replace("0001", "0002"), b.encode())
+    assert da.before == a.before and da.afters == a.afters and db.before is da.before   # parsed once, shared
+    v1 = _decode(_info_dict())                                  # written by a release before version 2
+    assert v1.before == {"columns": []} and v1.afters == [{"columns": ["c"]}]
+    with pytest.raises(GarbageRecord, match="field 'before'.*expected an object, got str"):
+        Info.decode(KEY, json.dumps({**stored, "before": "{not json"}).encode())
+    with pytest.raises(UnknownVersion, match="format version 3"):
+        Info.decode(KEY, json.dumps({**stored, "v": 3}).encode())
 
 
 def test_encode_falls_back_to_the_stdlib_for_what_orjson_refuses():
@@ -73,7 +97,10 @@ def test_encode_falls_back_to_the_stdlib_for_what_orjson_refuses():
     rec = Info(task="t", source="s", up_schema="a", up_table="b", down_schema="c", down_table="d", ddls=[],
                before={"big": 2 ** 70, "by_id": {1: "x"}}, afters=[])
     raw = rec.encode()
-    assert b'"big":1180591620717411303424' in raw and b'"1":"x"' in raw
+    assert json.loads(json.loads(raw)["before"]) == {"big": 2 ** 70, "by_id": {"1": "x"}}
+    op = Operation(lock_id="l", task="t", source="s", up_schema="a", up_table="b", down_schema="c",
+                   down_table="d", info_revision=2 ** 70, ddls=[], stage=Stage.NONE)
+    assert b'"info_revision":1180591620717411303424' in op.encode()
 
 
 def test_key_components_that_need_quoting_parse_back():
