@@ -26,6 +26,7 @@ import etcd3
 import grpc
 from etcd3 import etcdrpc
 from etcd3 import transactions as T
+from etcd3 import utils as eu
 
 from .binding import BindingOps, SourceBinding
 from .binlog_skip import BinlogSkip, BinlogSkipOps
@@ -255,7 +256,6 @@ class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps,
     def _list_many(self, reads: list[tuple[type[Record], str]]) -> list[Listing[Any]]:
         """``_list`` of several (record class, prefix) pairs in ONE transaction: one snapshot,
         so records that refer to each other (an Operation and its done mark) agree."""
-        from etcd3 import utils as eu
         _, rev, resps = self._txn(f"listing {', '.join(p for _, p in reads)}", [],
                                   [T.Get(p, eu.prefix_range_end(eu.to_bytes(p))) for _, p in reads])
         out: list[Listing[Any]] = []
