@@ -69,8 +69,11 @@ class RecordEvent:
 
 
 # kinds whose records repeat their key's components (a mismatch is a garbage record)
-_KEYED_KINDS = frozenset(("info", "operation", "done", "source-tables", "status", "source", "task", "binding", "worker"))
+_KEYED_KINDS = frozenset(("info", "operation", "source-tables", "status", "source", "task", "binding", "worker"))
 
+
+# kinds whose records store no identity: it is filled from the key's components
+_IDENTITY_FROM_KEY = frozenset(("dropped-column", "done"))
 
 _META_NAMES: dict[type, frozenset[str]] = {}
 
@@ -215,7 +218,7 @@ class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps,
             if names:
                 meta = {k: v for k, v in (("revision", kv.mod_revision), ("version", kv.version),
                                           ("create_revision", kv.create_revision)) if k in names}
-        if name == "dropped-column":
+        if name in _IDENTITY_FROM_KEY:
             meta.update(parts)
         rec = cls.decode(key, raw, parts=parts, **meta)
         if name in _KEYED_KINDS:

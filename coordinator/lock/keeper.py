@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from coordinator.etcdproto import (DroppedColumn, DroppedStage, Info, LockKey, Operation, RecordError,
+from coordinator.etcdproto import (DoneMark, DroppedColumn, DroppedStage, Info, LockKey, Operation, RecordError,
                                    SourceTables, Stage, TableRef, parse_lock_id)
 from coordinator.schema import SchemaError, TableSchema
 
@@ -438,8 +438,8 @@ class LockKeeper:
                          info_revision=info.revision, ddls=ddls, stage=stage, message=msg)
 
     # ------------------------------------------------------------------ done
-    def mark_done(self, op: Operation) -> LockChange:
-        """A worker marked ``op`` done (Operation watch, done=true)."""
+    def mark_done(self, op: Operation | DoneMark) -> LockChange:
+        """A worker marked ``op`` done: its done mark (watch), or a done Operation (rebuild)."""
         out = LockChange(op.lock)
         lock = self._locks.get(op.lock)
         m = lock.members.get(op.table) if lock else None
@@ -456,8 +456,8 @@ class LockKeeper:
             return out
         lock.set_done(m, True)
         exec_drops = set(m.answer.exec_drops)
-        if not exec_drops and op.ddls:
-            exec_drops = {x.lower() for d in op.ddls for x in _DROP_RE.findall(d)}
+        if not exec_drops and m.answer.ddls:   # the ddls of the answer ``op`` marks (same revision, stage)
+            exec_drops = {x.lower() for d in m.answer.ddls for x in _DROP_RE.findall(d)}
         updates, cleared = lock.done_dropped(m.table, op.cols, exec_drops)
         for col, stage in updates:
             if col not in cleared:

@@ -11,7 +11,7 @@ import functools
 import time
 from typing import Callable
 
-from coordinator.etcdproto import (Fence, Info, Listing, LockKey, Operation, RecordError, SourceTables, Store, TableRef)
+from coordinator.etcdproto import (DoneMark, Fence, Info, Listing, LockKey, Operation, RecordError, SourceTables, Store, TableRef)
 from coordinator.lock import LockError, LockKeeper, LockView, LockChange
 from protos import master_pb2 as pb
 
@@ -110,7 +110,7 @@ class Locks:
         if out.operation is not None:
             _infos_counter(out.operation.stage.value).inc()
 
-    def on_done(self, op: Operation) -> None:
+    def on_done(self, op: Operation | DoneMark) -> None:
         out = self.keeper.mark_done(op)
         if out.ignored:
             self.log.info("done mark ignored", lock_id=op.lock_id, source=op.source,
