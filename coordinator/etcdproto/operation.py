@@ -233,8 +233,10 @@ class OperationOps(_Base):
         or replaced."""
         key, dkey = self.operation_key(op.lock, op.table), self.done_key(op.lock, op.table)
         expect_rev = op.revision
+        overwrite = False   # the done key holds garbage: replace it (guard on the Operation only)
         for _ in range(5):
-            ok, rev, resps = self._txn(f"marking {key} done", _unmarked(key, dkey, expect_rev),
+            guard = [T.Mod(key) == expect_rev] if overwrite else _unmarked(key, dkey, expect_rev)
+            ok, rev, resps = self._txn(f"marking {key} done", guard,
                                        [T.Put(dkey, _mark(op, expect_rev))], [T.Get(key), T.Get(dkey)])
             if ok:
                 return rev
@@ -248,8 +250,12 @@ class OperationOps(_Base):
                                      f"revision {cur.info_revision}); handle the current one",
                                      etcd_key=key, lock_id=op.lock_id)
             dkv = resps[1].response_range.kvs
-            if dkv and dkv[0].value and self._decode(DoneMark, dkv[0].key, dkv[0].value, dkv[0]).marks(cur):
-                return dkv[0].mod_revision
+            if dkv:
+                try:
+                    if self._decode(DoneMark, dkv[0].key, dkv[0].value, dkv[0]).marks(cur):
+                        return dkv[0].mod_revision
+                except RecordError:
+                    overwrite = True
             expect_rev = cur.revision
         raise StaleOperation("the Operation keeps changing; retry", etcd_key=key, lock_id=op.lock_id)
 

@@ -12,6 +12,7 @@ from coordinator.etcdproto import (Fenced, GarbageRecord, Info, LockKey, Operati
 LOCK = LockKey("task1", "shop", "orders")
 A = TableRef("s1", "shop_01", "orders_0001")
 B = TableRef("s2", "shop_02", "orders_0002")
+C = TableRef("s1", "shop_01", "orders_0003")
 
 
 def _info(t: TableRef, ddls=("ALTER TABLE `shop`.`orders` ADD COLUMN c1 INT",)) -> Info:
@@ -93,6 +94,15 @@ def test_done_mark_follows_an_identical_rewrite_and_legacy_in_place_marks_count(
     etcd_client.put(key, _op(ib, rb).encode(done=True))
     assert store.get_operation(LOCK, B).done
     assert {o.up_table: o.done for o in store.list_operations(LOCK.task).items} == {A.table: True, B.table: True}
+    # a done key holding garbage reads as not done, and marking replaces it
+    ic = _info(C)
+    rc = store.put_info(ic)
+    assert store.put_operation(fence, _op(ic, rc)).put
+    opc = store.get_operation(LOCK, C)
+    etcd_client.put(store.done_key(LOCK, C), b"{garbage")
+    assert not store.get_operation(LOCK, C).done
+    store.mark_done(opc)
+    assert store.get_operation(LOCK, C).done
 
 
 def test_wait_operation_times_out_and_detected_then_next(store, fence):
