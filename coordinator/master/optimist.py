@@ -3,8 +3,9 @@
 On election it rebuilds every lock from etcd (SourceTables, then Infos in revision order, then
 done Operations) and watches SourceTables, Infos and the workers' done marks from the revisions
 it read (not Operations: those are its own writes).  All events, manual unlocks and metadata
-removals run on ONE thread (``_loop``), so the engine never sees concurrent calls.  A lost or compacted watch triggers a full rebuild (retried every 0.5 s) — the same path as
-a master restart, so there is only one recovery code path to get right.
+removals run on ONE thread (``_loop``), so the engine never sees concurrent calls.  A lost or
+compacted watch triggers a full rebuild (retried every 0.5 s) — the same path as a master
+restart, so there is only one recovery code path to get right.
 
 A record that cannot be decoded, or an Info the engine rejects, marks only its lock ``error``
 (with the reason, visible in shard-ddl-lock) and never stops the master (DM pain #6).
