@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from etcd3 import etcdrpc  # noqa: E402
 from coordinator import gc_tuning  # noqa: E402
 from coordinator.etcd_client import connect  # noqa: E402
 from coordinator.etcdproto import Info, LockKey, Operation, SourceTables, Stage, Store, TableRef  # noqa: E402
@@ -88,7 +89,6 @@ def _compact_history(client, store: Store) -> float:
     that lands inside the next run's measurement it took 0.6-1.4 extra CPU-s from the machine
     both the limit and the coordinator share.  Done before each measured phase, for both alike;
     only history older than now goes (nothing live watches it here)."""
-    from etcd3 import etcdrpc
     t0 = time.time()
     try:
         client.kvstub.Compact(etcdrpc.CompactionRequest(revision=store.revision(), physical=True), 300,

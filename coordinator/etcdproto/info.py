@@ -52,15 +52,9 @@ class Info(Record):
                 raise ValueError(f"{n} is empty")
 
     def encode(self, **changed: Any) -> bytes:
-        d = self.to_dict()
-        for name, val in changed.items():
-            if name not in d:
-                raise TypeError(f"Info has no stored field {name!r}")
-            d[name] = val
-        if d["before"] is not None:
-            d["before"] = _text(d["before"])
-        d["afters"] = [_text(a) for a in d["afters"]]
-        return dumps(d)
+        before, afters = changed.get("before", self.before), changed.get("afters", self.afters)
+        return super().encode(**{**changed, "before": None if before is None else _text(before),
+                                 "afters": [_text(a) for a in afters]})
 
     @classmethod
     def _upgrade(cls, d: dict, version: int) -> dict:

@@ -247,31 +247,25 @@ class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps,
 
     def _list(self, kind: type[Record] | str, prefix: str) -> Listing[Any]:
         resp = self._call(f"listing {prefix}", self.client.get_prefix_response, prefix)
+        return self._listing(kind, resp.kvs, resp.header.revision)
+
+    def _listing(self, kind: type[Record] | str, kvs: Any, revision: int) -> Listing[Any]:
+        """Decode listed key-values; the undecodable ones go to ``bad`` (never raised)."""
         items: list[Record] = []
         bad: list[RecordError] = []
-        for kv in resp.kvs:
+        for kv in kvs:
             try:
                 items.append(self._decode(kind, kv.key, kv.value, kv))
             except RecordError as e:
                 bad.append(e)
-        return Listing(items, resp.header.revision, bad)
+        return Listing(items, revision, bad)
 
     def _list_many(self, reads: list[tuple[type[Record], str]]) -> list[Listing[Any]]:
         """``_list`` of several (record class, prefix) pairs in ONE transaction: one snapshot,
         so records that refer to each other (an Operation and its done mark) agree."""
         _, rev, resps = self._txn(f"listing {', '.join(p for _, p in reads)}", [],
                                   [T.Get(p, eu.prefix_range_end(eu.to_bytes(p))) for _, p in reads])
-        out: list[Listing[Any]] = []
-        for (kind, _), resp in zip(reads, resps):
-            items: list[Record] = []
-            bad: list[RecordError] = []
-            for kv in resp.response_range.kvs:
-                try:
-                    items.append(self._decode(kind, kv.key, kv.value, kv))
-                except RecordError as e:
-                    bad.append(e)
-            out.append(Listing(items, rev, bad))
-        return out
+        return [self._listing(kind, resp.response_range.kvs, rev) for (kind, _), resp in zip(reads, resps)]
 
     def _put(self, key: str, rec: Record, lease: Any = None) -> int:
         resp = self._call(f"writing {key}", self.client.put, key, rec.encode(), lease=lease)
