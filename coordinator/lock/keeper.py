@@ -7,6 +7,7 @@ writes it through ``coordinator.etcdproto.Store`` with its fence, then — only 
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -285,6 +286,9 @@ class LockKeeper:
                 "after-schemas (worker bug; skip the event)"), out)
         if before is None:
             return self._answer(lock, m, info, Answer(info, Stage.ERROR, [], "Info has no before-schema"), out)
+        again = self._replayed_answer(m, info, before, afters)
+        if again is not None:
+            return self._answer(lock, m, info, again, out)
         applied, by = m.applied_by_other, m.applied_by
         ans = self._try_sync(lock, m, info, before, afters, out)
         if (applied is not None and by is not None and by != m.table and lock.gated_by(by)
@@ -299,6 +303,29 @@ class LockKeeper:
                          [], set(), afters, before)
             lock.queue_redirect(m.table, by)
         return self._answer(lock, m, info, ans, out)
+
+    @staticmethod
+    def _replayed_answer(m: Member, info: Info, before: TableSchema, afters: list[TableSchema]) -> Answer | None:
+        """The answer to a re-sent Info (worker restart, recheck) that repeats the DDL the table's
+        current answer was decided for: that answer stands (invariant 2, docs/lock-algorithm.md).
+        Re-deciding it against today's lock would pick a new runner or return a statement that
+        already ran.  Done: the statements ran, so nothing runs again; not done: the same
+        statements (the worker's intent row absorbs a repeat), or the same hold."""
+        a = m.answer
+        if a is None or m.error or a.stage not in (Stage.NONE, Stage.UNLOCKED, Stage.SKIP_AND_WAIT):
+            return None
+        if a.info.ddls != info.ddls or a.before is None or len(a.afters) != len(afters):
+            return None
+        if a.before.lattice_key() != before.lattice_key() or any(
+                x.lattice_key() != y.lattice_key() for x, y in zip(a.afters, afters)):
+            return None
+        if a.stage is Stage.SKIP_AND_WAIT:
+            # still held on the same pending change: the same hold (a resolved one is re-decided)
+            return dataclasses.replace(a, info=info) if m.conflict is not None else None
+        if m.done:
+            return Answer(info, Stage.NONE, [], "already in effect: this DDL was answered and done before",
+                          [], set(), afters, before)
+        return dataclasses.replace(a, info=info)
 
     def _ensure_lock(self, key: LockKey, init: TableSchema | None) -> Lock | None:
         lock = self._locks.get(key)

@@ -259,8 +259,11 @@ class Lock:
                     return StepResult(True, Stage.NONE)
                 if old is None:
                     return StepResult(True, Stage.NONE)
-                changed = (not eq(old, new)) or eq(post, old) or order <= 0
-                return StepResult(changed, Stage.NONE)
+                if order > 0:
+                    # a narrowing statement runs downstream only when the join narrowed the way it
+                    # does: a DROP while another table still has the column (or a wider one) must not
+                    return StepResult(not eq(old, new) and _narrowed_to(prev, post, new), Stage.NONE)
+                return StepResult(True, Stage.NONE)
             self.set_schema(m, prev)   # join fails: handle as a conflicting DDL
         # conflicting DDL
         if idempotent and applied is not None and eq(post, applied):
@@ -457,6 +460,24 @@ class Drops(dict):
         if default:
             return default[0]
         raise KeyError(t)
+
+
+def _narrowed_to(prev: TableSchema, post: TableSchema, joined: TableSchema) -> bool:
+    """Every column and index the statement ``prev -> post`` drops is gone from ``joined``, and
+    every column it narrows has exactly its new definition there: running it downstream then
+    keeps the downstream at least as wide as every member (invariant 4, docs/lock-algorithm.md)."""
+    pk, qk = prev.column_keys(), post.column_keys()
+    for x in pk - qk:
+        if joined.column(x) is not None:
+            return False
+    for x in pk & qk:
+        pc, qc = prev.column(x), post.column(x)
+        if pc.lattice_key() != qc.lattice_key():
+            jc = joined.column(x)
+            if jc is None or jc.lattice_key() != qc.lattice_key():
+                return False
+    gone = {i.key for i in prev.indexes} - {i.key for i in post.indexes}
+    return not (gone & {i.key for i in joined.indexes})
 
 
 @functools.lru_cache(maxsize=4096)

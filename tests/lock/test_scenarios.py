@@ -37,7 +37,20 @@ def test_s2_restart_resends_the_same_info():
     h.send("B", "ALTER TABLE t ADD COLUMN c1 INT")
     again = h.make_info("A", "ALTER TABLE t ADD COLUMN c1 INT", before=h.init)
     out = h.send("A", info=again)
-    assert ret(out) == ["ALTER TABLE t ADD COLUMN c1 INT"] and h.synced()
+    # DM returns the DDL again (the downstream ignores the duplicate column); ours knows A's
+    # answer was done, so nothing runs twice (invariant 5, docs/lock-algorithm.md)
+    assert ret(out) == [] and stage(out) is Stage.NONE and h.synced()
+    assert "already in effect" in out.operation.message
+
+
+def test_s2b_restart_before_done_gets_the_same_answer_again():
+    """The worker died between its Operation and its done mark: the re-sent Info is answered
+    with the same statements (its intent row absorbs a repeat), not re-decided."""
+    h = Harness(ID)
+    h.send("A", "ALTER TABLE t ADD COLUMN c1 INT", done=False)
+    again = h.make_info("A", "ALTER TABLE t ADD COLUMN c1 INT", before=h.init)
+    out = h.send("A", info=again)
+    assert ret(out) == ["ALTER TABLE t ADD COLUMN c1 INT"] and out.operation.info_revision == again.revision
 
 
 def test_s3_multi_statement_info():
@@ -220,7 +233,7 @@ def test_s12_add_not_null_column_without_default():
     assert stage(again) is Stage.SKIP_AND_WAIT and ret(again) == []
     b = h.send("B", add)
     assert ret(b) == [add] and [o.table for o in h.last_done.others] == [h.refs["A"]]
-    assert ret(h.send("B", info=h.make_info("B", add, before=h.init))) == [add]   # B re-sends
+    assert ret(h.send("B", info=h.make_info("B", add, before=h.init))) == []   # B re-sends: it ran already
     assert ret(h.send("A", add)) == [] and h.synced()    # B ran it downstream; A's replay runs nothing
 
 
@@ -347,7 +360,7 @@ def test_s21_eight_tables_add_and_drop_in_one_info():
     last = h.send("T8", add, drop)
     assert ret(last) == [add, drop] and h.synced()
     again = h.send("T8", info=h.make_info("T8", add, drop, before=h.init))
-    assert ret(again) == [add, drop]
+    assert ret(again) == []          # T8's answer was done: its re-sent Info runs nothing twice
     d2, a3 = "ALTER TABLE t DROP COLUMN c2", "ALTER TABLE t ADD COLUMN c3 TEXT"
     for n in names[:7]:
         assert ret(h.send(n, d2, a3)) == [a3]

@@ -1,0 +1,153 @@
+"""The seeded scheduler: which action runs next, faults, the invariant checks, shrinking a
+failing trace to a minimal replay."""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from .scripts import plans, table_events
+from .store import Violation
+from .world import World
+
+
+@dataclass
+class Config:
+    tables: int = 3
+    plans: int = 2
+    max_steps: int = 400
+    fault_rate: float = 0.08       # share of steps that inject a fault
+    master_crashes: int = 3
+    worker_crashes: int = 4
+    exclude: tuple[str, ...] = ()  # plans left out (scripts.PLANS)
+
+
+@dataclass
+class Outcome:
+    seed: int
+    steps: int
+    trace: list[str]
+    events: list
+    violation: Violation | None = None
+    states: set = field(default_factory=set)
+
+
+def scenario(seed: int, cfg: Config) -> list:
+    rng = random.Random(seed)
+    return table_events(rng, plans(rng, cfg.plans, cfg.exclude), cfg.tables)
+
+
+def apply(world: World, action: str) -> bool:
+    """Perform one named action; False when it could not progress."""
+    if action == "m":
+        return world.master_step()
+    if action == "crash-m":
+        world.master_crash()
+        return True
+    if action == "unlock":
+        return world.operator_unlock()
+    kind, _, idx = action.rpartition("-w")
+    w = world.workers[int(idx)]
+    if kind == "crash":
+        world.worker_crash(w)
+        return True
+    if kind == "watch":
+        world.broken_watch(w)
+        return True
+    return world.worker_step(w)
+
+
+def state_key(world: World) -> tuple:
+    """What distinguishes two states of the protocol (for counting the distinct states covered)."""
+    lock = world.keeper.find(world.workers[0].t and __import__("tests.sim.world", fromlist=["LOCK"]).LOCK)
+    members = ()
+    if lock is not None:
+        members = tuple(sorted((str(t), m.schema.lattice_key(), m.conflict is not None,
+                                m.answer.stage.value if m.answer else "", m.done) for t, m in lock.members.items()))
+    return (tuple((w.pos, w.phase) for w in world.workers), world.down.lattice_key(), members,
+            len(world.store.events) - world.cursor)
+
+
+def run_seed(seed: int, cfg: Config, trace: list[str] | None = None, collect: bool = False) -> Outcome:
+    rng = random.Random(seed * 7919 + 1)
+    events = scenario(seed, cfg)
+    world = World(events)
+    out = Outcome(seed, 0, [], events)
+    mc, wc = cfg.master_crashes, cfg.worker_crashes
+    n = len(world.workers)
+    try:
+        if trace is not None:            # replay
+            for a in trace:
+                apply(world, a)
+                out.trace.append(a)
+                out.steps += 1
+            _drain(world, out)
+            world.quiet_check()
+            return out
+        for _ in range(cfg.max_steps):
+            if collect:
+                out.states.add(state_key(world))
+            if rng.random() < cfg.fault_rate:
+                r = rng.random()
+                if r < 0.35 and mc:
+                    a, mc = "crash-m", mc - 1
+                elif r < 0.7 and wc:
+                    a, wc = f"crash-w{rng.randrange(n)}", wc - 1
+                else:
+                    a = f"watch-w{rng.randrange(n)}"
+                apply(world, a)
+                out.trace.append(a)
+                out.steps += 1
+                continue
+            cands = ["m"] + [f"step-w{i}" for i in range(n)]
+            rng.shuffle(cands)
+            for a in cands:
+                if apply(world, a):
+                    out.trace.append(a)
+                    out.steps += 1
+                    break
+            else:
+                if apply(world, "unlock"):
+                    out.trace.append("unlock")
+                    continue
+                break
+        _drain(world, out)
+        world.quiet_check()
+    except Violation as v:
+        out.violation = v
+    return out
+
+
+def _drain(world: World, out: Outcome) -> None:
+    """No more faults: let everything run to quiet (operator exits included)."""
+    for _ in range(10_000):
+        progressed = False
+        for a in ["m"] + [f"step-w{i}" for i in range(len(world.workers))]:
+            if apply(world, a):
+                out.trace.append(a)
+                out.steps += 1
+                progressed = True
+                break
+        if not progressed:
+            if apply(world, "unlock"):
+                out.trace.append("unlock")
+                continue
+            return
+
+
+def shrink(seed: int, cfg: Config, out: Outcome) -> list[str]:
+    """Drop actions while the same kind of violation still happens (a minimal replay)."""
+    kind = out.violation.kind
+    trace = list(out.trace)
+    changed = True
+    while changed:
+        changed = False
+        i = 0
+        while i < len(trace):
+            cand = trace[:i] + trace[i + 1:]
+            r = run_seed(seed, cfg, trace=cand)
+            if r.violation is not None and r.violation.kind == kind:
+                trace = cand
+                changed = True
+            else:
+                i += 1
+    return trace

@@ -1,0 +1,120 @@
+"""An in-memory etcd holding the shard-DDL records with the guards of ``coordinator.etcdproto.
+Store``: Operations guarded on the revision of the Info they answer, done marks guarded on the
+Operation's mod revision, a lock's removal guarded on its handled Info revision.  Every write
+gets the next revision and queues a watch event for the master."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from coordinator.etcdproto import DroppedColumn, DroppedStage, Info, LockKey, Operation, TableRef
+
+
+class Violation(Exception):
+    """An invariant of docs/lock-algorithm.md does not hold."""
+
+    def __init__(self, kind: str, detail: str):
+        super().__init__(f"{kind}: {detail}")
+        self.kind, self.detail = kind, detail
+
+
+@dataclass
+class Put:
+    put: bool
+    reason: str = ""
+
+
+class SimStore:
+    def __init__(self) -> None:
+        self.rev = 0
+        self.infos: dict[tuple[LockKey, TableRef], Info] = {}
+        self.ops: dict[tuple[LockKey, TableRef], Operation] = {}
+        self.marks: dict[tuple[LockKey, TableRef], int] = {}      # done mark -> Operation mod revision
+        self.dropped: dict[tuple[LockKey, str, TableRef], DroppedStage] = {}
+        self.events: list[tuple[str, object]] = []                # the master's watch, in order
+
+    def _next(self) -> int:
+        self.rev += 1
+        return self.rev
+
+    # ---------------------------------------------------------------- worker side
+    def put_info(self, info: Info) -> int:
+        info = dataclasses.replace(info, revision=self._next())
+        self.infos[(info.lock, info.table)] = info
+        self.events.append(("info", info))
+        return info.revision
+
+    def get_info(self, lock: LockKey, t: TableRef) -> Info | None:
+        return self.infos.get((lock, t))
+
+    def get_operation(self, lock: LockKey, t: TableRef) -> Operation | None:
+        op = self.ops.get((lock, t))
+        if op is None:
+            return None
+        return dataclasses.replace(op, done=op.done or self.marks.get((lock, t)) == op.revision)
+
+    def mark_done(self, op: Operation) -> bool:
+        """False: stale (deleted or replaced) — the real client logs and returns."""
+        cur = self.ops.get((op.lock, op.table))
+        if cur is None or cur.revision != op.revision:
+            return False
+        if self.marks.get((op.lock, op.table)) == op.revision:
+            return True
+        self.marks[(op.lock, op.table)] = op.revision
+        self._next()
+        self.events.append(("done", dataclasses.replace(op, done=True)))
+        return True
+
+    # ---------------------------------------------------------------- master side
+    def put_operation(self, op: Operation, *, skip_done: bool = False) -> Put:
+        key = (op.lock, op.table)
+        info = self.infos.get(key)
+        cur = self.get_operation(*key)
+        if skip_done and cur is not None and cur.done and cur.info_revision == op.info_revision:
+            return Put(False, "done")
+        if op.info_revision:
+            if info is None:
+                return Put(False, "info-gone")
+            if info.revision != op.info_revision:
+                return Put(False, "newer-info")
+        if cur is not None and cur.done and cur.info_revision == op.info_revision and not cur.same_answer(op):
+            raise Violation("done-rewritten", f"the done Operation of {op.table} (stage {cur.stage.value}) "
+                                              f"was overwritten with stage {op.stage.value} {op.ddls}")
+        op = dataclasses.replace(op, done=False, revision=self._next())
+        self.ops[key] = op
+        return Put(True)
+
+    def put_dropped(self, lock: LockKey, t: TableRef, cols: list[str], stage: DroppedStage) -> None:
+        for c in cols:
+            self.dropped[(lock, c.lower(), t)] = stage
+        self._next()
+
+    def delete_dropped(self, lock: LockKey, col: str) -> None:
+        for k in [k for k in self.dropped if k[0] == lock and k[1] == col.lower()]:
+            del self.dropped[k]
+        self._next()
+
+    def remove_lock(self, lock: LockKey, handled_revision: int) -> bool:
+        if any(i.revision > handled_revision for (lk, _), i in self.infos.items() if lk == lock):
+            return False
+        for d in (self.infos, self.ops, self.marks):
+            for k in [k for k in d if k[0] == lock]:
+                del d[k]
+        for k in [k for k in self.dropped if k[0] == lock]:
+            del self.dropped[k]
+        self._next()
+        return True
+
+    def delete_table(self, lock: LockKey, t: TableRef) -> None:
+        for d in (self.infos, self.ops, self.marks):
+            d.pop((lock, t), None)
+        for k in [k for k in self.dropped if k[0] == lock and k[2] == t]:
+            del self.dropped[k]
+        self._next()
+
+    def listing(self) -> tuple[list[Info], list[Operation], list[DroppedColumn]]:
+        ops = [self.get_operation(*k) for k in self.ops]
+        dcs = [DroppedColumn(stage=st, task=lk.task, down_schema=lk.down_schema, down_table=lk.down_table,
+                             column=col, source=t.source, up_schema=t.schema, up_table=t.table)
+               for (lk, col, t), st in self.dropped.items()]
+        return list(self.infos.values()), [o for o in ops if o is not None], dcs

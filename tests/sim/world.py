@@ -1,0 +1,293 @@
+"""The simulated deployment: one master (the real ``LockKeeper`` behind ``SimStore``), one
+worker per shard table following the real handler's steps and decisions, and the downstream
+table's schema.  ``World.step(action)`` performs one atomic action; ``World.check()`` raises
+``Violation`` when an invariant of docs/lock-algorithm.md does not hold."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from coordinator.etcdproto import Info, LockKey, Operation, SourceTables, Stage, TableRef
+from coordinator.lock import LockKeeper
+from coordinator.lock.schema_bag import eq
+from coordinator.schema import SchemaError, TableSchema, apply_ddl, classify, parse_create_table
+from coordinator.schema.lattice import join_type
+from worker.shardddl.decision import Execute, Hold, Pause, on_operation, redirected
+
+from .scripts import BASE
+from .store import SimStore, Violation
+
+LOCK = LockKey("task", "db", "t")
+
+
+@dataclass
+class Worker:
+    t: TableRef
+    events: list[list[str]]
+    schemas: list[TableSchema]          # schema at each checkpoint position
+    pos: int = 0                        # checkpoint: events before it are done (persisted downstream)
+    phase: str = "run"                  # run | wait | held | paused | exec | mark | advance
+    info: Info | None = None
+    rev: int = 0
+    seen: int = 0
+    op: Operation | None = None
+    intent: tuple[int, tuple[str, ...]] | None = None   # persisted downstream: (pos, statements) ran
+    met: int = -1                       # the DDL at this position was met (the rows before it are applied)
+
+    @property
+    def finished(self) -> bool:
+        return self.pos >= len(self.events) and self.phase == "run"
+
+
+@dataclass
+class World:
+    events: list[list[list[str]]]
+    base: TableSchema = field(default_factory=lambda: parse_create_table(BASE))
+    log: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.store = SimStore()
+        self.workers: list[Worker] = []
+        for i, evs in enumerate(self.events):
+            t = TableRef(f"s{i % 2 + 1}", "db", f"t{i}")
+            schemas = [self.base]
+            for ev in evs:
+                s = schemas[-1]
+                for stmt in ev:
+                    s = apply_ddl(s, stmt)
+                schemas.append(s)
+            self.workers.append(Worker(t, evs, schemas))
+        self.by_table = {w.t: w for w in self.workers}
+        self.down = self.base
+        self.keeper = self._new_keeper()
+        self.cursor = 0                 # master's position in the watch
+        self.final = self.workers[0].schemas[-1]
+        self.executed: list[tuple[str, str]] = []
+
+    # ------------------------------------------------------------------ master
+    def _source_tables(self) -> list[SourceTables]:
+        out: dict[str, SourceTables] = {}
+        for w in self.workers:
+            st = out.setdefault(w.t.source, SourceTables(LOCK.task, w.t.source))
+            st.add(w.t.schema, w.t.table, LOCK.down_schema, LOCK.down_table)
+        return list(out.values())
+
+    def _checkpoint_schema(self, _lock: LockKey, t: TableRef) -> TableSchema | None:
+        w = self.by_table.get(t)
+        return None if w is None else w.schemas[w.pos]
+
+    def _new_keeper(self) -> LockKeeper:
+        k = LockKeeper(schema_source=self._checkpoint_schema)
+        for st in self._source_tables():
+            k.update_source_tables(st)
+        return k
+
+    def _persist(self, out) -> None:
+        for op in out.operations:
+            self.store.put_operation(op)
+        for t, cols, stage in out.dropped_puts:
+            self.store.put_dropped(out.lock, t, cols, stage)
+        for col in out.dropped_deletes:
+            self.store.delete_dropped(out.lock, col)
+        for t in out.removed_tables:
+            self.store.delete_table(out.lock, t)
+        if out.lock is not None and (out.resolved or out.empty):
+            if self.store.remove_lock(out.lock, out.handled_revision):
+                self.keeper.drop_lock(out.lock)
+
+    def master_step(self) -> bool:
+        if self.cursor >= len(self.store.events):
+            return False
+        kind, rec = self.store.events[self.cursor]
+        self.cursor += 1
+        if kind == "info":
+            self._persist(self.keeper.handle_info(rec))
+        else:
+            self._persist(self.keeper.mark_done(rec))
+        return True
+
+    def master_crash(self) -> None:
+        """The leader dies; a new one rebuilds every lock from etcd and watches from now on."""
+        infos, ops, dcs = self.store.listing()
+        r = LockKeeper.rebuild(infos, ops, self._source_tables(), dcs, schema_source=self._checkpoint_schema)
+        self.keeper = r.keeper
+        for op in r.operations:
+            cur = self.store.get_operation(op.lock, op.table)
+            if cur is not None and cur.same_answer(op):
+                continue
+            self.store.put_operation(op, skip_done=True)
+        for lk, t, col, stage in r.dropped_puts:
+            self.store.put_dropped(lk, t, [col], stage)
+        for lk, col in r.dropped_deletes:
+            self.store.delete_dropped(lk, col)
+        for lk in r.resolved:
+            lock = self.keeper.find(lk)
+            if self.store.remove_lock(lk, lock.handled_revision if lock else 0):
+                self.keeper.drop_lock(lk)
+        self.cursor = len(self.store.events)
+
+    def operator_unlock(self) -> bool:
+        """The exit a lock names for a table blocked in ``detected``/``error``: unlock --action skip."""
+        lock = self.keeper.find(LOCK)
+        if lock is None:
+            return False
+        for t, m in sorted(lock.members.items(), key=lambda x: str(x[0])):
+            if m.answer is not None and m.answer.stage in (Stage.DETECTED, Stage.ERROR):
+                w = self.by_table[t]
+                if w.phase != "paused":
+                    continue
+                self._persist(self.keeper.unlock(LOCK, t.source, t.schema, t.table, "skip"))
+                self.log.append(f"operator: unlock {t} skip")
+                return True
+        return False
+
+    # ------------------------------------------------------------------ workers
+    def _info(self, w: Worker) -> Info:
+        s = w.schemas[w.pos]
+        afters, cur = [], s
+        for stmt in w.events[w.pos]:
+            cur = apply_ddl(cur, stmt)
+            afters.append(cur.to_json())
+        return Info(task=LOCK.task, source=w.t.source, up_schema=w.t.schema, up_table=w.t.table,
+                    down_schema=LOCK.down_schema, down_table=LOCK.down_table, ddls=list(w.events[w.pos]),
+                    before=s.to_json(), afters=afters)
+
+    def worker_step(self, w: Worker) -> bool:
+        """One atomic action of ``w``'s worker; False when it cannot progress now."""
+        if w.phase == "run":
+            if w.met != w.pos:
+                self._write_rows(w, w.schemas[w.pos])   # rows before the DDL (or after the last one)
+            if w.pos >= len(w.events):
+                return False
+            w.met = w.pos
+            info = self._info(w)
+            op = self.store.get_operation(LOCK, w.t)
+            cur = self.store.get_info(LOCK, w.t)
+            if (op is not None and op.stage is Stage.UNLOCKED and not op.done and cur is not None
+                    and cur.revision == op.info_revision
+                    and (cur.ddls, cur.before, cur.afters) == (info.ddls, info.before, info.afters)):
+                w.info, w.rev, w.op, w.phase = cur, cur.revision, op, "exec"     # unlocked_answer
+                return True
+            w.info, w.rev, w.seen, w.phase = info, self.store.put_info(info), 0, "wait"
+            return True
+        if w.phase in ("wait", "paused", "held"):
+            op = self.store.get_operation(LOCK, w.t)
+            if op is None or op.info_revision != w.rev or op.revision <= w.seen:
+                cur = self.store.get_info(LOCK, w.t)
+                if w.phase == "wait" and (cur is None or cur.revision != w.rev):   # the recheck re-puts
+                    w.rev, w.seen = self.store.put_info(w.info), 0
+                    return True
+                return False
+            w.seen = op.revision
+            if w.phase == "held":
+                if redirected(op):
+                    w.phase = "run"              # rewind: replay from the held DDL (a new Info)
+                return True
+            v = on_operation(op, strict=False)
+            if isinstance(v, Execute):
+                w.op, w.phase = op, "exec"
+            elif isinstance(v, Hold):
+                w.phase = "held"
+            else:
+                assert isinstance(v, Pause)
+                w.phase = "paused"
+            return True
+        if w.phase == "exec":
+            stmts = tuple(w.op.ddls)
+            if w.intent != (w.pos, stmts):          # rule 8: the intent row says it already ran
+                w.intent = (w.pos, stmts)
+                self._execute(w, stmts)
+            w.phase = "mark"
+            return True
+        if w.phase == "mark":
+            self.store.mark_done(w.op)              # stale: the real client logs and goes on
+            w.phase = "advance"
+            return True
+        if w.phase == "advance":
+            w.pos += 1
+            w.phase, w.op, w.info, w.intent = "run", None, None, None
+            self._write_rows(w, w.schemas[w.pos])
+            return True
+        raise AssertionError(w.phase)
+
+    def worker_crash(self, w: Worker) -> None:
+        """SIGKILL: everything but the checkpoint and the intent row is lost."""
+        w.phase, w.info, w.rev, w.seen, w.op = "run", None, 0, 0, None
+
+    def broken_watch(self, w: Worker) -> None:
+        """The worker's watch broke: it re-reads, and may see the current Operation again."""
+        w.seen = 0
+
+    # ------------------------------------------------------------------ downstream
+    def _execute(self, w: Worker, stmts: tuple[str, ...]) -> None:
+        prev = w.schemas[w.pos]
+        for stmt in stmts:
+            before = self.down
+            self.executed.append((str(w.t), stmt))
+            try:
+                after = apply_ddl(before, stmt)
+            except SchemaError as e:
+                low = str(e).lower()
+                if ("exists" in low or "duplicate" in low or "no such" in low or "unknown" in low
+                        or "not found" in low or "does not" in low):
+                    if _renames(stmt):
+                        raise Violation("rerun", f"{w.t} ran {stmt!r} on a downstream that already has it "
+                                                 f"({e})") from None
+                    continue                   # ignorable repeat (1060/1061/1091)
+                raise Violation("ddl-failed", f"{w.t} ran {stmt!r}: {e}") from None
+            try:
+                post = apply_ddl(prev, stmt)
+            except SchemaError:
+                post = None
+            if post is not None and classify(prev, post) == "narrowing" and eq(after, before) \
+                    and not _drops(stmt):
+                raise Violation("rerun", f"{w.t} ran the narrowing {stmt!r} again")
+            self.down = after
+            if post is not None:
+                prev = post
+
+    def _write_rows(self, w: Worker, s: TableSchema) -> None:
+        """Rows of ``w``'s table in schema ``s`` are applied downstream: each column must exist
+        there with a type that holds its values."""
+        for c in s.columns:
+            d = self.down.column(c.name)
+            if d is None:
+                raise Violation("row-lost", f"{w.t} writes column `{c.name}`, which the downstream does not have "
+                                            f"(downstream: {_cols(self.down)})")
+            try:
+                j = join_type(d.type, c.type)
+            except Exception:  # noqa: BLE001
+                j = None
+            if j is None or _tkey(j) != _tkey(d.type):
+                raise Violation("row-truncated", f"{w.t} writes `{c.name}` {c.type.sql()} into downstream "
+                                                 f"{d.type.sql()}")
+
+    # ------------------------------------------------------------------ quiet
+    def quiet_check(self) -> None:
+        lock = self.keeper.find(LOCK)
+        if lock is not None or any(k[0] == LOCK for k in self.store.infos):
+            why = "; ".join(f"{t}: {lock.waiting_for(t)}" for t in lock.members if lock.waiting_for(t)) if lock else ""
+            raise Violation("never-resolves", f"lock left after every worker finished: {why or 'records left'}")
+        stuck = [f"{w.t} {w.phase} at {w.pos}/{len(w.events)}" for w in self.workers if not w.finished]
+        if stuck:
+            raise Violation("never-resolves", f"workers stuck: {', '.join(stuck)}")
+        if not eq(self.down, self.final):
+            raise Violation("schema-differs", f"downstream {_cols(self.down)} != joined {_cols(self.final)}")
+
+
+def _renames(stmt: str) -> bool:
+    s = stmt.upper()
+    return " RENAME COLUMN " in s or " CHANGE " in s
+
+
+def _drops(stmt: str) -> bool:
+    return " DROP " in stmt.upper()
+
+
+def _tkey(t) -> tuple:
+    return dataclasses.replace(t, charset=None, collation=None).lattice_key()
+
+
+def _cols(s: TableSchema) -> str:
+    return ", ".join(f"{c.name} {c.type.sql()}" for c in s.columns) + (
+        " | " + ", ".join(i.name for i in s.indexes if i.name) if s.indexes else "")
