@@ -729,7 +729,19 @@ class LockKeeper:
         ops = {}
         for op in operations:
             ops[(op.lock, op.table)] = op
-        for info in sorted(infos, key=lambda i: i.revision):
+        infos = sorted(infos, key=lambda i: i.revision)
+        for info in infos:
+            # a table with an Info starts from the Info's before-schema, not from its checkpoint:
+            # the checkpoint may already be past the DDL (it ran; the worker went on), and starting
+            # there would make the replayed DDL look like "another table already made this change"
+            try:
+                b = TableSchema.from_json(info.before) if info.before is not None else None
+            except (KeyError, TypeError, ValueError, SchemaError):
+                continue
+            lock = k._ensure_lock(info.lock, b)
+            if lock is not None and b is not None and info.table not in lock.members:
+                lock.add_member(info.table, b)
+        for info in infos:
             listed = (info.task, info.source) in known_sources
             if listed and (info.up_schema, info.up_table) not in k._source_tables[(info.task, info.source)].members(
                     info.down_schema, info.down_table):

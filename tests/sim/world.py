@@ -12,7 +12,7 @@ from coordinator.lock import LockKeeper
 from coordinator.lock.schema_bag import eq
 from coordinator.schema import SchemaError, TableSchema, apply_ddl, classify, parse_create_table
 from coordinator.schema.lattice import join_type
-from worker.shardddl.decision import Execute, Hold, Pause, on_operation, redirected
+from worker.shardddl.decision import Execute, Hold, Pause, Replay, on_operation, redirected
 
 from .scripts import BASE
 from .store import SimStore, Violation
@@ -184,7 +184,9 @@ class World:
                     w.phase = "run"              # rewind: replay from the held DDL (a new Info)
                 return True
             v = on_operation(op, strict=False)
-            if isinstance(v, Execute):
+            if isinstance(v, Replay):
+                w.rev, w.seen = self.store.put_info(w.info), 0     # send the DDL again
+            elif isinstance(v, Execute):
                 w.op, w.phase = op, "exec"
             elif isinstance(v, Hold):
                 w.phase = "held"

@@ -5,7 +5,7 @@ import pytest
 
 from coordinator.etcdproto import Operation, Stage
 from coordinator.schema.kinds import StatementKind
-from worker.shardddl.decision import Execute, Fail, Hold, Pause, Route, on_operation, redirected, route_kind
+from worker.shardddl.decision import Execute, Fail, Hold, Pause, Replay, Route, on_operation, redirected, route_kind
 
 
 def _op(stage, ddls=("ALTER TABLE `d`.`t` ADD COLUMN c INT",), message=""):
@@ -14,7 +14,7 @@ def _op(stage, ddls=("ALTER TABLE `d`.`t` ADD COLUMN c INT",), message=""):
                      message=message)
 
 
-@pytest.mark.parametrize("stage", [Stage.NONE, Stage.UNLOCKED, Stage.RESOLVED])
+@pytest.mark.parametrize("stage", [Stage.NONE, Stage.UNLOCKED])
 @pytest.mark.parametrize("strict", [False, True])
 def test_answers_that_execute_return_the_operation_statements(stage, strict):
     assert on_operation(_op(stage), strict=strict) == Execute(("ALTER TABLE `d`.`t` ADD COLUMN c INT",))
@@ -23,6 +23,10 @@ def test_answers_that_execute_return_the_operation_statements(stage, strict):
 
 def test_conflicts_hold_or_pause_and_strict_mode_fails():
     assert on_operation(_op(Stage.SKIP_AND_WAIT, message="m"), strict=False) == Hold("m")
+    # a redirect as the first answer to an Info: send the DDL again, never "execute nothing"
+    # (the lock cannot count a done mark on a redirect: issue 28 case 6)
+    assert on_operation(_op(Stage.RESOLVED, message="m"), strict=False) == Replay("m")
+    assert on_operation(_op(Stage.RESOLVED, message="m"), strict=True) == Replay("m")
     assert on_operation(_op(Stage.DETECTED, message="m"), strict=False) == Pause("m")
     assert on_operation(_op(Stage.ERROR, message="bad"), strict=False) == Pause("bad")
     assert on_operation(_op(Stage.DETECTED, message="m"), strict=True) == Fail("m")

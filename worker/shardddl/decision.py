@@ -73,12 +73,23 @@ class Fail:
     message: str
 
 
-Verdict = Execute | Hold | Pause | Fail   # (the lock engine has its own Answer record)
+@dataclass(frozen=True)
+class Replay:
+    """A redirect (``resolved``) is the first answer this Info sees (the hold before it was
+    overwritten in the same burst, or read again after a broken watch): the table was held and
+    its conflict is resolved, so send the DDL again and wait for that answer.  Executing the
+    redirect as "nothing to run" would mark an Operation done that the lock cannot count."""
+    message: str
+
+
+Verdict = Execute | Hold | Pause | Fail | Replay   # (the lock engine has its own Answer record)
 
 
 def on_operation(op: Operation, *, strict: bool) -> Verdict:
     """What an Operation answering our Info means for the waiting DDL."""
-    if op.stage in (Stage.NONE, Stage.UNLOCKED, Stage.RESOLVED):
+    if op.stage is Stage.RESOLVED:
+        return Replay(op.message or "conflict resolved: replay")
+    if op.stage in (Stage.NONE, Stage.UNLOCKED):
         return Execute(tuple(op.ddls or ()))
     conflict = op.stage in (Stage.DETECTED, Stage.SKIP_AND_WAIT)
     if strict and conflict:

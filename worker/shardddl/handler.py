@@ -34,7 +34,7 @@ from worker.events import DDLEvent
 from worker.schema_tracker import Preview, SchemaTracker, SchemaTrackError, schema_to_json
 from worker.status import StatusReporter
 
-from .decision import Execute, Fail, Hold, Pause, Route, TableDDL, on_operation, redirected, route_kind
+from .decision import Execute, Fail, Hold, Pause, Replay, Route, TableDDL, on_operation, redirected, route_kind
 from .errors import CoordinationStopped, ShardDDLError, SkipRequested, StrictConflict, UnsupportedShardDDL
 from .lock_client import LockClient, strs
 from .source_tables import SourceTablesWriter
@@ -286,6 +286,11 @@ class OptimisticDDLHandler:
                     self._withdraw(info, ctx)
                 raise SkipRequested(skip[0])
             answer = on_operation(op, strict=self.strict)
+            if isinstance(answer, Replay):
+                _log.info("redirect is the first answer to this DDL; sending it again", info_revision=rev,
+                          **strs(ctx))
+                rev, after = self.client.put_info(info, ctx), 0
+                continue
             if isinstance(answer, Execute):
                 return _Pending(ddl, target, list(answer.statements), preview=p, operation=op, info=info)
             if isinstance(answer, Hold):
