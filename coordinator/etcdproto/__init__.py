@@ -21,7 +21,7 @@ Master::
 """
 from .errors import (BadKey, EtcdProtoError, EtcdUnavailable, Fenced, GarbageRecord, NotLeader,
                      OperationWaitTimeout, RecordError, StaleOperation, UnknownVersion)
-from .keys import DEFAULT_PREFIX, KINDS, Keys, LockKey, TableRef, lock_id, parse_lock_id, quote_name
+from .keys import DEFAULT_PREFIX, KINDS, Keys, LockKey, TableRef, lock_id, parse_lock_id, parse_table_ref, quote_name
 from .binding import SourceBinding
 from .binlog_skip import BinlogSkip, binlog_pos_gtid, parse_binlog_pos
 from .dropped_column import DroppedColumn
@@ -41,7 +41,7 @@ from .worker import WorkerRegistration
 __all__ = [
     "BadKey", "EtcdProtoError", "EtcdUnavailable", "Fenced", "GarbageRecord", "NotLeader",
     "OperationWaitTimeout", "RecordError", "StaleOperation", "UnknownVersion",
-    "DEFAULT_PREFIX", "KINDS", "Keys", "LockKey", "TableRef", "lock_id", "parse_lock_id", "quote_name",
+    "DEFAULT_PREFIX", "KINDS", "Keys", "LockKey", "TableRef", "lock_id", "parse_lock_id", "parse_table_ref", "quote_name",
     "RECORD_TYPES", "DoneMark", "DroppedColumn", "DroppedStage", "Info", "LeaderRecord", "Operation", "Record",
     "SourceBinding", "SourceRecord", "SourceTables", "Stage", "SubtaskStatus", "TaskRecord",
     "WorkerRegistration", "MasterRegistration", "BinlogSkip", "SchemaOp", "binlog_pos_gtid", "parse_binlog_pos", "MAX_TXN_OPS", "Fence", "Listing", "PutResult", "RecordEvent", "Store",

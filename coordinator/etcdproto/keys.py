@@ -107,6 +107,15 @@ def parse_lock_id(text: str) -> LockKey:
     return LockKey(m.group(1), m.group(2).replace("``", "`"), m.group(3).replace("``", "`"))
 
 
+def parse_table_ref(text: str) -> TableRef:
+    """Inverse of ``str(TableRef)`` (``source-`schema`.`table```, as an Operation's ``runner``);
+    raises ``BadKey`` naming the input."""
+    m = _LOCK_ID.match(text or "")
+    if not m:
+        raise BadKey(f"{text!r} is not a shard table; expected <source>-`<schema>`.`<table>`")
+    return TableRef(m.group(1), m.group(2).replace("``", "`"), m.group(3).replace("``", "`"))
+
+
 class Keys:
     """Builds and parses every key of the layout under ``prefix``."""
 

@@ -49,6 +49,10 @@ class Operation(Record):
     message: str = ""
     done: bool = False
     cols: list[str] = field(default_factory=list)
+    # the table that runs the agreed change of a resolved conflict (on the held tables' answers
+    # and their redirects): the resolution is persisted with the answers, so a rebuild restores
+    # its runner instead of re-deciding it (docs/lock-algorithm.md, invariant 2)
+    runner: str = ""
     revision: int = _meta()
 
     # The names are set once, at creation: both are kept after the first use (a big lock's

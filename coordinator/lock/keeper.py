@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from coordinator.etcdproto import (DoneMark, DroppedColumn, DroppedStage, Info, LockKey, Operation, RecordError,
-                                   SourceTables, Stage, TableRef, parse_lock_id)
+                                   SourceTables, Stage, TableRef, parse_lock_id, parse_table_ref)
 from coordinator.schema import SchemaError, TableSchema
 
 from .errors import BadAction, LockNotFound, TableNotInLock, UnlockRefused
 from .schema_bag import try_join_all
-from .lock import Answer, Drops, Lock, Member
+from .lock import Answer, Drops, Lock, Member, change_sig
 
 SchemaSource = Callable[[LockKey, TableRef], "TableSchema | None"]
 
@@ -129,6 +129,12 @@ class Rebuilt:
 
 
 _DROP_RE = re.compile(r"\bDROP\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?`?([^`\s,;]+)`?", re.I)
+
+
+def _wait_runner(lock: Lock, by: TableRef) -> str:
+    r = lock.members.get(by)
+    ddls = "; ".join(r.answer.ddls or r.answer.info.ddls) if r is not None and r.answer is not None else ""
+    return f"waiting for {by} to run the agreed change downstream ({ddls}) before replaying"
 
 
 def new_unique_auto_increment(prev: TableSchema, post: TableSchema) -> str | None:
@@ -298,9 +304,7 @@ class LockKeeper:
             # yet.  Hold the table again until ``by`` is done; on one source the stream must get past
             # this table to reach ``by``'s DDL.  Only ``by`` gates it: an unrelated running DDL does not.
             m.applied_by_other, m.applied_by = applied, by
-            ans = Answer(info, Stage.SKIP_AND_WAIT, [], f"waiting for {by} to run the agreed change "
-                         f"downstream ({'; '.join(lock.members[by].answer.ddls)}) before replaying",
-                         [], set(), afters, before)
+            ans = Answer(info, Stage.SKIP_AND_WAIT, [], _wait_runner(lock, by), [], set(), afters, before, runner=by)
             lock.queue_redirect(m.table, by)
         return self._answer(lock, m, info, ans, out)
 
@@ -432,21 +436,42 @@ class LockKeeper:
         """Redirect the resolved tables whose resolving table has run its DDLs downstream (or runs
         none): their replayed rows need the changed downstream.  The others stay queued until that
         table's done mark (``mark_done``), or until it leaves the lock or its answer changes."""
+        for t, why in sorted(lock.uncarried.items(), key=lambda x: str(x[0])):
+            m = lock.members.get(t)
+            if m is not None and m.answer is not None:
+                a = m.answer
+                lock.set_answer(m, Answer(a.info, Stage.DETECTED, [], (
+                    f"there will be conflicts if DDLs {'; '.join(a.info.ddls)} are applied to the downstream: {why}. "
+                    f"Exit: `shardctl shard-ddl-lock unlock {lock.id} -s {t.source} -d {t.schema} -t {t.table} "
+                    "--action skip` (this table's values of the old column are not carried; the column is dropped "
+                    "downstream once no table has it), or make every table take the same path upstream"),
+                    [], set(), a.afters, a.before))
+                lock.set_done(m, False)
+                out.others.append(self._op_for(lock, m))
+        lock.uncarried.clear()
         if not lock.redirects:
             return
         waiting: list[TableRef] = []
         for t in lock.redirects:
             by = lock.redirect_after.get(t)
+            m = lock.members.get(t)
             if lock.gated_by(by):
                 waiting.append(t)
+                if m is not None and m.answer is not None and m.answer.stage is Stage.SKIP_AND_WAIT \
+                        and m.answer.runner != by:
+                    # the resolution is persisted with the held table's answer: a rebuild restores
+                    # who runs the change instead of re-deciding it
+                    a = m.answer
+                    lock.set_answer(m, Answer(a.info, Stage.SKIP_AND_WAIT, [], _wait_runner(lock, by), [], set(),
+                                              a.afters, a.before, runner=by))
+                    out.others.append(self._op_for(lock, m))
                 continue
             lock.redirect_after.pop(t, None)
-            m = lock.members.get(t)
             if m is None or m.answer is None:
                 continue
             a = m.answer
             lock.set_answer(m, Answer(a.info, Stage.RESOLVED, [], "conflict resolved: replay the skipped events",
-                                        [], set(), a.afters, a.before))
+                                        [], set(), a.afters, a.before, runner=m.applied_by or by))
             lock.set_done(m, False)
             out.others.append(self._op_for(lock, m))
         lock.redirects = waiting
@@ -456,7 +481,8 @@ class LockKeeper:
         return Operation(lock_id=lock.id, task=lock.key.task, source=m.table.source,
                          up_schema=m.table.schema, up_table=m.table.table, down_schema=lock.key.down_schema,
                          down_table=lock.key.down_table, info_revision=a.info.revision, ddls=list(a.ddls),
-                         stage=a.stage, message=a.message, done=False, cols=list(a.cols))
+                         stage=a.stage, message=a.message, done=False, cols=list(a.cols),
+                         runner=str(a.runner) if a.runner is not None else "")
 
     @staticmethod
     def _op(key: LockKey, t: TableRef, info: Info, stage: Stage, ddls: list[str], msg: str) -> Operation:
@@ -525,12 +551,34 @@ class LockKeeper:
         else:
             m.note = (f"unlocked with {action}; its new schema cannot be joined with the others, the lock "
                       "keeps its previous schema")
-        lock.set_answer(m, Answer(a.info, Stage.UNLOCKED, list(a.info.ddls) if action == "exec" else [],
-                                  f"unlocked by operator: {action}", [], set(), a.afters, a.before))
+        ddls = list(a.info.ddls) if action == "exec" else []
+        finish = self._orphan_drops(lock)
+        if finish:
+            # columns every table has now dropped, but whose DROP never ran downstream (the table
+            # that still had them was this one): its answer completes them
+            lock.record_dropped(t, finish)
+            out.dropped_puts.append((t, finish, DroppedStage.NOT_DONE))
+            ddls += [f"ALTER TABLE `{lock.key.down_schema}`.`{lock.key.down_table}` DROP COLUMN `{c}`" for c in finish]
+        lock.set_answer(m, Answer(a.info, Stage.UNLOCKED, ddls,
+                                  f"unlocked by operator: {action}" + (
+                                      f"; completes the drop of {', '.join(f'`{c}`' for c in finish)} (no table has "
+                                      "it any more)" if finish else ""), list(finish), set(finish), a.afters, a.before))
         lock.set_done(m, False)
         out.operation = self._op_for(lock, m)
         lock.try_resolve(None)
         self._follow_up(lock, out, exclude=t)
+        return out
+
+    @staticmethod
+    def _orphan_drops(lock: Lock) -> list[str]:
+        """Dropped columns no member has any more and nobody dropped downstream."""
+        out = []
+        for col, per in sorted(lock.columns.items()):
+            if per.count[DroppedStage.DONE]:
+                continue
+            if any(m.final.column(col) is not None for m in lock.members.values()):
+                continue
+            out.append(col)
         return out
 
     def remove_table(self, lock_id: str | LockKey, t: TableRef, reason: str = "removed by operator") -> LockChange:
@@ -709,12 +757,63 @@ class LockKeeper:
         return out
 
     # ------------------------------------------------------------------ rebuild
+    def _restore(self, info: Info, op: Operation) -> bool:
+        """Take ``op``, the stored answer to ``info``, as the table's answer: the persisted
+        resolution stands (invariant 2) instead of being re-decided by a replay whose order
+        (the latest Info by revision) would pick another runner.  False when it cannot be taken
+        (the Info does not parse: the replay then reports it)."""
+        try:
+            before = TableSchema.from_json(info.before) if info.before is not None else None
+            afters = [TableSchema.from_json(a) for a in info.afters]
+        except (KeyError, TypeError, ValueError, SchemaError):
+            return False
+        if before is None or not afters or len(afters) != len(info.ddls):
+            return False
+        lock = self._ensure_lock(info.lock, before)
+        if lock is None:
+            return False
+        if info.lock not in self._members_current:
+            self._add_members(lock, self.targets(info.lock))
+            self._members_current.add(info.lock)
+        m = lock.members.get(info.table) or lock.add_member(info.table, before)
+        post = afters[-1]
+        runner = parse_table_ref(op.runner) if op.runner else None
+        m.info_revision = info.revision
+        lock.handled_revision = max(lock.handled_revision, info.revision)
+        lock.set_conflict(m, None)
+        if op.stage is Stage.UNLOCKED:
+            # as ``unlock`` decided: the new schema when it joins with the others, else the old one
+            lock.set_schema(m, post if try_join_all(lock.normal.distinct_except(m.schema) + [post]) else before)
+        elif op.stage in (Stage.NONE, Stage.RESOLVED):
+            lock.set_schema(m, post)
+        elif op.stage is Stage.SKIP_AND_WAIT and runner is None:
+            lock.set_schema(m, before)
+            lock.set_conflict(m, post)
+        elif op.stage is Stage.SKIP_AND_WAIT:
+            lock.set_schema(m, post)
+            lock.queue_redirect(m.table, runner)
+        else:
+            lock.set_schema(m, before)
+        if runner is not None and runner != m.table:
+            m.applied_by_other, m.applied_by = post, runner
+            lock.accepted.add(change_sig(before, post))
+        exec_drops = {x.lower() for d in op.ddls for x in _DROP_RE.findall(d)}
+        lock.set_answer(m, Answer(info, op.stage, list(op.ddls), op.message, list(op.cols), exec_drops, afters,
+                                  before, runner=runner))
+        lock.set_done(m, op.done)
+        if op.stage is Stage.UNLOCKED:
+            m.note = f"unlocked with {'exec' if op.ddls else 'skip'}"
+        return True
+
     @classmethod
     def rebuild(cls, infos: Iterable[Info], operations: Iterable[Operation],
                 source_tables: Iterable[SourceTables], dropped_columns: Iterable[DroppedColumn],
                 bad: Iterable[RecordError] = (), schema_source: SchemaSource | None = None) -> Rebuilt:
-        """Rebuild all locks from etcd listings (master start, design doc §6.1).  Infos are replayed
-        in revision order; done Operations restore done flags; operator unlocks are re-applied.
+        """Rebuild all locks from etcd listings (master start, design doc §6.1).  A table whose
+        stored Operation answers its current Info gets that answer back (``_restore``: the
+        resolution and its runner are persisted, never re-decided); the other Infos are then
+        decided in revision order; done Operations restore done flags; operator unlocks are
+        re-applied.
         Never raises for bad data: the affected lock is marked ``error`` with the reason (dm#1185)."""
         k = cls(schema_source)
         errors: list[str] = []
@@ -730,22 +829,25 @@ class LockKeeper:
         for op in operations:
             ops[(op.lock, op.table)] = op
         infos = sorted(infos, key=lambda i: i.revision)
-        for info in infos:
-            # a table with an Info starts from the Info's before-schema, not from its checkpoint:
-            # the checkpoint may already be past the DDL (it ran; the worker went on), and starting
-            # there would make the replayed DDL look like "another table already made this change"
-            try:
-                b = TableSchema.from_json(info.before) if info.before is not None else None
-            except (KeyError, TypeError, ValueError, SchemaError):
-                continue
-            lock = k._ensure_lock(info.lock, b)
-            if lock is not None and b is not None and info.table not in lock.members:
-                lock.add_member(info.table, b)
+        pending: list[Info] = []
         for info in infos:
             listed = (info.task, info.source) in known_sources
             if listed and (info.up_schema, info.up_table) not in k._source_tables[(info.task, info.source)].members(
                     info.down_schema, info.down_table):
                 continue   # the table left the task; its Info is stale (removed on the next cleanup)
+            op = ops.get((info.lock, info.table))
+            try:
+                restored = op is not None and op.info_revision == info.revision and k._restore(info, op)
+            except Exception as e:  # noqa: BLE001 — one bad lock must not stop the master
+                errors.append(f"{info.lock.id}: restoring the answer of {info.table} failed: {e}")
+                k.mark_error(info.lock, f"restoring Operation revision {op.revision if op else 0} failed: {e}",
+                             info.table)
+                continue
+            if not restored:
+                pending.append(info)
+        for lock in k._locks.values():
+            k._drain_redirects(lock, LockChange(lock.key))   # runners already done release their redirects
+        for info in pending:       # never answered (or answered for an older Info): decide now
             try:
                 k.handle_info(info)
             except Exception as e:  # noqa: BLE001 — one bad lock must not stop the master

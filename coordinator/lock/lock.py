@@ -32,6 +32,7 @@ class Answer:
     exec_drops: set[str] = field(default_factory=set)   # dropped columns whose DROP is in ddls
     afters: list[TableSchema] = field(default_factory=list)
     before: TableSchema | None = None
+    runner: TableRef | None = None      # held/redirected: the table that runs the agreed change
 
 
 @dataclass
@@ -83,6 +84,12 @@ class Lock:
         # until that table's next done mark: the redirected table's replayed rows need the change
         self.redirect_after: dict[TableRef, TableRef] = {}
         self.gates: set[TableRef] = set()     # resolving tables not marked done since they resolved
+        # conflicting changes (``change_sig``) the downstream already made: a table catching up on
+        # one runs nothing; a table reaching the same shape another way cannot carry its values
+        self.accepted: set[tuple] = set()
+        # held tables whose agreed shape was reached by another table's ordinary statements: their
+        # values of the renamed/retyped columns cannot be carried downstream -> a conflict with exits
+        self.uncarried: dict[TableRef, str] = {}
 
     # ------------------------------------------------------------------ membership
     def add_member(self, t: TableRef, schema: TableSchema | None) -> Member:
@@ -160,7 +167,12 @@ class Lock:
     def gated_by(self, t: TableRef | None) -> bool:
         """``t`` resolved a conflict and its answer still has DDLs to run downstream (not done
         since): redirects and replays of the change wait for it."""
-        return t is not None and t in self.gates and t in self.running
+        if t is None or t not in self.gates:
+            return False
+        m = self.members.get(t)
+        # running its answer's DDLs, or still to replay the held DDL it was chosen to run
+        return t in self.running or (m is not None and m.answer is not None
+                                     and m.answer.stage in (Stage.RESOLVED, Stage.SKIP_AND_WAIT))
 
     # ------------------------------------------------------------------ sync state
     def joined(self) -> TableSchema | None:
@@ -223,13 +235,28 @@ class Lock:
         the caller's own conflicting DDL is returned for execution, so the downstream makes the
         agreed change once; the redirected tables' replays then run nothing (a rename must not
         run twice: the second ``CHANGE a c`` fails with "Unknown column 'a'")."""
-        for c in list(self.conflicts):
+        runner = caller if executed else None
+        if caller is None:
+            # a departure or an operator's unlock completed the agreement and nobody ran the change:
+            # one held table (chosen once, persisted with the answers) replays and runs it
+            runner = min(self.conflicts, key=str)
+        for c in sorted(self.conflicts, key=str):
             m = self.members[c]
-            if c != caller:
-                self.queue_redirect(c, caller)
-                if executed:
-                    m.applied_by_other, m.applied_by = m.conflict, caller
             new = m.conflict
+            if runner is not None:
+                self.accepted.add(change_sig(m.schema, new))
+            elif c != caller and lossy(m.schema, new):
+                # the shape was reached by ordinary statements that already ran downstream (ADD of
+                # the new column, the old one kept for the others): this table's rename/retype
+                # cannot run there and its values cannot follow
+                self.uncarried[c] = (f"cannot carry its values to the agreed shape: {caller} reached it with "
+                                     f"ordinary statements that already ran downstream ({_shape_change(m.schema, new)})")
+                self.set_conflict(m, None)
+                continue
+            if c != caller:
+                self.queue_redirect(c, runner if runner is not None else caller)
+                if runner is not None and c != runner:
+                    m.applied_by_other, m.applied_by = new, runner
             self.set_conflict(m, None)
             self.set_schema(m, new)
 
@@ -272,7 +299,19 @@ class Lock:
             if self.conflicts:
                 self.try_resolve(m.table)
             return StepResult(False, Stage.NONE)
-        if idempotent or self._same_change_elsewhere(m, prev, post):
+        if not idempotent and self._same_change_elsewhere(m, prev, post):
+            if change_sig(prev, post) in self.accepted:
+                # a change the downstream already made (another table ran it): catch up, run nothing
+                self.set_schema(m, post)
+                if self.conflicts:
+                    self.try_resolve(m.table)
+                return StepResult(False, Stage.NONE)
+            if lossy(prev, post):
+                return StepResult(False, Stage.DETECTED, (
+                    f"another table reached this shape with ordinary statements that already ran downstream "
+                    f"({_shape_change(prev, post)}); this table's values cannot be carried there"))
+            idempotent = True
+        if idempotent:
             self.set_schema(m, post)
             if self.conflicts:
                 self.try_resolve(m.table, executed=True)
@@ -460,6 +499,32 @@ class Drops(dict):
         if default:
             return default[0]
         raise KeyError(t)
+
+
+def change_sig(prev: TableSchema, post: TableSchema) -> tuple:
+    """What a change does to columns and indexes, independent of everything else in the table:
+    (columns it removes or redefines, as they were; columns it adds or redefines, as they are;
+    index keys it removes; index keys it adds)."""
+    pk, qk = prev.column_keys(), post.column_keys()
+    gone = frozenset((k, prev.column(k).lattice_key()) for k in pk
+                     if k not in qk or prev.column(k).lattice_key() != post.column(k).lattice_key())
+    came = frozenset((k, post.column(k).lattice_key()) for k in qk
+                     if k not in pk or prev.column(k).lattice_key() != post.column(k).lattice_key())
+    pi, qi = {i.key for i in prev.indexes}, {i.key for i in post.indexes}
+    return gone, came, frozenset(pi - qi), frozenset(qi - pi)
+
+
+def lossy(prev: TableSchema, post: TableSchema) -> bool:
+    """The change removes or redefines a column that holds values (a rename, a type change):
+    reaching its shape any other way loses or mixes those values downstream."""
+    return bool(change_sig(prev, post)[0])
+
+
+def _shape_change(prev: TableSchema, post: TableSchema) -> str:
+    gone, came, _, _ = change_sig(prev, post)
+    names = [prev.column(k).name for k, _ in sorted(gone)]
+    new = [post.column(k).name for k, _ in sorted(came)]
+    return f"column(s) {', '.join(f'`{n}`' for n in names)} -> {', '.join(f'`{n}`' for n in new) or 'none'}"
 
 
 def _narrowed_to(prev: TableSchema, post: TableSchema, joined: TableSchema) -> bool:

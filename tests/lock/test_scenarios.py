@@ -125,6 +125,13 @@ def test_s9_widen_int_to_bigint():
     assert ret(h.send("B", m)) == [m] and h.synced()
 
 
+def held_by(out, runner: str, h) -> bool:
+    """The resolution persisted with the held tables' answers: each is still held, naming the
+    table that runs the agreed change (issue 28: a rebuild restores the runner, never re-decides)."""
+    return bool(out.others) and all(o.stage is Stage.SKIP_AND_WAIT and o.runner == str(h.refs[runner])
+                                    for o in out.others)
+
+
 def test_s10_rename_column_skip_and_wait_then_redirect():
     h = Harness("CREATE TABLE t (id INT PRIMARY KEY, c1 INT)")
     r = "ALTER TABLE t RENAME COLUMN c1 TO c2"
@@ -133,7 +140,7 @@ def test_s10_rename_column_skip_and_wait_then_redirect():
     assert h.k.locks()[0].state == "conflict"
     assert "skip-and-wait" in h.lock.waiting_for(h.refs["A"]) and "s1-`db`.`b`" in h.lock.waiting_for(h.refs["A"])
     b = h.send("B", r)
-    assert ret(b) == [r] and stage(b) is Stage.NONE and b.others == []   # nothing redirected before B ran it
+    assert ret(b) == [r] and stage(b) is Stage.NONE and held_by(b, "B", h)   # nothing redirected before B ran it
     [redirect] = h.last_done.others       # B's done mark: the downstream has the change, A replays
     assert redirect.table == h.refs["A"] and redirect.stage is Stage.RESOLVED
     assert redirect.info_revision == a.operation.info_revision and redirect.ddls == []
@@ -152,7 +159,7 @@ def test_s10b_redirects_wait_for_the_agreed_change_to_run_downstream():
     assert stage(h.send("A", r)) is Stage.SKIP_AND_WAIT
     assert stage(h.send("B", r)) is Stage.SKIP_AND_WAIT
     c = h.send("C", r, done=False)                  # the worker dies before running it
-    assert ret(c) == [r] and c.others == []
+    assert ret(c) == [r] and held_by(c, "C", h)
     again = h.send("A", r)                          # A's worker restarted and replays its DDL
     assert stage(again) is Stage.SKIP_AND_WAIT and ret(again) == [] and "C" in again.operation.message
     c2 = h.send("C", info=h.make_info("C", r, before=h.init), done=False)   # C's worker restarted: runs it, once
@@ -186,7 +193,7 @@ def test_s10d_a_held_replay_is_released_when_the_resolving_table_leaves():
     r = "ALTER TABLE t RENAME COLUMN c1 TO c2"
     assert stage(h.send("A", r)) is Stage.SKIP_AND_WAIT
     b = h.send("B", r, done=False)
-    assert ret(b) == [r] and b.others == []
+    assert ret(b) == [r] and held_by(b, "B", h)
     again = h.send("A", r)
     assert stage(again) is Stage.SKIP_AND_WAIT
     gone = h.k.remove_table(LOCK.id, h.refs["B"], reason="dropped upstream")
@@ -202,7 +209,7 @@ def test_s10e_a_master_rebuilt_before_the_agreed_change_ran_keeps_the_redirects_
     h.send("A", r)
     h.send("B", r)
     c = h.send("C", r, done=False)
-    assert ret(c) == [r] and c.others == []
+    assert ret(c) == [r] and held_by(c, "C", h)
     ops = {o.table: o for o in h.written}
     rb = LockKeeper.rebuild(list(h.infos.values()), list(ops.values()), [SourceTablesFor(h)], [])
     assert rb.errors == []
@@ -548,8 +555,14 @@ def test_unlock_exits_skip_and_wait_and_remove_table_exits_a_waiting_lock():
     # C will never rename (dm#2062): the operator removes it; the pending renames now resolve
     out = h.k.remove_table(LOCK.id, h.refs["C"])
     assert out.removed_tables == [h.refs["C"]]
-    assert sorted(str(o.table) for o in out.others) == ["s1-`db`.`a`", "s1-`db`.`b`"]
-    assert all(o.stage is Stage.RESOLVED for o in out.others)
+    # nobody ran the rename: one held table (chosen once, A) replays and runs it; B waits for it
+    assert [(str(o.table), o.stage, o.runner) for o in out.others] == [
+        ("s1-`db`.`a`", Stage.RESOLVED, ""), ("s1-`db`.`b`", Stage.SKIP_AND_WAIT, "s1-`db`.`a`")]
+    run = h.send("A", r, done=False)
+    assert ret(run) == [r]                      # A's replay runs the rename, once
+    released = h.done("A")
+    assert [(str(o.table), o.stage) for o in released.others] == [("s1-`db`.`b`", Stage.RESOLVED)]
+    assert ret(h.send("B", r)) == [] and h.lock.is_resolved()
     h2 = Harness("CREATE TABLE t (id INT PRIMARY KEY, c1 INT)")
     assert stage(h2.send("A", r)) is Stage.SKIP_AND_WAIT
     u = h2.unlock("A", "exec")          # DM refuses unlock in skip-and-wait (tiflow#12840)

@@ -134,7 +134,7 @@ class World:
         for t, m in sorted(lock.members.items(), key=lambda x: str(x[0])):
             if m.answer is not None and m.answer.stage in (Stage.DETECTED, Stage.ERROR):
                 w = self.by_table[t]
-                if w.phase != "paused":
+                if w.phase not in ("paused", "held"):
                     continue
                 self._persist(self.keeper.unlock(LOCK, t.source, t.schema, t.table, "skip"))
                 self.log.append(f"operator: unlock {t} skip")
