@@ -576,7 +576,7 @@ class LockKeeper:
         for col, per in sorted(lock.columns.items()):
             if per.count[DroppedStage.DONE]:
                 continue
-            if any(m.final.column(col) is not None for m in lock.members.values()):
+            if any(m.final.column(col) is not None or m.schema.column(col) is not None for m in lock.members.values()):
                 continue
             out.append(col)
         return out

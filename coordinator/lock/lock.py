@@ -238,8 +238,15 @@ class Lock:
         runner = caller if executed else None
         if caller is None:
             # a departure or an operator's unlock completed the agreement and nobody ran the change:
-            # one held table (chosen once, persisted with the answers) replays and runs it
-            runner = min(self.conflicts, key=str)
+            # one held table (chosen once, persisted with the answers) replays and runs it -- unless
+            # another table already reached the shape with ordinary statements (then it is as if
+            # that table's statement had completed it: values that cannot be carried)
+            first = self.members[min(self.conflicts, key=str)]
+            by = self._reached_by_ordinary(first.schema, first.conflict)
+            if by is None:
+                runner = first.table
+            else:
+                caller = by
         for c in sorted(self.conflicts, key=str):
             m = self.members[c]
             new = m.conflict
@@ -259,6 +266,19 @@ class Lock:
                     m.applied_by_other, m.applied_by = new, runner
             self.set_conflict(m, None)
             self.set_schema(m, new)
+
+    def _reached_by_ordinary(self, prev: TableSchema, post: TableSchema) -> TableRef | None:
+        """A member not holding this change whose schema already has the columns it brings
+        (reached with ordinary statements that ran downstream), when the change is not one the
+        downstream already made."""
+        sig = change_sig(prev, post)
+        if sig in self.accepted or not sig[0]:
+            return None
+        came = [k for k, _ in sig[1]]
+        for t, m in sorted(self.members.items(), key=lambda x: str(x[0])):
+            if t not in self.conflicts and all(m.schema.column(k) is not None for k in came):
+                return t
+        return None
 
     def try_resolve(self, caller: TableRef | None = None, executed: bool = False) -> bool:
         if self.conflicts and self._no_conflict(self.finals.distinct()):

@@ -67,6 +67,10 @@ class Harness:
         out = self.k.handle_info(info)
         self.written += out.operations
         op = out.operation
+        for o in out.others:       # before this table's done mark, whose redirects come after them
+            for n, r in self.refs.items():
+                if r == o.table:
+                    self.last[n] = o
         if op is not None:
             self.last[name] = op
             if op.stage in (Stage.NONE, Stage.UNLOCKED):
@@ -75,10 +79,6 @@ class Harness:
                     self.done(name)
         elif info.ignore_conflict:
             self.schema[name] = TableSchema.from_json(info.afters[-1])
-        for o in out.others:
-            for n, r in self.refs.items():
-                if r == o.table:
-                    self.last[n] = o
         return out
 
     def done(self, name: str) -> LockChange:

@@ -168,7 +168,11 @@ class World:
                     and (cur.ddls, cur.before, cur.afters) == (info.ddls, info.before, info.afters)):
                 w.info, w.rev, w.op, w.phase = cur, cur.revision, op, "exec"     # unlocked_answer
                 return True
-            w.info, w.rev, w.seen, w.phase = info, self.store.put_info(info), 0, "wait"
+            rev = 0
+            if cur is not None and (cur.ddls, cur.before, cur.afters) == (info.ddls, info.before, info.afters) \
+                    and not (op is not None and op.info_revision == cur.revision and op.stage is Stage.RESOLVED):
+                rev = cur.revision                   # lock_client.stored_info: wait on the same Info
+            w.info, w.rev, w.seen, w.phase = info, rev or self.store.put_info(info), 0, "wait"
             return True
         if w.phase in ("wait", "paused", "held"):
             op = self.store.get_operation(LOCK, w.t)

@@ -268,7 +268,7 @@ class OptimisticDDLHandler:
         op = self.client.unlocked_answer(info, ctx)
         if op is not None:
             return _Pending(ddl, target, list(op.ddls or []), preview=p, operation=op, info=info)
-        rev, after = self.client.put_info(info, ctx), 0
+        rev, after = self.client.stored_info(info, ctx) or self.client.put_info(info, ctx), 0
         owner = str(info.table)
         self._waiting(f"Operation for lock {ctx['lock_id']} (info revision {rev})", ctx)
         skip: list = []

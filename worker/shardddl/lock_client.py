@@ -46,6 +46,24 @@ class LockClient:
             except EtcdUnavailable as e:
                 self._wait_etcd(e, ctx)
 
+    def stored_info(self, info: Info, ctx: dict) -> int:
+        """The revision of the stored Info when it is exactly ``info`` (a restart or a rewind met
+        the same DDL again), else 0.  Waiting on it, instead of sending a new revision, keeps the
+        answer the lock already gave (invariant 2, docs/lock-algorithm.md): a new revision would
+        be decided again, possibly with another runner.  A redirect (``resolved``) needs the new
+        revision: that replay is what the lock answers next."""
+        try:
+            cur = self.store.get_info(info.lock, info.table)
+            if cur is None or (cur.ddls, cur.before, cur.afters) != (info.ddls, info.before, info.afters):
+                return 0
+            op = self.store.get_operation(info.lock, info.table)
+        except EtcdUnavailable:
+            return 0
+        if op is not None and op.info_revision == cur.revision and op.stage is Stage.RESOLVED:
+            return 0
+        _log.info("the same DDL's Info is stored; waiting on its answer", info_revision=cur.revision, **strs(ctx))
+        return cur.revision
+
     def unlocked_answer(self, info: Info, ctx: dict) -> Operation | None:
         """An operator's unlock not yet done that answers exactly this DDL (the stored Info it
         answers has the same statements and schemas): replaying a held table, or a restart

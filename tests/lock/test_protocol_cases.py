@@ -1,0 +1,148 @@
+"""Issue 28's cases on the pure engine: each sequence a deployment meets (a restart, two shards
+changing one column differently, an operator exit), with what must happen instead of what the
+engine did before (docs/lock-algorithm.md, "Invariants").  Each of these failed on the engine
+before the fix it names."""
+from __future__ import annotations
+
+from coordinator.etcdproto import SourceTables, Stage
+from coordinator.lock import LockKeeper
+
+from .harness import LOCK, Harness
+
+T = "CREATE TABLE t (id INT PRIMARY KEY, c1 INT, r INT, v VARCHAR(10))"
+RENAME = "ALTER TABLE t RENAME COLUMN c1 TO c2"
+
+
+def ddls(out):
+    return out.operation.ddls
+
+
+def _source_tables(h: Harness) -> list[SourceTables]:
+    by: dict[str, SourceTables] = {}
+    for r in h.refs.values():
+        by.setdefault(r.source, SourceTables(LOCK.task, r.source)).add(r.schema, r.table, LOCK.down_schema,
+                                                                       LOCK.down_table)
+    return list(by.values())
+
+
+def _rebuild(h: Harness):
+    """A master restart: a new keeper from what etcd holds (the Infos and each table's last
+    Operation with its done flag)."""
+    ops = {}
+    for op in h.written:
+        ops[op.table] = op
+    for n, op in h.last.items():
+        ops[h.refs[n]] = op
+    rb = LockKeeper.rebuild(list(h.infos.values()), list(ops.values()), _source_tables(h), [])
+    assert rb.errors == []
+    return rb
+
+
+# ---------------------------------------------------------------------------- case 1
+def test_case1_widen_then_drop_does_not_drop_a_column_another_shard_still_has():
+    h = Harness(T, tables=("A", "B", "C"))
+    assert ddls(h.send("B", "ALTER TABLE t MODIFY COLUMN r BIGINT")) == ["ALTER TABLE t MODIFY COLUMN r BIGINT"]
+    assert ddls(h.send("B", "ALTER TABLE t DROP COLUMN r")) == []          # A and C still have `r`
+    assert ddls(h.send("A", "ALTER TABLE t DROP COLUMN r")) == []          # C still has it
+    assert ddls(h.send("C", "ALTER TABLE t DROP COLUMN r")) == ["ALTER TABLE t DROP COLUMN r"]
+    assert h.lock.is_resolved()
+
+
+def test_case1_varchar_widen_then_drop():
+    h = Harness(T)
+    h.send("B", "ALTER TABLE t MODIFY COLUMN v VARCHAR(20)")
+    assert ddls(h.send("B", "ALTER TABLE t DROP COLUMN v")) == []
+    assert ddls(h.send("A", "ALTER TABLE t DROP COLUMN v")) == ["ALTER TABLE t DROP COLUMN v"]
+
+
+# ---------------------------------------------------------------------------- case 2
+def _resolve_by_unlock_skip(h: Harness, held: str):
+    out = h.unlock(held, "skip")
+    op = out.operation
+    assert op.stage is Stage.UNLOCKED
+    # nobody has c1 any more: the unlocked table's answer completes its drop downstream
+    assert op.ddls == ["ALTER TABLE `db`.`t` DROP COLUMN `c1`"] and op.cols == ["c1"]
+    done = h.done(held)
+    assert done.resolved and h.lock.is_resolved()
+
+
+def test_case2_rename_resolved_by_another_shards_drop_then_add_is_a_conflict_with_an_exit():
+    h = Harness(T)
+    assert h.send("A", RENAME).operation.stage is Stage.SKIP_AND_WAIT
+    assert ddls(h.send("B", "ALTER TABLE t DROP COLUMN c1")) == []          # A still has c1
+    add = h.send("B", "ALTER TABLE t ADD COLUMN c2 INT")
+    assert ddls(add) == ["ALTER TABLE t ADD COLUMN c2 INT"]
+    [a] = [o for o in add.others if o.table == h.refs["A"]]
+    # A's rename cannot run (c2 exists) and its c1 values cannot follow: a conflict, not a success
+    assert a.stage is Stage.DETECTED and "cannot carry its values" in a.message
+    assert "there will be conflicts if DDLs" in a.message and "--action skip" in a.message
+    h.last["A"] = a
+    _resolve_by_unlock_skip(h, "A")
+
+
+def test_case2_add_first_then_drop_then_the_rename_is_a_conflict_too():
+    h = Harness(T)
+    h.send("B", "ALTER TABLE t ADD COLUMN c2 INT")
+    h.send("B", "ALTER TABLE t DROP COLUMN c1")
+    a = h.send("A", RENAME)
+    assert a.operation.stage is Stage.DETECTED and "cannot be carried" in a.operation.message
+    _resolve_by_unlock_skip(h, "A")
+
+
+# ---------------------------------------------------------------------------- cases 3 and 4
+def test_case3_a_restart_and_a_master_rebuild_keep_the_runner():
+    """C's answer says "run it"; C's worker dies before running; A's worker restarts and re-sends
+    its Info; the master restarts.  C stays the runner; A and B are held naming C."""
+    h = Harness(T, tables=("A", "B", "C"))
+    h.send("A", RENAME)
+    h.send("B", RENAME)
+    c = h.send("C", RENAME, done=False)
+    assert ddls(c) == [RENAME]
+    assert {(o.table.table, o.stage, o.runner) for o in c.others} == {
+        ("a", Stage.SKIP_AND_WAIT, str(h.refs["C"])), ("b", Stage.SKIP_AND_WAIT, str(h.refs["C"]))}
+    again = h.send("A", RENAME)                           # A's worker restarted
+    assert again.operation.stage is Stage.SKIP_AND_WAIT and again.operation.runner == str(h.refs["C"])
+    rb = _rebuild(h)
+    by = {o.table.table: o for o in rb.operations}
+    assert by["c"].stage is Stage.NONE and by["c"].ddls == [RENAME] and not by["c"].done
+    assert by["a"].stage is Stage.SKIP_AND_WAIT and by["a"].runner == str(h.refs["C"])
+    assert by["b"].stage is Stage.SKIP_AND_WAIT and by["b"].runner == str(h.refs["C"])
+    op_c = by["c"]
+    op_c.done = True
+    released = rb.keeper.mark_done(op_c)
+    assert sorted((o.table.table, o.stage) for o in released.others) == [("a", Stage.RESOLVED), ("b", Stage.RESOLVED)]
+
+
+def test_case4_a_master_restart_after_the_change_ran_does_not_run_it_again():
+    h = Harness(T, tables=("A", "B", "C"))
+    h.send("A", RENAME)
+    h.send("B", RENAME)
+    h.send("C", RENAME)                                   # ran and done: A and B redirected
+    assert h.last["A"].stage is Stage.RESOLVED
+    rb = _rebuild(h)
+    by = {o.table.table: o for o in rb.operations}
+    assert by["a"].stage is Stage.RESOLVED and by["b"].stage is Stage.RESOLVED
+    for n in ("A", "B"):                                  # their replays, to the rebuilt master
+        info = h.make_info(n, RENAME, before=h.init)
+        out = rb.keeper.handle_info(info)
+        assert out.operation.stage is Stage.NONE and out.operation.ddls == [], n
+
+
+def test_case4_a_rebuilt_narrowing_is_not_run_again():
+    h = Harness(T)
+    h.send("A", "ALTER TABLE t MODIFY COLUMN r SMALLINT")
+    assert ddls(h.send("B", "ALTER TABLE t MODIFY COLUMN r SMALLINT")) == ["ALTER TABLE t MODIFY COLUMN r SMALLINT"]
+    rb = _rebuild(h)
+    out = rb.keeper.handle_info(h.make_info("B", "ALTER TABLE t MODIFY COLUMN r SMALLINT", before=h.init))
+    assert out.operation.ddls == []                       # done before the restart: nothing runs twice
+
+
+def test_a_departure_that_completes_an_agreement_picks_one_runner():
+    h = Harness(T, tables=("A", "B", "C"))
+    h.send("A", RENAME)
+    h.send("B", RENAME)
+    out = h.k.remove_table(LOCK.id, h.refs["C"])
+    assert [(o.table.table, o.stage) for o in out.others] == [("a", Stage.RESOLVED), ("b", Stage.SKIP_AND_WAIT)]
+    assert ddls(h.send("A", RENAME, done=False)) == [RENAME]     # A's replay runs it, once
+    h.done("A")
+    assert ddls(h.send("B", RENAME)) == [] and h.lock.is_resolved()
