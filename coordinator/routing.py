@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from coordinator.binlog_filter import EventFilter
 from coordinator.config import BlockAllowList, Instance, OnlineDDLRules, RouteRule, TablePattern
 from coordinator.errors import ShardMergeError
 from coordinator.sql import quote_table
@@ -146,6 +147,8 @@ class TableMapper:
         self.router = Router(inst.routes)
         self.filter = Filter(inst.block_allow_list, (meta_schema,) if meta_schema else ())
         self.online = OnlineTables(inst.online_ddl) if inst.online_ddl is not None else None
+        # binlog event filters (``filter-rules``); None when the instance names none
+        self.events = EventFilter(inst.filters) if inst.filters else None
 
     def target(self, schema: str, table: str) -> Target | None:
         """The downstream table for an upstream table, or None if it is filtered out (an online

@@ -21,7 +21,7 @@ def test_task_lifecycle_with_status_from_worker(leader, store, capsys, tmp_path)
     rc, doc, err = run_cli(capsys, leader, "start-task", f)
     assert rc == 0, (doc, err)
     assert doc["result"] is True
-    assert "`enable-heartbeat` is accepted for DM compatibility but ignored" in doc["msg"]
+    assert "`enable-heartbeat` has no effect in shardmerge" in doc["msg"]
     assert f in doc["msg"]                                   # warnings name the file
     assert store.get_task("t1").sources == ["s1", "s2"]
 

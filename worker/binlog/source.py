@@ -242,6 +242,7 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
     split = False                  # pieces of this transaction were handed out
     routes: dict = {}
     refs: dict = {}
+    event_filter = getattr(mapper, "events", None)      # binlog event filter (filter-rules), or None
     fast = RowDecoder()
 
     def table_ref(ev):
@@ -291,6 +292,9 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
             if isinstance(ev, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
                 ref = table_ref(ev)
                 if ref is None:
+                    continue
+                if event_filter is not None and event_filter.ignores_rows(ev.schema, ev.table, "insert" if isinstance(
+                        ev, WriteRowsEvent) else "update" if isinstance(ev, UpdateRowsEvent) else "delete"):
                     continue
                 cols = ref.cols
                 rows = fast.event_rows(ev, cols)
