@@ -274,12 +274,23 @@ def parse_source(text: str, file: str = "<source>") -> SourceConfig:
 
 # ------------------------------------------------------------------ task config
 @dataclass(frozen=True)
+class Extract:
+    """DM's ``extract-table`` / ``extract-schema`` / ``extract-source`` of a route: the
+    concatenated groups of ``regexp`` matched on the shard's table / schema name or source id
+    (``""`` when it does not match) are written to ``column`` of the merged table."""
+    kind: str            # "table" | "schema" | "source"
+    regexp: str
+    column: str
+
+
+@dataclass(frozen=True)
 class RouteRule:
     name: str
     schema_pattern: str
     table_pattern: str
     target_schema: str
     target_table: str
+    extract: tuple[Extract, ...] = ()     # in DM's order: table, schema, source
 
 
 @dataclass(frozen=True)
@@ -366,13 +377,41 @@ class TaskConfig:
 TASK_MODES = ("all", "full", "incremental")
 
 
+def _extracts(node: _Node) -> tuple[Extract, ...]:
+    out: list[Extract] = []
+    for kind in ("table", "schema", "source"):
+        sub = node.child(f"extract-{kind}")
+        if sub is None:
+            continue
+        rx = sub.get(f"{kind}-regexp", str, required=True)
+        col = sub.get("target-column", str, required=True)
+        if rx.startswith("~"):
+            raise ConfigError(f"`{sub.key(kind + '-regexp')}` is a regular expression already; remove the leading ~ "
+                              f"(DM refuses it too)", file=node.file, key=sub.key(f"{kind}-regexp"))
+        try:
+            re.compile(rx)
+        except re.error as e:
+            raise ConfigError(f"`{sub.key(kind + '-regexp')}` {rx!r} is not a regular expression: {e}",
+                              file=node.file, key=sub.key(f"{kind}-regexp")) from None
+        if not col.strip() or col in {e.column for e in out}:
+            raise ConfigError(f"`{sub.key('target-column')}` must be a column name not used by another extract of "
+                              f"this route", file=node.file, key=sub.key("target-column"))
+        sub.finish()
+        out.append(Extract(kind, rx, col))
+    if out and not node.data.get("table-pattern"):
+        raise ConfigError(f"`{node.key('extract-' + out[0].kind)}` needs a `table-pattern`: origin columns are added "
+                          f"to a merged table", file=node.file, key=node.key(f"extract-{out[0].kind}"))
+    return tuple(out)
+
+
 def _route(name: str, node: _Node) -> RouteRule:
     r = RouteRule(name, node.get("schema-pattern", str, required=True), node.get("table-pattern", str, default=""),
-                  node.get("target-schema", str, required=True), node.get("target-table", str, default=""))
+                  node.get("target-schema", str, required=True), node.get("target-table", str, default=""),
+                  _extracts(node))
     if not r.schema_pattern:
         raise ConfigError(f"`{node.key('schema-pattern')}` must not be empty", file=node.file,
                           key=node.key("schema-pattern"))
-    node.finish(dm_keys.ROUTE)
+    node.finish()
     return r
 
 

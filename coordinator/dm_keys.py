@@ -62,15 +62,6 @@ INSTANCE = {
     "mydumper-thread": Policy(WARN, _NO_DUMP + " (its parallelism is the chunk tasks')"),
 }
 
-ROUTE = {
-    "extract-table": Policy(REFUSE, "shardmerge does not add shard origin columns yet: rows whose keys collide "
-                            "across shards would overwrite each other; make the keys unique across shards "
-                            "upstream (e.g. a shard-specific key range) and remove `extract-table`, "
-                            "`extract-schema` and `extract-source`"),
-    "extract-schema": Policy(REFUSE, "shardmerge does not add shard origin columns yet; see `extract-table`"),
-    "extract-source": Policy(REFUSE, "shardmerge does not add shard origin columns yet; see `extract-table`"),
-}
-
 SYNCER = {
     "meta-file": Policy(WARN, "positions come from the checkpoints in `meta-schema`"),
     "queue-size": Policy(WARN, "the apply is chunked by rows (`batch`)"),

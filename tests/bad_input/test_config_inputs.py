@@ -63,8 +63,10 @@ TASK_CASES = [
      "mysql-instances[0].column-mapping-rules", "column mapping"),
     ("expression-filter", GOOD_TASK + "expression-filter: {e: {schema: db, table: t, insert-value-expr: 'c > 1'}}\n",
      "expression-filter", "expression filters"),
-    ("extract-table", GOOD_TASK.replace("target-table: t}", "target-table: t, extract-table: {table-regexp: 't_(.*)', "
-     "target-column: c}}"), "routes.r.extract-table", "origin columns"),
+    ("extract-table bad regexp", GOOD_TASK.replace("target-table: t}", "target-table: t, extract-table: {table-regexp: "
+     "'t_((', target-column: c}}"), "routes.r.extract-table.table-regexp", "not a regular expression"),
+    ("extract-table no column", GOOD_TASK.replace("target-table: t}", "target-table: t, extract-table: {table-regexp: "
+     "'t_(.*)'}}"), "routes.r.extract-table.target-column", "is required"),
     ("dump where", GOOD_TASK.replace("block-allow-list: b}", "block-allow-list: b, mydumper: {where: 'id > 1'}}"),
      "mysql-instances[0].mydumper.where", "whole tables"),
     ("dump extra-args", GOOD_TASK + "mydumpers: {g: {extra-args: '-B test'}}\n", "mydumpers.g.extra-args",

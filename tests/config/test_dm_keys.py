@@ -103,9 +103,6 @@ REFUSED_KEYS = [
     ("task", "timezone", "Asia/Shanghai", "instants"), ("task", "case-sensitive", True, "case-insensitively"),
     ("task", "collation_compatible", "strict", "loose"), ("task", "ansi-quotes", True, "ANSI_QUOTES"),
     ("task", "remove-meta", True, "checkpoint"), ("syncer", "enable-ansi-quotes", True, "ANSI_QUOTES"),
-    ("route", "extract-table", {"table-regexp": "t_(.*)", "target-column": "c_table"}, "origin columns"),
-    ("route", "extract-schema", {"schema-regexp": "test_(.*)", "target-column": "c_schema"}, "origin columns"),
-    ("route", "extract-source", {"source-regexp": "(.*)", "target-column": "c_source"}, "origin columns"),
     ("mydumpers", "extra-args", "-B test -T t1,t2 --consistency none", "mydumper command-line"),
     ("mydumpers", "where", "id < 100", "whole tables"), ("mydumper", "where", "id < 100", "whole tables"),
     ("loaders", "import-mode", "physical", "INSERT"), ("target", "session", {"sql_mode": "ANSI"}, "session"),
@@ -147,6 +144,22 @@ def test_keys_that_act():
     rule = _parse(t).instances[0].filters[0]
     assert (rule.events, rule.action, rule.sql_pattern) == (("truncate table", "drop table"), "Ignore",
                                                              ("^DROP\\s+PROCEDURE",))
+
+
+def test_route_extract_keys_act_with_dms_values():
+    t = _task("route", "extract-table", {"table-regexp": "t_(.*)", "target-column": "c_table"})
+    t["routes"]["r"]["extract-schema"] = {"schema-regexp": "test_(.*)", "target-column": "c_schema"}
+    t["routes"]["r"]["extract-source"] = {"source-regexp": "(.*)", "target-column": "c_source"}
+    t["mysql-instances"][0]["source-id"] = "mysql-01"
+    cfg = _parse(t)
+    from coordinator.routing import TableMapper
+    m = TableMapper(cfg.instances[0])
+    # DM's documented example: test_11.t_1 on mysql-01 -> c_table 1, c_schema 11, c_source mysql-01
+    assert m.extract("test_11", "t_1") == (("c_table", "1"), ("c_schema", "11"), ("c_source", "mysql-01"))
+    t["routes"]["r"]["extract-table"]["table-regexp"] = "~t_(.*)"
+    _refused(t, "routes.r.extract-table.table-regexp", "remove the leading ~")
+    t["routes"]["r"]["extract-table"] = {"table-regexp": "t_(.*)", "target-column": "c_schema"}
+    _refused(t, "routes.r.extract-schema.target-column", "not used by another extract")
 
 
 def test_unknown_keys_in_dump_load_syncer_sections_are_errors():

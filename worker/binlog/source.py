@@ -128,8 +128,9 @@ class RowsTable(NamedTuple):
     up_table: str
     tgt_schema: str
     tgt_table: str
-    cols: tuple          # column names of the row image (binlog_row_metadata=FULL)
-    pk: tuple            # the upstream primary key from the binlog metadata ((), if none)
+    cols: tuple          # column names of the row image (binlog_row_metadata=FULL), then ``origin``'s
+    pk: tuple            # the upstream primary key from the binlog metadata ((), if none), then ``origin``'s
+    origin: tuple = ()   # values of the shard origin columns (route ``extract-*``), last in every row
 
 
 @dataclass
@@ -258,7 +259,10 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
         rk = (ev.schema, ev.table, cols, pk)
         ref = refs.get(rk)
         if ref is None:
-            ref = refs[rk] = RowsTable(ev.schema, ev.table, tgt.schema, tgt.table, cols, pk)
+            origin = mapper.extract(ev.schema, ev.table) if getattr(mapper, "has_extract", False) else ()
+            names, values = tuple(c for c, _ in origin), tuple(v for _, v in origin)
+            ref = refs[rk] = RowsTable(ev.schema, ev.table, tgt.schema, tgt.table, cols + names,
+                                       pk + names if pk else pk, values)
         return ref
 
     def here() -> Position:
@@ -296,19 +300,24 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
                 if event_filter is not None and event_filter.ignores_rows(ev.schema, ev.table, "insert" if isinstance(
                         ev, WriteRowsEvent) else "update" if isinstance(ev, UpdateRowsEvent) else "delete"):
                     continue
-                cols = ref.cols
+                extra = ref.origin
+                cols = ref.cols[:len(ref.cols) - len(extra)] if extra else ref.cols
                 rows = fast.event_rows(ev, cols)
                 if isinstance(ev, UpdateRowsEvent):
                     if rows is None:
                         rows = [(_image(r["before_values"], cols), _image(r["after_values"], cols)) for r in ev.rows]
+                    if extra:
+                        rows = [(b + extra, a + extra) for b, a in rows]
                     txn.append((UPDATE, ref, rows))
                 else:
                     if rows is None:
                         rows = [_image(r["values"], cols) for r in ev.rows]
+                    if extra:
+                        rows = [r + extra for r in rows]
                     txn.append((INSERT if isinstance(ev, WriteRowsEvent) else DELETE, ref, rows))
                 if split_rows:
                     txn_rows += len(rows)
-                    keyed = keyed and bool(ref.pk) and all(k in cols for k in ref.pk)
+                    keyed = keyed and bool(ref.pk) and all(k in ref.cols for k in ref.pk)
                     if keyed and txn_rows >= split_rows:
                         yield (boundary, Unfinished(txn))
                         emitted += txn_rows
