@@ -22,6 +22,8 @@ import yaml
 
 from coordinator import dm_encrypt, dm_keys
 from coordinator.binlog_filter import EventRule, parse_rule
+from coordinator.expr_filter import ExprRule
+from coordinator.expr_filter import parse_rule as parse_expr_rule
 from coordinator.errors import ConfigError
 
 
@@ -352,6 +354,7 @@ class Instance:
     syncer: SyncerConfig
     online_ddl: OnlineDDLRules | None = None    # the task's online-ddl option, on every instance
     filters: tuple[EventRule, ...] = ()         # binlog event filters (``filter-rules``), in that order
+    expr_filters: tuple[ExprRule, ...] = ()     # expression filters (``expression-filters``)
 
 
 @dataclass(frozen=True)
@@ -550,6 +553,7 @@ def parse_task(text: str, file: str = "<task>") -> TaskConfig:
                           file=file, key="is-sharding")
     routes = _named(root, "routes", _route)
     filters = _named(root, "filters", parse_rule)
+    exprs = _named(root, "expression-filter", parse_expr_rule)
     validators = _named(root, "validators", lambda n, node: _validator(node))
     _named(root, "mydumpers", lambda n, node: _dumper(node))
     _named(root, "loaders", lambda n, node: _loader(node))
@@ -604,6 +608,12 @@ def parse_task(text: str, file: str = "<task>") -> TaskConfig:
                 raise ConfigError(f"filter rule {fname!r} is not defined under `filters`", file=file,
                                   key=f"{n.key('filter-rules')}[{j}]")
             rules.append(filters[fname])
+        erules = []
+        for j, ename in enumerate(n.str_list("expression-filters")):
+            if ename not in exprs:
+                raise ConfigError(f"expression filter {ename!r} is not defined under `expression-filter`", file=file,
+                                  key=f"{n.key('expression-filters')}[{j}]")
+            erules.append(exprs[ename])
         if (vref := n.get("validator-config-name", str)) is not None:
             if vref not in validators:
                 raise ConfigError(f"validator config {vref!r} is not defined under `validators`", file=file,
@@ -619,7 +629,7 @@ def parse_task(text: str, file: str = "<task>") -> TaskConfig:
         n.get("loader-thread", int)                 # DM: alias of the loader's pool-size (load_options)
         n.used.update({"mydumper-config-name", "loader-config-name"})
         n.finish(dm_keys.INSTANCE)
-        instances.append(Instance(sid, tuple(rr), bal, meta, syncer, online, tuple(rules)))
+        instances.append(Instance(sid, tuple(rr), bal, meta, syncer, online, tuple(rules), tuple(erules)))
     cfg = TaskConfig(
         name=name, task_mode=mode, shard_mode=shard,
         meta_schema=root.get("meta-schema", str, default="dm_meta"),

@@ -46,9 +46,6 @@ TASK = {
                           "tables in `meta-schema` before start-task"),
     "column-mappings": Policy(REFUSE, "DM itself refuses column mapping now (deprecated); shardmerge has no "
                               "column mapping either: remove it and its `column-mapping-rules`"),
-    "expression-filter": Policy(REFUSE, "shardmerge does not evaluate expression filters: every row would be "
-                                "replicated; remove `expression-filter` and `expression-filters`, or filter the "
-                                "rows upstream"),
     "experimental": Policy(WARN, "`async-checkpoint-flush`: shardmerge flushes checkpoints after each applied chunk"),
     "tidb": Policy(WARN, "TiDB-only settings"),
     "export-dir": Policy(WARN, _NO_DUMP),
@@ -57,8 +54,6 @@ TASK = {
 
 INSTANCE = {
     "column-mapping-rules": Policy(REFUSE, "DM itself refuses column mapping now; remove it"),
-    "expression-filters": Policy(REFUSE, "shardmerge does not evaluate expression filters: every row would be "
-                                 "replicated; remove it, or filter the rows upstream"),
     "mydumper-thread": Policy(WARN, _NO_DUMP + " (its parallelism is the chunk tasks')"),
 }
 

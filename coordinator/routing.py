@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from coordinator.binlog_filter import EventFilter
+from coordinator.expr_filter import ExpressionFilter
 from coordinator.config import BlockAllowList, Instance, OnlineDDLRules, RouteRule, TablePattern
 from coordinator.errors import ShardMergeError
 from coordinator.sql import quote_table
@@ -165,6 +166,8 @@ class TableMapper:
         # binlog event filters (``filter-rules``); None when the instance names none
         self.events = EventFilter(inst.filters) if inst.filters else None
         self.source_id = inst.source_id
+        # expression filters (``expression-filters``); None when the instance names none
+        self.exprs = ExpressionFilter(inst.expr_filters) if inst.expr_filters else None
         self.has_extract = any(r.extract for r in inst.routes)
 
     def extract(self, schema: str, table: str) -> tuple[tuple[str, str], ...]:

@@ -144,10 +144,12 @@ def check_task(task_cfg: TaskConfig, sources: dict[str, SourceConfig], *, chunk_
                          f"{task_cfg.name!r}; pass --source-file for each", task=task_cfg.name)
     shards: dict[tuple[str, str], list[tuple[str, str, str]]] = {}   # target -> [(source, schema, table)]
     origins: dict[tuple[str, str, str], dict] = {}    # shard -> {origin column (lower): its value}
+    skips: dict[tuple[str, str, str], list[str]] = {}  # shard -> insert-value-exprs (expression filters)
     up_conns = {}
     try:
         for inst in task_cfg.instances:
             mapper = TableMapper(inst, task_cfg.meta_schema)
+            exprs = mapper.exprs
             conn = up_conns[inst.source_id] = _connect(sources[inst.source_id].db,
                                                        f"source {inst.source_id}")
             with conn.cursor() as cur:
@@ -161,10 +163,12 @@ def check_task(task_cfg: TaskConfig, sources: dict[str, SourceConfig], *, chunk_
                         shards.setdefault((tgt.schema, tgt.table), []).append((inst.source_id, schema, table))
                         origins[(inst.source_id, schema, table)] = {c.lower(): v for c, v in
                                                                     mapper.extract(schema, table)}
+                        if exprs is not None and exprs.insert_sql(schema, table):
+                            skips[(inst.source_id, schema, table)] = exprs.insert_sql(schema, table)
         down = _connect(task_cfg.target, "the downstream")
         try:
             keys = fetch_keys(down)
-            reports = [_check_target(down, up_conns, tgt, members, keys, chunk_rows, max_keys, origins)
+            reports = [_check_target(down, up_conns, tgt, members, keys, chunk_rows, max_keys, origins, skips)
                        for tgt, members in sorted(shards.items())]
         finally:
             down.close()
@@ -174,8 +178,15 @@ def check_task(task_cfg: TaskConfig, sources: dict[str, SourceConfig], *, chunk_
     return CheckReport(task_cfg.name, reports)
 
 
-def _check_target(down, up_conns, tgt, members, keys, chunk_rows, max_keys, origins=None) -> TableReport:
-    origins = origins or {}
+def _check_target(down, up_conns, tgt, members, keys, chunk_rows, max_keys, origins=None, skips=None) -> TableReport:
+    origins, skips = origins or {}, skips or {}
+
+    def up_table(s, d, t) -> str:
+        """The shard as the downstream should hold it: without the rows an expression filter drops."""
+        if not skips.get((s, d, t)):
+            return f"{_q(d)}.{_q(t)}"
+        cond = " AND ".join(f"({e}) IS NOT TRUE" for e in skips[(s, d, t)])
+        return f"(SELECT * FROM {_q(d)}.{_q(t)} WHERE {cond}) AS _kept"
     ts, tt = tgt
     name = f"{ts}.{tt}"
     rep = TableReport(name, [f"{s}:{d}.{t}" for s, d, t in sorted(members)], [], [])
@@ -203,9 +214,9 @@ def _check_target(down, up_conns, tgt, members, keys, chunk_rows, max_keys, orig
     ups = []
     for s, d, t in members:
         with up_conns[s].cursor() as cur:
-            cur.execute(f"SELECT COUNT(*) FROM {_q(d)}.{_q(t)}")
+            cur.execute(f"SELECT COUNT(*) FROM {up_table(s, d, t)}")
             rep.upstream_rows += cur.fetchone()[0]
-        ups.append((up_conns[s], f"{_q(d)}.{_q(t)}", origins.get((s, d, t), {})))
+        ups.append((up_conns[s], up_table(s, d, t), origins.get((s, d, t), {})))
     n = max(1, max(rep.downstream_rows, rep.upstream_rows) // chunk_rows)
     rep.chunks = n
     dsums = _chunk_sums(down, fq_down, cols, key, n)

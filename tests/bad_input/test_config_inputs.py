@@ -61,8 +61,8 @@ TASK_CASES = [
     ("column-mappings", GOOD_TASK + "column-mappings: {c: {schema-pattern: x}}\n", "column-mappings", "column mapping"),
     ("column-mapping-rules", GOOD_TASK.replace("block-allow-list: b}", "block-allow-list: b, column-mapping-rules: [c]}"),
      "mysql-instances[0].column-mapping-rules", "column mapping"),
-    ("expression-filter", GOOD_TASK + "expression-filter: {e: {schema: db, table: t, insert-value-expr: 'c > 1'}}\n",
-     "expression-filter", "expression filters"),
+    ("expression-filter function", GOOD_TASK + "expression-filter: {e: {schema: db, table: t, insert-value-expr: "
+     "'LENGTH(c) > 1'}}\n", "expression-filter.e.insert-value-expr", "outside the supported subset"),
     ("extract-table bad regexp", GOOD_TASK.replace("target-table: t}", "target-table: t, extract-table: {table-regexp: "
      "'t_((', target-column: c}}"), "routes.r.extract-table.table-regexp", "not a regular expression"),
     ("extract-table no column", GOOD_TASK.replace("target-table: t}", "target-table: t, extract-table: {table-regexp: "

@@ -97,9 +97,6 @@ def test_key_without_effect_on_data_warns(where, key, value):
 REFUSED_KEYS = [
     ("task", "column-mappings", {"cm": {"schema-pattern": "test_*", "expression": "partition id"}}, "column mapping"),
     ("instance", "column-mapping-rules", ["cm"], "column mapping"),
-    ("task", "expression-filter", {"e": {"schema": "test", "table": "t", "insert-value-expr": "c > 1"}},
-     "expression filters"),
-    ("instance", "expression-filters", ["e"], "expression filters"),
     ("task", "timezone", "Asia/Shanghai", "instants"), ("task", "case-sensitive", True, "case-insensitively"),
     ("task", "collation_compatible", "strict", "loose"), ("task", "ansi-quotes", True, "ANSI_QUOTES"),
     ("task", "remove-meta", True, "checkpoint"), ("syncer", "enable-ansi-quotes", True, "ANSI_QUOTES"),
@@ -160,6 +157,26 @@ def test_route_extract_keys_act_with_dms_values():
     _refused(t, "routes.r.extract-table.table-regexp", "remove the leading ~")
     t["routes"]["r"]["extract-table"] = {"table-regexp": "t_(.*)", "target-column": "c_schema"}
     _refused(t, "routes.r.extract-schema.target-column", "not used by another extract")
+
+
+def test_expression_filter_keys_act_and_unsupported_sql_is_refused():
+    t = _task("task", "expression-filter", {"even": {"schema": "test_1", "table": "t_1",
+                                                      "insert-value-expr": "c % 2 = 0",
+                                                      "update-new-value-expr": "c > 100",
+                                                      "delete-value-expr": "name LIKE 'keep%'"}})
+    t["mysql-instances"][0]["expression-filters"] = ["even"]
+    rule = _parse(t).instances[0].expr_filters[0]
+    assert (rule.schema, rule.table, rule.insert, rule.update_old, rule.update_new, rule.delete) == (
+        "test_1", "t_1", "c % 2 = 0", "", "c > 100", "name LIKE 'keep%'")
+    t["expression-filter"]["even"]["insert-value-expr"] = "UPPER(name) = 'A'"
+    _refused(t, "expression-filter.even.insert-value-expr", "outside the supported subset")
+    t["expression-filter"]["even"]["insert-value-expr"] = "c >"
+    _refused(t, "expression-filter.even.insert-value-expr", "not an SQL expression")
+    t["expression-filter"]["even"] = {"schema": "test_1", "table": "t_1"}
+    _refused(t, "expression-filter.even", "sets none of")
+    t["expression-filter"]["even"] = {"schema": "test_1", "table": "t_1", "insert-value-expr": "c > 1"}
+    t["mysql-instances"][0]["expression-filters"] = ["odd"]
+    _refused(t, "expression-filters[0]", "not defined under `expression-filter`")
 
 
 def test_unknown_keys_in_dump_load_syncer_sections_are_errors():

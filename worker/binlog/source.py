@@ -244,6 +244,7 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
     routes: dict = {}
     refs: dict = {}
     event_filter = getattr(mapper, "events", None)      # binlog event filter (filter-rules), or None
+    expr_filter = getattr(mapper, "exprs", None)        # expression filters (expression-filters), or None
     fast = RowDecoder()
 
     def table_ref(ev):
@@ -303,18 +304,27 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
                 extra = ref.origin
                 cols = ref.cols[:len(ref.cols) - len(extra)] if extra else ref.cols
                 rows = fast.event_rows(ev, cols)
+                tx = expr_filter.for_table(ev.schema, ev.table, cols) if expr_filter is not None else None
                 if isinstance(ev, UpdateRowsEvent):
                     if rows is None:
                         rows = [(_image(r["before_values"], cols), _image(r["after_values"], cols)) for r in ev.rows]
+                    if tx is not None:      # expression filter (expression-filters): drop what it matches
+                        rows = [(b, a) for b, a in rows if not tx.skip_update(b, a)]
                     if extra:
                         rows = [(b + extra, a + extra) for b, a in rows]
-                    txn.append((UPDATE, ref, rows))
+                    kind = UPDATE
                 else:
                     if rows is None:
                         rows = [_image(r["values"], cols) for r in ev.rows]
+                    kind = INSERT if isinstance(ev, WriteRowsEvent) else DELETE
+                    if tx is not None:
+                        skip = tx.skip_insert if kind == INSERT else tx.skip_delete
+                        rows = [r for r in rows if not skip(r)]
                     if extra:
                         rows = [r + extra for r in rows]
-                    txn.append((INSERT if isinstance(ev, WriteRowsEvent) else DELETE, ref, rows))
+                if not rows:
+                    continue
+                txn.append((kind, ref, rows))
                 if split_rows:
                     txn_rows += len(rows)
                     keyed = keyed and bool(ref.pk) and all(k in ref.cols for k in ref.pk)

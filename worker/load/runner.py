@@ -283,7 +283,9 @@ class FullLoad:
                         "target": info["target"], "columns": info["columns"], "column_types": info.get("column_types", []), "key": info["key"],
                         "fingerprint": info["fingerprint"], "table_info": info["table_info"],
                         "down_key": info["down_key"],
-                        "extract": self.mapper.extract(c.up_schema, c.up_table)})    # shard origin columns
+                        "extract": self.mapper.extract(c.up_schema, c.up_table),     # shard origin columns
+                        # expression filters: rows their insert-value-expr matches are not copied
+                        "skip_if": self.mapper.exprs.insert_sql(c.up_schema, c.up_table) if self.mapper.exprs else []})
         # interleave tables so concurrent tasks spread over shards (and targets)
         out.sort(key=lambda s: (s["chunk"], s["schema"], s["table"]))
         return out
