@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import sqlglot
 import yaml
 
 from coordinator import dm_encrypt, dm_keys
@@ -471,12 +472,15 @@ def _validator(node: _Node) -> str:
 
 
 def _dumper(node: _Node) -> None:
-    """A ``mydumpers`` entry or an instance's ``mydumper``: ``rows`` acts (load_options)."""
+    """A ``mydumpers`` entry or an instance's ``mydumper``: ``rows`` and ``where`` act (load_options)."""
     node.get("rows", int)
-    if node.get("where", str):
-        raise ConfigError(f"`{node.key('where')}` is not supported: shardmerge's full load copies whole tables "
-                          f"and replication would still bring every later change of the filtered rows; remove "
-                          f"it, or select tables with `block-allow-list`", file=node.file, key=node.key("where"))
+    where = node.get("where", str, default="")
+    if where:
+        try:
+            sqlglot.parse_one(where, read="mysql")
+        except sqlglot.errors.ParseError as e:
+            raise ConfigError(f"`{node.key('where')}` {where!r} is not an SQL condition: {str(e).splitlines()[0]}",
+                              file=node.file, key=node.key("where")) from None
     node.finish(dm_keys.MYDUMPER)
 
 
@@ -662,6 +666,7 @@ class LoadOptions:
     on_duplicate: str = "error"     # see module docstring
     pool_size: int = 0              # max concurrent chunk tasks; 0 = one Spark task per chunk
     batch_rows: int = 1_000         # rows per multi-row INSERT
+    where: str = ""                 # ``mydumpers.<n>.where``: the condition every copied row meets
 
 
 def _section(root: dict, inst: dict, top: str, ref_key: str, inline_key: str, file: str, path: str) -> dict:
@@ -706,7 +711,8 @@ def load_options(task: "TaskConfig", source_id: str, file: str = "<task>") -> "L
     return LoadOptions(chunk_rows=_int(dumper, "rows", LoadOptions.chunk_rows, file, f"{path} mydumper", 1),
                        on_duplicate=dup,
                        pool_size=_int(loader, "pool-size", 0, file, f"{path} loader", 0),
-                       batch_rows=_int(loader, "batch-rows", LoadOptions.batch_rows, file, f"{path} loader", 1))
+                       batch_rows=_int(loader, "batch-rows", LoadOptions.batch_rows, file, f"{path} loader", 1),
+                       where=str(dumper.get("where") or ""))
 
 
 def load_task(path: str) -> TaskConfig:

@@ -67,8 +67,8 @@ TASK_CASES = [
      "'t_((', target-column: c}}"), "routes.r.extract-table.table-regexp", "not a regular expression"),
     ("extract-table no column", GOOD_TASK.replace("target-table: t}", "target-table: t, extract-table: {table-regexp: "
      "'t_(.*)'}}"), "routes.r.extract-table.target-column", "is required"),
-    ("dump where", GOOD_TASK.replace("block-allow-list: b}", "block-allow-list: b, mydumper: {where: 'id > 1'}}"),
-     "mysql-instances[0].mydumper.where", "whole tables"),
+    ("dump where not SQL", GOOD_TASK.replace("block-allow-list: b}", "block-allow-list: b, mydumper: {where: 'id >'}}"),
+     "mysql-instances[0].mydumper.where", "not an SQL condition"),
     ("dump extra-args", GOOD_TASK + "mydumpers: {g: {extra-args: '-B test'}}\n", "mydumpers.g.extra-args",
      "mydumper command-line"),
     ("dump typo", GOOD_TASK + "mydumpers: {g: {thread: 4}}\n", "mydumpers.g.thread", "unknown key"),

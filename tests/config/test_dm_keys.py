@@ -101,7 +101,6 @@ REFUSED_KEYS = [
     ("task", "collation_compatible", "strict", "loose"), ("task", "ansi-quotes", True, "ANSI_QUOTES"),
     ("task", "remove-meta", True, "checkpoint"), ("syncer", "enable-ansi-quotes", True, "ANSI_QUOTES"),
     ("mydumpers", "extra-args", "-B test -T t1,t2 --consistency none", "mydumper command-line"),
-    ("mydumpers", "where", "id < 100", "whole tables"), ("mydumper", "where", "id < 100", "whole tables"),
     ("loaders", "import-mode", "physical", "INSERT"), ("target", "session", {"sql_mode": "ANSI"}, "session"),
 ]
 
@@ -124,12 +123,14 @@ def test_key_at_dm_default_is_accepted_silently(where, key, value):
 def test_keys_that_act():
     t = _task("instance", "syncer-thread", 7)
     t["mysql-instances"][0]["loader-thread"] = 5
-    t["mysql-instances"][0]["mydumper"] = {"rows": 123}
+    t["mysql-instances"][0]["mydumper"] = {"rows": 123, "where": "id < 100"}
     t["mysql-instances"][0]["loader"] = {"pool-size": 2, "on-duplicate-logical": "replace", "batch-rows": 50}
     cfg = _parse(t)
     assert cfg.instances[0].syncer.worker_count == 7                # syncer-thread: DM's alias of worker-count
     opts = load_options(cfg, "s1", FILE)
-    assert opts == LoadOptions(chunk_rows=123, on_duplicate="replace", pool_size=5, batch_rows=50)  # loader-thread wins
+    assert opts == LoadOptions(chunk_rows=123, on_duplicate="replace", pool_size=5, batch_rows=50,  # loader-thread wins
+                               where="id < 100")
+    _refused(_task("mydumpers", "where", "id <"), "mydumpers.global.where", "not an SQL condition")
     t = _task("syncers", "worker-count", 3)
     t["syncers"]["global"].update({"batch": 10, "safe-mode": True})
     s = _parse(t).instances[0].syncer

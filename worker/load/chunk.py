@@ -143,6 +143,8 @@ def _load_once(spec: dict, ctx: dict) -> dict:
         prefix = f"{verb} INTO {target} ({', '.join(_q(c) for c in [*cols, *(c for c, _ in origin)])}) VALUES "
         tail = "".join(f",'{escape_string(v)}'" for _, v in origin) + ")"
         where, args = key_where(spec["key"], spec["lo"], spec["hi"]) if spec["key"] else ("1", [])
+        if ctx.get("where"):                          # the dump's `where` (mydumper --where), as DM applies it
+            where += f" AND ({ctx['where'].replace('%', '%%')})"
         for e in spec.get("skip_if") or ():           # expression filters' insert-value-expr
             where += f" AND ({e.replace('%', '%%')}) IS NOT TRUE"      # executed with parameters
         select = f"SELECT {row_literal(cols, types)} FROM {_q(s)}.{_q(t)} WHERE {where}"

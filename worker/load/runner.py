@@ -297,7 +297,8 @@ class FullLoad:
         n_tasks = min(len(specs), self.opts.pool_size) if self.opts.pool_size else len(specs)
         ctx = {"up": self.up_kwargs, "down": self.down_kwargs, "source_id": self.sid,
                "ckpt": fq_name(self.task.meta_schema, self.task.name), "on_duplicate": self.opts.on_duplicate,
-               "batch_rows": self.opts.batch_rows, "after_chunk": self.hooks.after_chunk}
+               "batch_rows": self.opts.batch_rows, "after_chunk": self.hooks.after_chunk,
+               "where": self.opts.where}
         sc = self.spark.sparkContext
         group = f"shardmerge-load-{self.task.name}-{self.sid}-{uuid.uuid4().hex[:8]}"
         finished = threading.Event()
