@@ -44,6 +44,15 @@ def test_colliding_primary_keys_merge_with_extract_table_and_source(scenario):
     assert sorted(sc.down.execute("SELECT c_table, c_source FROM orders WHERE id = 2")) == [
         ("01", "s1"), ("01", "s2"), ("02", "s1")]
     assert sc.down.execute("SELECT c_table, c_source FROM orders WHERE id = 12") == [("02", "s2")]
+
+    # a shard DDL on every shard goes through the lock as usual; the origin columns stay in the key
+    for db in sc.dbs.values():
+        for t in SHARDS2:
+            db.execute(f"ALTER TABLE {t} ADD COLUMN note VARCHAR(20) DEFAULT 'n'")
+            db.execute(f"INSERT INTO {t} (id, v, note) VALUES (20, 200, 'x')")
+    sc.wait_equal(timeout=120, columns=["id", "v", "c_table", "c_source", "note"])
+    assert sc.down_indexes()["PRIMARY"] == ["id", "c_table", "c_source"]
+    assert sc.down.execute("SELECT COUNT(*) FROM orders WHERE id = 20 AND note = 'x'")[0][0] == 4
     subs = sc.subtasks()
     assert all(st["stage"] == "Running" for st in subs.values()), subs
     sc.stop()
