@@ -5,7 +5,8 @@ table, and documents that the user creates that table with them, in its keys whe
 collide.  shardmerge adds them itself when it creates or widens a merged table for the full
 load: ``VARCHAR(128) NOT NULL DEFAULT ''`` after the shards' columns, and appended to the
 primary key and to every unique key, so rows whose keys are equal in two shards are two rows
-downstream.  A merged table created beforehand is used as it is (it must have the columns).
+downstream.  A merged table created beforehand keeps its keys (the full load never drops a
+key); narrower origin columns are widened to ``VARCHAR(128)``; it must have the columns.
 Rows get the values in the full load (``worker/load/chunk.py``), in replication (the binlog
 decoder, ``worker/binlog/source.py``) and in ``shardctl check`` (``worker/check.py``).
 """
