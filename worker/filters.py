@@ -60,11 +60,14 @@ def statement_events(parsed: K.ParsedDDL) -> list[str]:
     return [_KIND_EVENT.get(parsed.kind, "")]
 
 
-def statement_ignored(flt: EventFilter, parsed: K.ParsedDDL, session_schema: str) -> bool:
-    """True when the filter ignores the statement: as in DM, one of its tables suffices."""
+def statement_ignored(flt: EventFilter, parsed: K.ParsedDDL, session_schema: str, real_name=None) -> bool:
+    """True when the filter ignores the statement: as in DM, one of its tables suffices.
+    ``real_name(table)``: the real table of an online schema change tool's shadow table (else
+    None), so a rule on ``t`` also covers ``_t_gho``'s ALTER, as DM's ``RealName`` does."""
     if parsed.kind == K.NOT_DDL:
         return False
-    names = [(t.schema, t.table) for t in parsed.tables] or [(parsed.database or session_schema, "")]
+    names = [(t.schema, (real_name(t.table) if real_name else None) or t.table) for t in parsed.tables] \
+        or [(parsed.database or session_schema, "")]
     events = statement_events(parsed)
     for schema, table in names:
         verdicts = [flt.ignores(schema, table, ev, parsed.query) for ev in events]

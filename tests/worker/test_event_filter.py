@@ -70,3 +70,12 @@ def test_statement_ignored_and_partial_alter_refused():
     assert not statement_ignored(f, parse_ddl("INSERT INTO t VALUES (1)", "shop_1"), "shop_1")
     with pytest.raises(FilterSplitError, match="binlog replace"):
         statement_ignored(f, parse_ddl("ALTER TABLE t ADD COLUMN x INT, DROP COLUMN c", "shop_1"), "shop_1")
+
+
+def test_shadow_table_alter_is_filtered_by_its_real_table():
+    from coordinator.config import OnlineDDLRules
+    from coordinator.routing import OnlineTables
+    f = EventFilter([rule(["drop column"], table="orders")])
+    parsed = parse_ddl("ALTER TABLE _orders_gho DROP COLUMN c", "shop_1")
+    assert not statement_ignored(f, parsed, "shop_1")
+    assert statement_ignored(f, parsed, "shop_1", OnlineTables(OnlineDDLRules()).real_of_shadow)

@@ -499,7 +499,8 @@ class Syncer:
             if skip is not None and self._use_operator_record(m, skip):
                 return
             if self.mapper.events is not None and statement_ignored(
-                    self.mapper.events, ddlmod.parse_ddl(m.query, m.schema or ""), m.schema or "") \
+                    self.mapper.events, ddlmod.parse_ddl(m.query, m.schema or ""), m.schema or "",
+                    self.mapper.online.real_of_shadow if self.mapper.online else None) \
                     and self._skip_statement(m, None):       # binlog event filter: DM's "skip event"
                 return
             if not self._handle_statement(m):
