@@ -115,3 +115,36 @@ def test_do_rule_keeps_only_named_events_and_an_ignored_shard_ddl_sends_no_info(
     subs = sc.subtasks()
     assert all(st["stage"] == "Running" for st in subs.values()), subs
     sc.stop()
+
+
+def test_ignored_drop_column_on_one_source_and_the_lock(scenario):
+    """An ignored DDL sends no Info, but the shard's checkpoint carries its followed schema (as
+    DM's skipQueryEvent tracks the DDL and saves the table point), and the master reads a shard
+    that sent no Info from its checkpoint (as DM's FetchTableInfos).  s1 ignores its shards'
+    DROP COLUMN c: no lock is opened (unfiltered, the DROPs would open one waiting for s2) and c
+    stays downstream; once s2's shards drop c, the lock sees every shard without c, c is dropped
+    downstream and no lock stays."""
+    sc = scenario(columns="id INT PRIMARY KEY, v INT, c INT")
+    s1 = sc.dbs["s1"]
+    _with_filters(sc, {"no-drop-col": {"schema-pattern": s1.name, "table-pattern": "orders_*",
+                                       "events": ["drop column"], "action": "Ignore"}},
+                  {"s1": ["no-drop-col"], "s2": []})
+    sc.start()
+    sc.wait_equal()
+    for t in SHARDS:
+        s1.execute(f"ALTER TABLE {t} DROP COLUMN c")
+    sc.insert("s1", SHARDS[0], [ID_BASE["s1"] + 990_000])
+    sc.c.wait(lambda: _count(sc.down, f"SELECT COUNT(*) FROM orders WHERE id = {ID_BASE['s1'] + 990_000}") == 1,
+              120, "s1's row after its ignored DROPs")
+    assert "c" in sc.down_columns()
+    assert not sc.c.ctl_ok("shard-ddl-lock", sc.name).get("locks")      # no Info, no lock
+    for t in SHARDS:
+        sc.dbs["s2"].execute(f"ALTER TABLE {t} DROP COLUMN c")
+    sc.insert("s2", SHARDS[0], [ID_BASE["s2"] + 990_000])
+    sc.c.wait(lambda: "c" not in sc.down_columns() and _count(
+        sc.down, f"SELECT COUNT(*) FROM orders WHERE id = {ID_BASE['s2'] + 990_000}") == 1,
+        120, "c dropped downstream once s2's shards dropped it too")
+    sc.c.wait(lambda: not sc.c.ctl_ok("shard-ddl-lock", sc.name).get("locks"), 60, "no lock left")
+    subs = sc.subtasks()
+    assert all(st["stage"] == "Running" for st in subs.values()), subs
+    sc.stop()
