@@ -253,6 +253,7 @@ class SourceConfig:
     flavor: str = "mariadb"
     server_id: int = 0
     warnings: tuple[str, ...] = ()
+    filters: tuple[EventRule, ...] = ()     # DM's source-level binlog event filters (every task of the source)
 
     def to_json(self) -> dict:
         return {"source-id": self.source_id, "enable-gtid": self.enable_gtid, "flavor": self.flavor,
@@ -268,9 +269,12 @@ def parse_source(text: str, file: str = "<source>") -> SourceConfig:
     flavor = root.get("flavor", str, default="mariadb").lower() or "mariadb"   # DM's "": detected
     if flavor not in ("mysql", "mariadb"):
         raise ConfigError(f"`flavor` must be mysql or mariadb, got {flavor!r}", file=file, key="flavor")
+    rules = []
+    for i, item in enumerate(root.get("filters", list, default=[])):
+        rules.append(parse_rule(f"source-filter-{i}", _Node(item, f"filters[{i}]", file, warnings)))
     cfg = SourceConfig(source_id=sid, enable_gtid=root.get("enable-gtid", bool, default=True),
                        flavor=flavor, server_id=root.get("server-id", int, default=0),
-                       db=_db(root.child("from", required=True)), warnings=())
+                       db=_db(root.child("from", required=True)), warnings=(), filters=tuple(rules))
     root.finish(dm_keys.SOURCE)
     return SourceConfig(**{**cfg.__dict__, "warnings": tuple(warnings)})
 
@@ -713,6 +717,16 @@ def load_options(task: "TaskConfig", source_id: str, file: str = "<task>") -> "L
                        pool_size=_int(loader, "pool-size", 0, file, f"{path} loader", 0),
                        batch_rows=_int(loader, "batch-rows", LoadOptions.batch_rows, file, f"{path} loader", 1),
                        where=str(dumper.get("where") or ""))
+
+
+def with_source_filters(inst: Instance, source: SourceConfig) -> Instance:
+    """The instance's binlog event filters with its source's appended, as DM merges them: a
+    source rule for the same schema/table patterns as a task rule is dropped (the task's wins)."""
+    if not source.filters:
+        return inst
+    have = {(r.schema_pattern.lower(), r.table_pattern.lower()) for r in inst.filters}
+    extra = tuple(r for r in source.filters if (r.schema_pattern.lower(), r.table_pattern.lower()) not in have)
+    return Instance(**{**inst.__dict__, "filters": inst.filters + extra})
 
 
 def load_task(path: str) -> TaskConfig:

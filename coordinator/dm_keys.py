@@ -108,8 +108,6 @@ SOURCE = {
     "checker": Policy(WARN, "a subtask stopped in Error is resumed by `resume-task`"),
     "case-sensitive": Policy(REFUSE_SET, "shardmerge matches schema and table names case-insensitively (DM's "
                              "default); remove `case-sensitive: true`"),
-    "filters": Policy(REFUSE_SET, "binlog event filters of a source are not supported: move the rules to the "
-                      "task's `filters` and name them in each instance's `filter-rules`"),
     "tracer": Policy(WARN, "no tracing service"),
     "log-level": Policy(WARN, "set the worker's log level on its command line"),
     "log-file": Policy(WARN, "set the worker's log file on its command line"),

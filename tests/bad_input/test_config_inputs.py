@@ -94,8 +94,8 @@ SOURCE_CASES = [
     ("source unknown key", GOOD_SOURCE + "hostname: x\n", "hostname", "unknown key"),
     ("source security not map", GOOD_SOURCE.replace("password: x}", "password: x, security: yes}"), "from.security", "must be a mapping"),
     ("source bad yaml", "source-id: s1\nfrom: {host: [\n", None, "not valid YAML"),
-    ("source filters", GOOD_SOURCE + "filters: [{schema-pattern: x, events: [delete], action: Ignore}]\n", "filters",
-     "task's `filters`"),
+    ("source filter bad action", GOOD_SOURCE + "filters: [{schema-pattern: x, events: [delete], action: Drop}]\n",
+     "filters[0].action", "Ignore or Do"),
     ("encrypted password, wrong key", GOOD_SOURCE.replace("password: x", "password: " + "QUFBQUFBQUFBQUFBQUFBQUD/"
      + "/v8="), "from.password", "dmctl encrypt"),
 ]

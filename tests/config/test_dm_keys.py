@@ -351,9 +351,30 @@ def test_dm_source_samples_load_and_the_encrypted_password_is_decrypted(monkeypa
     doc = yaml.safe_load(SOURCE_CONFIG)
     doc["flavor"] = ""                                  # DM: detected from the server
     assert parse_source(yaml.safe_dump(doc), "source.yaml").flavor == "mariadb"
-    doc["filters"] = [{"schema-pattern": "x", "events": ["delete"], "action": "Ignore"}]
-    with pytest.raises(ConfigError, match=r"(?=.*source.yaml)`filters` is not supported.*task's `filters`"):
+    doc["filters"] = [{"schema-pattern": "x", "events": ["erase"], "action": "Ignore"}]
+    with pytest.raises(ConfigError, match=r"(?=.*source.yaml)`filters\[0\].events\[0\]`"):
         parse_source(yaml.safe_dump(doc), "source.yaml")
+
+
+def test_source_filters_act_after_the_tasks_as_dm_merges_them():
+    """DM >= v2.0.2: `filters` in a source file apply to every task on the source, after the
+    task's rules; a source rule for the same patterns as a task rule is dropped."""
+    from coordinator.config import with_source_filters
+    doc = copy.deepcopy(BASE_SOURCE)
+    doc["source-id"] = "s1"
+    doc["filters"] = [{"schema-pattern": "test_*", "table-pattern": "t_*", "events": ["delete"], "action": "Ignore"},
+                      {"schema-pattern": "test_*", "events": ["truncate table"], "action": "Ignore"}]
+    src = parse_source(yaml.safe_dump(doc), "s.yaml")
+    assert [r.events for r in src.filters] == [("delete",), ("truncate table",)]
+    t = _task("task", "filters", {"mine": {"schema-pattern": "TEST_*", "table-pattern": "t_*", "events": ["insert"],
+                                           "action": "Ignore"}})
+    t["mysql-instances"][0]["filter-rules"] = ["mine"]
+    inst = with_source_filters(_parse(t).instances[0], src)
+    assert [(r.name, r.events) for r in inst.filters] == [("mine", ("insert",)), ("source-filter-1", ("truncate table",))]
+    from coordinator.routing import TableMapper
+    m = TableMapper(inst)
+    assert m.events is not None and m.events.ignores("test_1", "x", "truncate table")
+    assert not m.events.ignores("test_1", "t_1", "delete")            # the task's rule for t_* won
 
 
 def test_encrypted_password_with_secret_key_path(tmp_path, monkeypatch):

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import pymysql
 from prometheus_client import Counter, Gauge
 
-from coordinator.config import SourceConfig, TaskConfig
+from coordinator.config import SourceConfig, TaskConfig, with_source_filters
 from coordinator.errors import ShardMergeError
 from coordinator.retry import is_transient, refusal_code
 from coordinator.obs import logger
@@ -131,6 +131,7 @@ class Syncer:
         if self.reader not in READERS:
             raise SyncError(f"binlog reader {self.reader!r} is unknown; use one of {', '.join(sorted(READERS))} "
                             f"(task key syncer.binlog-reader)", task=task.name, source=source.source_id)
+        self.inst = with_source_filters(self.inst, source)     # DM's source-level `filters` too
         self.mapper = TableMapper(self.inst, task.meta_schema)
         self.handler: DDLHandler = handler or DirectDDLHandler()
         attach = getattr(self.handler, "attach", None)
