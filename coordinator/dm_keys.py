@@ -45,7 +45,8 @@ TASK = {
     "remove-meta": Policy(REFUSE_SET, "deprecated in DM too; to start over, stop the task and drop its checkpoint "
                           "tables in `meta-schema` before start-task"),
     "column-mappings": Policy(REFUSE, "DM itself refuses column mapping now (deprecated); shardmerge has no "
-                              "column mapping either: remove it and its `column-mapping-rules`"),
+                              "column mapping either: remove it and its `column-mapping-rules` (to record each row's shard, "
+                              "use a route's `extract-table` / `extract-schema` / `extract-source`)"),
     "experimental": Policy(WARN, "`async-checkpoint-flush`: shardmerge flushes checkpoints after each applied chunk"),
     "tidb": Policy(WARN, "TiDB-only settings"),
     "export-dir": Policy(WARN, _NO_DUMP),
