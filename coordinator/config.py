@@ -1,10 +1,12 @@
 """DM-compatible task and source configuration (YAML), validated with errors that name the
 file and the key.
 
-Keys DM accepts but shardmerge does not act on are accepted with a warning (so existing DM
-files load); keys DM would reject are errors, as DM itself decodes strictly.  Wrong types are
-errors.  Passwords may come from ``password``, ``password-file`` or ``password-env`` and are
-never part of ``repr`` or logs.
+Every key DM accepts either acts, or is refused with what to do instead when ignoring it would
+change the data, or (no effect on data) is accepted with a warning: the list is
+``coordinator/dm_keys.py``.  Keys DM would reject are errors, as DM itself decodes strictly.
+Wrong types are errors.  Passwords may come from ``password`` (plain, or as ``dmctl encrypt``
+wrote it: ``coordinator/dm_encrypt.py``), ``password-file`` or ``password-env`` and are never
+part of ``repr`` or logs.
 """
 from __future__ import annotations
 
@@ -16,8 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import sqlglot
 import yaml
 
+from coordinator import dm_encrypt, dm_keys
+from coordinator.binlog_filter import EventRule, parse_rule
+from coordinator.expr_filter import ExprRule
+from coordinator.expr_filter import parse_rule as parse_expr_rule
 from coordinator.errors import ConfigError
 
 
@@ -64,18 +71,19 @@ class _Node:
                                   file=self.file, key=f"{self.key(k)}[{i}]")
         return list(v)
 
-    def finish(self, dm_only: set[str] = frozenset()) -> None:
-        """Unknown keys: DM-accepted ones warn, anything else is an error."""
+    def finish(self, dm_keys_policy: dict | None = None) -> None:
+        """DM keys shardmerge does not use are handled by their policy (``coordinator.dm_keys``:
+        warn or refuse); any other unused key is an error."""
+        if dm_keys_policy:
+            dm_keys.apply(self, dm_keys_policy)
         for k in self.data:
-            if k in self.used:
-                continue
-            if k in dm_only:
-                self.warnings.append(f"{self.file}: `{self.key(k)}` is accepted for DM compatibility "
-                                     f"but ignored by shardmerge")
-            else:
-                raise ConfigError(f"unknown key `{self.key(k)}`", file=self.file, key=self.key(k))
+            if k not in self.used:
+                hint = _HINTS.get(k, "")
+                raise ConfigError(f"unknown key `{self.key(k)}`{hint}", file=self.file, key=self.key(k))
 
 
+_HINTS = {"continuous-validator-config-name": " (DM's key is `validator-config-name`)",
+          "continuous-validator": " (DM's key is `validator-config-name`)"}
 _TYPE_WORDS = {"str": "a string", "int": "an integer", "bool": "true or false",
                "list": "a list", "dict": "a mapping", "float": "a number"}
 
@@ -118,6 +126,11 @@ class DBConfig:
     key: str = field(default="", compare=False)
 
     def resolved_password(self) -> str:
+        if self.password and dm_encrypt.looks_encrypted(self.password):
+            try:
+                return dm_encrypt.decrypt(self.password)
+            except dm_encrypt.DecryptError as e:
+                raise ConfigError(f"`{self.key}.password` {e}", file=self.file, key=f"{self.key}.password") from None
         if self.password_file:
             try:
                 return Path(self.password_file).read_text().rstrip("\r\n")
@@ -175,9 +188,6 @@ class DBConfig:
         return out
 
 
-_DB_DM_ONLY = {"max-allowed-packet", "session"}
-
-
 def _db(node: _Node) -> DBConfig:
     host = node.get("host", str, required=True)
     port = node.get("port", int, default=3306)
@@ -205,10 +215,13 @@ def _db(node: _Node) -> DBConfig:
         if (ssl["ssl-cert"] or ssl["ssl-cert-bytes"]) != "" and not (ssl["ssl-key"] or ssl["ssl-key-bytes"]):
             raise ConfigError(f"`{sec.key('ssl-cert')}` needs `ssl-key` (the client certificate's private key)",
                               file=node.file, key=sec.key("ssl-key"))
-        sec.finish({"cert-allowed-cn"})
-    node.finish(_DB_DM_ONLY)
-    return DBConfig(host, port, user, str(password), pfile, penv, *(ssl.get(k, "") for k in _SSL_CONFIG_KEYS),
-                    file=node.file, key=node.path)
+        sec.finish(dm_keys.SECURITY)
+    node.finish(dm_keys.DB)
+    db = DBConfig(host, port, user, str(password), pfile, penv, *(ssl.get(k, "") for k in _SSL_CONFIG_KEYS),
+                  file=node.file, key=node.path)
+    if db.password:
+        db.resolved_password()      # a dmctl-encrypted password must decrypt now, naming file and key
+    return db
 
 
 _SSL_CONFIG_KEYS = ("ssl-ca", "ssl-cert", "ssl-key", "ssl-ca-bytes", "ssl-cert-bytes", "ssl-key-bytes")
@@ -240,15 +253,11 @@ class SourceConfig:
     flavor: str = "mariadb"
     server_id: int = 0
     warnings: tuple[str, ...] = ()
+    filters: tuple[EventRule, ...] = ()     # DM's source-level binlog event filters (every task of the source)
 
     def to_json(self) -> dict:
         return {"source-id": self.source_id, "enable-gtid": self.enable_gtid, "flavor": self.flavor,
                 "server-id": self.server_id, "from": self.db.to_json()}
-
-
-_SOURCE_DM_ONLY = {"enable-relay", "relay-binlog-name", "relay-binlog-gtid", "relay-dir", "charset",
-                   "purge", "checker", "case-sensitive", "filters", "tracer", "log-level", "log-file",
-                   "log-format", "log-rotate", "validator"}
 
 
 def parse_source(text: str, file: str = "<source>") -> SourceConfig:
@@ -257,17 +266,30 @@ def parse_source(text: str, file: str = "<source>") -> SourceConfig:
     sid = root.get("source-id", str, required=True)
     if not sid.strip():
         raise ConfigError("`source-id` must not be empty", file=file, key="source-id")
-    flavor = root.get("flavor", str, default="mariadb").lower()
+    flavor = root.get("flavor", str, default="mariadb").lower() or "mariadb"   # DM's "": detected
     if flavor not in ("mysql", "mariadb"):
         raise ConfigError(f"`flavor` must be mysql or mariadb, got {flavor!r}", file=file, key="flavor")
+    rules = []
+    for i, item in enumerate(root.get("filters", list, default=[])):
+        rules.append(parse_rule(f"source-filter-{i}", _Node(item, f"filters[{i}]", file, warnings)))
     cfg = SourceConfig(source_id=sid, enable_gtid=root.get("enable-gtid", bool, default=True),
                        flavor=flavor, server_id=root.get("server-id", int, default=0),
-                       db=_db(root.child("from", required=True)), warnings=())
-    root.finish(_SOURCE_DM_ONLY)
+                       db=_db(root.child("from", required=True)), warnings=(), filters=tuple(rules))
+    root.finish(dm_keys.SOURCE)
     return SourceConfig(**{**cfg.__dict__, "warnings": tuple(warnings)})
 
 
 # ------------------------------------------------------------------ task config
+@dataclass(frozen=True)
+class Extract:
+    """DM's ``extract-table`` / ``extract-schema`` / ``extract-source`` of a route: the
+    concatenated groups of ``regexp`` matched on the shard's table / schema name or source id
+    (``""`` when it does not match) are written to ``column`` of the merged table."""
+    kind: str            # "table" | "schema" | "source"
+    regexp: str
+    column: str
+
+
 @dataclass(frozen=True)
 class RouteRule:
     name: str
@@ -275,6 +297,7 @@ class RouteRule:
     table_pattern: str
     target_schema: str
     target_table: str
+    extract: tuple[Extract, ...] = ()     # in DM's order: table, schema, source
 
 
 @dataclass(frozen=True)
@@ -335,6 +358,8 @@ class Instance:
     meta: BinlogMeta | None
     syncer: SyncerConfig
     online_ddl: OnlineDDLRules | None = None    # the task's online-ddl option, on every instance
+    filters: tuple[EventRule, ...] = ()         # binlog event filters (``filter-rules``), in that order
+    expr_filters: tuple[ExprRule, ...] = ()     # expression filters (``expression-filters``)
 
 
 @dataclass(frozen=True)
@@ -357,27 +382,44 @@ class TaskConfig:
         return [i.source_id for i in self.instances]
 
 
-_TASK_DM_ONLY = {"is-sharding", "ignore-checking-items", "enable-heartbeat", "heartbeat-update-interval",
-                 "heartbeat-report-interval", "timezone", "case-sensitive", "collation_compatible",
-                 "clean-dump-file", "ansi-quotes", "remove-meta", "filters", "column-mappings",
-                 "expression-filter", "validators", "experimental",
-                 "enable-ansi-quotes", "tidb", "export-dir", "import-dir"}
-_INSTANCE_DM_ONLY = {"filter-rules", "column-mapping-rules", "expression-filters", "mydumper-thread", "loader-thread",
-                     "syncer-thread", "continuous-validator-config-name", "continuous-validator"}
-_ROUTE_DM_ONLY = {"extract-table", "extract-schema", "extract-source"}
-_SYNCER_DM_ONLY = {"queue-size", "checkpoint-flush-interval", "compact", "multiple-rows",
-                   "max-retry", "auto-fix-gtid", "enable-gtid", "disable-detect", "safe-mode-duration",
-                   "enable-ansi-quotes"}
 TASK_MODES = ("all", "full", "incremental")
+
+
+def _extracts(node: _Node) -> tuple[Extract, ...]:
+    out: list[Extract] = []
+    for kind in ("table", "schema", "source"):
+        sub = node.child(f"extract-{kind}")
+        if sub is None:
+            continue
+        rx = sub.get(f"{kind}-regexp", str, required=True)
+        col = sub.get("target-column", str, required=True)
+        if rx.startswith("~"):
+            raise ConfigError(f"`{sub.key(kind + '-regexp')}` is a regular expression already; remove the leading ~ "
+                              f"(DM refuses it too)", file=node.file, key=sub.key(f"{kind}-regexp"))
+        try:
+            re.compile(rx)
+        except re.error as e:
+            raise ConfigError(f"`{sub.key(kind + '-regexp')}` {rx!r} is not a regular expression: {e}",
+                              file=node.file, key=sub.key(f"{kind}-regexp")) from None
+        if not col.strip() or col in {e.column for e in out}:
+            raise ConfigError(f"`{sub.key('target-column')}` must be a column name not used by another extract of "
+                              f"this route", file=node.file, key=sub.key("target-column"))
+        sub.finish()
+        out.append(Extract(kind, rx, col))
+    if out and not node.data.get("table-pattern"):
+        raise ConfigError(f"`{node.key('extract-' + out[0].kind)}` needs a `table-pattern`: origin columns are added "
+                          f"to a merged table", file=node.file, key=node.key(f"extract-{out[0].kind}"))
+    return tuple(out)
 
 
 def _route(name: str, node: _Node) -> RouteRule:
     r = RouteRule(name, node.get("schema-pattern", str, required=True), node.get("table-pattern", str, default=""),
-                  node.get("target-schema", str, required=True), node.get("target-table", str, default=""))
+                  node.get("target-schema", str, required=True), node.get("target-table", str, default=""),
+                  _extracts(node))
     if not r.schema_pattern:
         raise ConfigError(f"`{node.key('schema-pattern')}` must not be empty", file=node.file,
                           key=node.key("schema-pattern"))
-    node.finish(_ROUTE_DM_ONLY)
+    node.finish()
     return r
 
 
@@ -411,8 +453,49 @@ def _syncer(node: _Node) -> SyncerConfig:
     for k in ("worker-count", "batch"):
         if getattr(s, k.replace("-", "_")) < 1:
             raise ConfigError(f"`{node.key(k)}` must be at least 1", file=node.file, key=node.key(k))
-    node.finish(_SYNCER_DM_ONLY)
+    node.finish(dm_keys.SYNCER)
     return s
+
+
+VALIDATOR_MODES = ("none", "fast", "full")
+
+
+def _validator(node: _Node) -> str:
+    """A ``validators`` entry: checked like DM checks it; its mode is returned (nothing runs it)."""
+    mode = node.get("mode", str, default="none")
+    if mode not in VALIDATOR_MODES:
+        raise ConfigError(f"`{node.key('mode')}` must be one of {', '.join(VALIDATOR_MODES)}, got {mode!r}",
+                          file=node.file, key=node.key("mode"))
+    for k in ("worker-count", "batch-query-size", "max-pending-row-count"):
+        node.get(k, int)
+    for k in ("validate-interval", "check-interval", "row-error-delay", "meta-flush-interval",
+              "max-pending-row-size"):
+        node.get(k, str)
+    node.finish()
+    return mode
+
+
+def _dumper(node: _Node) -> None:
+    """A ``mydumpers`` entry or an instance's ``mydumper``: ``rows`` and ``where`` act (load_options)."""
+    node.get("rows", int)
+    where = node.get("where", str, default="")
+    if where:
+        try:
+            sqlglot.parse_one(where, read="mysql")
+        except sqlglot.errors.ParseError as e:
+            raise ConfigError(f"`{node.key('where')}` {where!r} is not an SQL condition: {str(e).splitlines()[0]}",
+                              file=node.file, key=node.key("where")) from None
+    node.finish(dm_keys.MYDUMPER)
+
+
+def _loader(node: _Node) -> None:
+    """A ``loaders`` entry or an instance's ``loader``: pool-size, on-duplicate(-logical) and
+    batch-rows act (load_options)."""
+    node.get("pool-size", int)
+    node.get("batch-rows", int)
+    node.get("on-duplicate", str)
+    node.get("on-duplicate-logical", str)
+    node.finish(dm_keys.LOADER)
 
 
 def _named(root: _Node, k: str, build) -> dict:
@@ -470,7 +553,18 @@ def parse_task(text: str, file: str = "<task>") -> TaskConfig:
         raise ConfigError(f"`shard-mode` {shard!r} is not supported: shardmerge coordinates shard DDLs "
                           f"optimistically; use `shard-mode: optimistic` (or leave it empty for no "
                           f"sharding)", file=file, key="shard-mode")
+    if root.get("is-sharding", bool, default=False) and not shard:
+        raise ConfigError("`is-sharding: true` without `shard-mode` is DM's pessimistic shard mode (every shard "
+                          "waits for the others at each DDL), which shardmerge does not implement: it "
+                          "coordinates shard DDLs optimistically; add `shard-mode: optimistic` (the shards' "
+                          "schemas are joined; see docs/coming-from-dm.md) or remove `is-sharding`",
+                          file=file, key="is-sharding")
     routes = _named(root, "routes", _route)
+    filters = _named(root, "filters", parse_rule)
+    exprs = _named(root, "expression-filter", parse_expr_rule)
+    validators = _named(root, "validators", lambda n, node: _validator(node))
+    _named(root, "mydumpers", lambda n, node: _dumper(node))
+    _named(root, "loaders", lambda n, node: _loader(node))
     bals = _named(root, "block-allow-list", lambda n, node: _bal(node))
     legacy = _named(root, "black-white-list", lambda n, node: _bal(node))
     syncers = _named(root, "syncers", lambda n, node: _syncer(node))
@@ -511,9 +605,39 @@ def parse_task(text: str, file: str = "<task>") -> TaskConfig:
             syncer = syncers[sref]
         if (inline := n.child("syncer")) is not None:
             syncer = _syncer(inline)
-        n.used.update({"mydumper-config-name", "mydumper", "loader-config-name", "loader"})
-        n.finish(_INSTANCE_DM_ONLY)
-        instances.append(Instance(sid, tuple(rr), bal, meta, syncer, online))
+        if (threads := n.get("syncer-thread", int)) is not None:     # DM: alias of worker-count, wins
+            if threads < 1:
+                raise ConfigError(f"`{n.key('syncer-thread')}` must be at least 1", file=file,
+                                  key=n.key("syncer-thread"))
+            syncer = SyncerConfig(**{**syncer.__dict__, "worker_count": threads})
+        rules = []
+        for j, fname in enumerate(n.str_list("filter-rules")):
+            if fname not in filters:
+                raise ConfigError(f"filter rule {fname!r} is not defined under `filters`", file=file,
+                                  key=f"{n.key('filter-rules')}[{j}]")
+            rules.append(filters[fname])
+        erules = []
+        for j, ename in enumerate(n.str_list("expression-filters")):
+            if ename not in exprs:
+                raise ConfigError(f"expression filter {ename!r} is not defined under `expression-filter`", file=file,
+                                  key=f"{n.key('expression-filters')}[{j}]")
+            erules.append(exprs[ename])
+        if (vref := n.get("validator-config-name", str)) is not None:
+            if vref not in validators:
+                raise ConfigError(f"validator config {vref!r} is not defined under `validators`", file=file,
+                                  key=n.key("validator-config-name"))
+            if validators[vref] != "none":
+                warnings.append(f"{file}: `{n.key('validator-config-name')}`: shardmerge has no continuous "
+                                f"validator (mode {validators[vref]!r} is not run); `shardctl check` compares "
+                                f"the downstream with the merged upstream")
+        if (d := n.child("mydumper")) is not None:
+            _dumper(d)
+        if (ld := n.child("loader")) is not None:
+            _loader(ld)
+        n.get("loader-thread", int)                 # DM: alias of the loader's pool-size (load_options)
+        n.used.update({"mydumper-config-name", "loader-config-name"})
+        n.finish(dm_keys.INSTANCE)
+        instances.append(Instance(sid, tuple(rr), bal, meta, syncer, online, tuple(rules), tuple(erules)))
     cfg = TaskConfig(
         name=name, task_mode=mode, shard_mode=shard,
         meta_schema=root.get("meta-schema", str, default="dm_meta"),
@@ -521,8 +645,7 @@ def parse_task(text: str, file: str = "<task>") -> TaskConfig:
         instances=tuple(instances),
         strict_optimistic=root.get("strict-optimistic-shard-mode", bool, default=False),
         source_text=text)
-    root.used.update({"mydumpers", "loaders"})
-    root.finish(_TASK_DM_ONLY)
+    root.finish(dm_keys.TASK)
     cfg = TaskConfig(**{**cfg.__dict__, "warnings": tuple(warnings)})
     for inst in cfg.instances:   # full-load options are checked at start-task, not at load time
         load_options(cfg, inst.source_id, file)
@@ -547,6 +670,7 @@ class LoadOptions:
     on_duplicate: str = "error"     # see module docstring
     pool_size: int = 0              # max concurrent chunk tasks; 0 = one Spark task per chunk
     batch_rows: int = 1_000         # rows per multi-row INSERT
+    where: str = ""                 # ``mydumpers.<n>.where``: the condition every copied row meets
 
 
 def _section(root: dict, inst: dict, top: str, ref_key: str, inline_key: str, file: str, path: str) -> dict:
@@ -586,10 +710,23 @@ def load_options(task: "TaskConfig", source_id: str, file: str = "<task>") -> "L
         raise ConfigError(f"`on-duplicate-logical` must be one of {', '.join(ON_DUPLICATE)}, got {dup!r}; "
                           f"`error` reports colliding keys between shards, `replace`/`ignore` resolve them",
                           file=file, key=f"{path} loader.on-duplicate-logical")
+    if inst.get("loader-thread") is not None:        # DM: alias of pool-size, and it wins
+        loader = {**loader, "pool-size": inst["loader-thread"]}
     return LoadOptions(chunk_rows=_int(dumper, "rows", LoadOptions.chunk_rows, file, f"{path} mydumper", 1),
                        on_duplicate=dup,
                        pool_size=_int(loader, "pool-size", 0, file, f"{path} loader", 0),
-                       batch_rows=_int(loader, "batch-rows", LoadOptions.batch_rows, file, f"{path} loader", 1))
+                       batch_rows=_int(loader, "batch-rows", LoadOptions.batch_rows, file, f"{path} loader", 1),
+                       where=str(dumper.get("where") or ""))
+
+
+def with_source_filters(inst: Instance, source: SourceConfig) -> Instance:
+    """The instance's binlog event filters with its source's appended, as DM merges them: a
+    source rule for the same schema/table patterns as a task rule is dropped (the task's wins)."""
+    if not source.filters:
+        return inst
+    have = {(r.schema_pattern.lower(), r.table_pattern.lower()) for r in inst.filters}
+    extra = tuple(r for r in source.filters if (r.schema_pattern.lower(), r.table_pattern.lower()) not in have)
+    return Instance(**{**inst.__dict__, "filters": inst.filters + extra})
 
 
 def load_task(path: str) -> TaskConfig:

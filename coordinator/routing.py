@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from coordinator.binlog_filter import EventFilter
+from coordinator.expr_filter import ExpressionFilter
 from coordinator.config import BlockAllowList, Instance, OnlineDDLRules, RouteRule, TablePattern
 from coordinator.errors import ShardMergeError
 from coordinator.sql import quote_table
@@ -69,6 +71,21 @@ class Router:
                                 table=f"{schema}.{table}")
         r = hits[0]
         return Target(r.target_schema, (r.target_table or table) if r.table_pattern else table)
+
+    def extract(self, schema: str, table: str, source: str) -> tuple[tuple[str, str], ...]:
+        """(column, value) of the shard origin columns of ``schema``.``table`` (DM's
+        ``FetchExtendColumn``: the table rule, else the schema rule, decides; a value is the
+        concatenation of the regexp's groups, "" when it does not match); () without extracts."""
+        hits = [r for r in self.table_rules if match(r.schema_pattern, schema) and match(r.table_pattern, table)]
+        hits = hits or [r for r in self.schema_rules if match(r.schema_pattern, schema)]
+        if not hits or not hits[0].extract:
+            return ()
+        names = {"table": table, "schema": schema, "source": source}
+        out = []
+        for e in hits[0].extract:
+            m = re.search(e.regexp, names[e.kind])
+            out.append((e.column, "".join(g or "" for g in m.groups()) if m else ""))
+        return tuple(out)
 
     def route_schema(self, schema: str) -> str:
         """Target of a schema-level statement (CREATE/DROP DATABASE)."""
@@ -146,6 +163,16 @@ class TableMapper:
         self.router = Router(inst.routes)
         self.filter = Filter(inst.block_allow_list, (meta_schema,) if meta_schema else ())
         self.online = OnlineTables(inst.online_ddl) if inst.online_ddl is not None else None
+        # binlog event filters (``filter-rules``); None when the instance names none
+        self.events = EventFilter(inst.filters) if inst.filters else None
+        self.source_id = inst.source_id
+        # expression filters (``expression-filters``); None when the instance names none
+        self.exprs = ExpressionFilter(inst.expr_filters) if inst.expr_filters else None
+        self.has_extract = any(r.extract for r in inst.routes)
+
+    def extract(self, schema: str, table: str) -> tuple[tuple[str, str], ...]:
+        """The shard origin columns (``extract-*`` of its route) and their values for this table."""
+        return self.router.extract(schema, table, self.source_id) if self.has_extract else ()
 
     def target(self, schema: str, table: str) -> Target | None:
         """The downstream table for an upstream table, or None if it is filtered out (an online

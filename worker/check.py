@@ -11,6 +11,8 @@ first differing keys listed (missing downstream / extra downstream / different v
 Compared columns: those the downstream table and every shard have (a column some shard
 dropped while the downstream keeps it is not comparable for that shard's rows).  The key is
 the downstream primary key (else its first NOT NULL unique key, else every compared column).
+Shard origin columns (a route's ``extract-*``) are compared too: on the upstream side each shard
+contributes its extracted values as constants (``coordinator/origin.py``).
 
 Needs no master: it reads the task and source files directly.
 """
@@ -20,6 +22,7 @@ import json
 from dataclasses import dataclass, field
 
 import pymysql
+from pymysql.converters import escape_string
 
 from coordinator.config import SourceConfig, TaskConfig
 from coordinator.errors import ShardMergeError
@@ -95,28 +98,36 @@ def _columns(conn, schema: str, table: str) -> list[str]:
         return [r[0] for r in cur.fetchall()]
 
 
-def _row_expr(cols: list[str]) -> str:
-    parts = [f"IF({_q(c)} IS NULL, 'N', CONCAT('v', CAST({_q(c)} AS BINARY)))" for c in cols]
+def _col(c: str, lit: dict) -> str:
+    """A column, or the shard's constant value of an origin column (``lit``: lower name -> value)."""
+    v = lit.get(c.lower())
+    return _q(c) if v is None else f"_utf8mb4'{escape_string(v)}'"
+
+
+def _row_expr(cols: list[str], lit: dict | None = None) -> str:
+    lit = lit or {}
+    parts = [f"IF({_col(c, lit)} IS NULL, 'N', CONCAT('v', CAST({_col(c, lit)} AS BINARY)))" for c in cols]
     return "CONCAT_WS('|', " + ", ".join(parts) + ")"
 
 
-def _bucket_expr(key: list[str], n: int) -> str:
-    return f"(CRC32({_row_expr(key)}) % {n})"
+def _bucket_expr(key: list[str], n: int, lit: dict | None = None) -> str:
+    return f"(CRC32({_row_expr(key, lit)}) % {n})"
 
 
-def _chunk_sums(conn, fq: str, cols, key, n) -> dict[int, tuple[int, int]]:
+def _chunk_sums(conn, fq: str, cols, key, n, lit: dict | None = None) -> dict[int, tuple[int, int]]:
     with conn.cursor() as cur:
         # GROUP BY position: an alias would lose to a table column of the same name
-        cur.execute(f"SELECT {_bucket_expr(key, n)}, COUNT(*), SUM(CRC32({_row_expr(cols)})) "
+        cur.execute(f"SELECT {_bucket_expr(key, n, lit)}, COUNT(*), SUM(CRC32({_row_expr(cols, lit)})) "
                     f"FROM {fq} GROUP BY 1")
         return {int(b): (int(c), int(s or 0)) for b, c, s in cur.fetchall()}
 
 
-def _chunk_rows(conn, fq: str, cols, key, n, buckets) -> list[tuple[tuple, int]]:
+def _chunk_rows(conn, fq: str, cols, key, n, buckets, lit: dict | None = None) -> list[tuple[tuple, int]]:
     ph = ", ".join(str(int(b)) for b in buckets)
+    lit = lit or {}
     with conn.cursor() as cur:
-        cur.execute(f"SELECT {', '.join(_q(k) for k in key)}, CRC32({_row_expr(cols)}) FROM {fq} "
-                    f"WHERE {_bucket_expr(key, n)} IN ({ph})")
+        cur.execute(f"SELECT {', '.join(_col(k, lit) for k in key)}, CRC32({_row_expr(cols, lit)}) FROM {fq} "
+                    f"WHERE {_bucket_expr(key, n, lit)} IN ({ph})")
         return [(tuple(r[:-1]), int(r[-1])) for r in cur.fetchall()]
 
 
@@ -132,10 +143,13 @@ def check_task(task_cfg: TaskConfig, sources: dict[str, SourceConfig], *, chunk_
         raise CheckError(f"no source config given for source(s) {', '.join(missing)} of task "
                          f"{task_cfg.name!r}; pass --source-file for each", task=task_cfg.name)
     shards: dict[tuple[str, str], list[tuple[str, str, str]]] = {}   # target -> [(source, schema, table)]
+    origins: dict[tuple[str, str, str], dict] = {}    # shard -> {origin column (lower): its value}
+    skips: dict[tuple[str, str, str], list[str]] = {}  # shard -> insert-value-exprs (expression filters)
     up_conns = {}
     try:
         for inst in task_cfg.instances:
             mapper = TableMapper(inst, task_cfg.meta_schema)
+            exprs = mapper.exprs
             conn = up_conns[inst.source_id] = _connect(sources[inst.source_id].db,
                                                        f"source {inst.source_id}")
             with conn.cursor() as cur:
@@ -147,10 +161,14 @@ def check_task(task_cfg: TaskConfig, sources: dict[str, SourceConfig], *, chunk_
                     tgt = mapper.target(schema, table)
                     if tgt is not None:
                         shards.setdefault((tgt.schema, tgt.table), []).append((inst.source_id, schema, table))
+                        origins[(inst.source_id, schema, table)] = {c.lower(): v for c, v in
+                                                                    mapper.extract(schema, table)}
+                        if exprs is not None and exprs.insert_sql(schema, table):
+                            skips[(inst.source_id, schema, table)] = exprs.insert_sql(schema, table)
         down = _connect(task_cfg.target, "the downstream")
         try:
             keys = fetch_keys(down)
-            reports = [_check_target(down, up_conns, tgt, members, keys, chunk_rows, max_keys)
+            reports = [_check_target(down, up_conns, tgt, members, keys, chunk_rows, max_keys, origins, skips)
                        for tgt, members in sorted(shards.items())]
         finally:
             down.close()
@@ -160,7 +178,15 @@ def check_task(task_cfg: TaskConfig, sources: dict[str, SourceConfig], *, chunk_
     return CheckReport(task_cfg.name, reports)
 
 
-def _check_target(down, up_conns, tgt, members, keys, chunk_rows, max_keys) -> TableReport:
+def _check_target(down, up_conns, tgt, members, keys, chunk_rows, max_keys, origins=None, skips=None) -> TableReport:
+    origins, skips = origins or {}, skips or {}
+
+    def up_table(s, d, t) -> str:
+        """The shard as the downstream should hold it: without the rows an expression filter drops."""
+        if not skips.get((s, d, t)):
+            return f"{_q(d)}.{_q(t)}"
+        cond = " AND ".join(f"({e}) IS NOT TRUE" for e in skips[(s, d, t)])
+        return f"(SELECT * FROM {_q(d)}.{_q(t)} WHERE {cond}) AS _kept"
     ts, tt = tgt
     name = f"{ts}.{tt}"
     rep = TableReport(name, [f"{s}:{d}.{t}" for s, d, t in sorted(members)], [], [])
@@ -174,7 +200,7 @@ def _check_target(down, up_conns, tgt, members, keys, chunk_rows, max_keys) -> T
         return rep
     common = {c.lower(): c for c in dcols}
     for s, d, t in members:
-        have = {c.lower() for c in _columns(up_conns[s], d, t)}
+        have = {c.lower() for c in _columns(up_conns[s], d, t)} | set(origins.get((s, d, t), {}))
         common = {k: v for k, v in common.items() if k in have}
     cols = [c for c in dcols if c.lower() in common]
     key = [k for k in keys.get(name, []) if k.lower() in common] or cols
@@ -188,15 +214,15 @@ def _check_target(down, up_conns, tgt, members, keys, chunk_rows, max_keys) -> T
     ups = []
     for s, d, t in members:
         with up_conns[s].cursor() as cur:
-            cur.execute(f"SELECT COUNT(*) FROM {_q(d)}.{_q(t)}")
+            cur.execute(f"SELECT COUNT(*) FROM {up_table(s, d, t)}")
             rep.upstream_rows += cur.fetchone()[0]
-        ups.append((up_conns[s], f"{_q(d)}.{_q(t)}"))
+        ups.append((up_conns[s], up_table(s, d, t), origins.get((s, d, t), {})))
     n = max(1, max(rep.downstream_rows, rep.upstream_rows) // chunk_rows)
     rep.chunks = n
     dsums = _chunk_sums(down, fq_down, cols, key, n)
     usums: dict[int, list[int]] = {}
-    for conn, fq in ups:
-        for b, (c, s) in _chunk_sums(conn, fq, cols, key, n).items():
+    for conn, fq, lit in ups:
+        for b, (c, s) in _chunk_sums(conn, fq, cols, key, n, lit).items():
             acc = usums.setdefault(b, [0, 0])
             acc[0] += c
             acc[1] += s
@@ -209,8 +235,8 @@ def _check_target(down, up_conns, tgt, members, keys, chunk_rows, max_keys) -> T
         for k, h in _chunk_rows(down, fq_down, cols, key, n, probe):
             drows.setdefault(k, []).append(h)
         urows: dict[tuple, list[int]] = {}
-        for conn, fq in ups:
-            for k, h in _chunk_rows(conn, fq, cols, key, n, probe):
+        for conn, fq, lit in ups:
+            for k, h in _chunk_rows(conn, fq, cols, key, n, probe, lit):
                 urows.setdefault(k, []).append(h)
         for k in sorted(set(drows) | set(urows), key=lambda k: json.dumps(_jsonable(k))):
             dv, uv = sorted(drows.get(k, [])), sorted(urows.get(k, []))

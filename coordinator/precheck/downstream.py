@@ -61,3 +61,38 @@ def meta_schema_check(conn, task: TaskConfig) -> CheckItem:
                    f"downstream user (and CREATE if the schema does not exist), and make sure the downstream "
                    f"is not read_only")
     return it
+
+
+def origin_columns_check(conn, task: TaskConfig) -> CheckItem:
+    """Routes with ``extract-*`` (``coordinator/origin.py``): a merged table that exists must have
+    the origin columns; one that does not exist is created with them by the full load, so an
+    ``incremental`` task needs it created first (DM asks for the table in every mode)."""
+    it = CheckItem("origin_columns", "check whether the merged tables have the routes' shard origin columns "
+                   "(extract-table / extract-schema / extract-source)", extra=task.target.address())
+    wanted: dict[tuple[str, str], list[str]] = {}
+    for inst in task.instances:
+        for r in inst.routes:
+            if r.extract and r.target_table:
+                cols = wanted.setdefault((r.target_schema, r.target_table), [])
+                cols += [e.column for e in r.extract if e.column not in cols]
+    with conn.cursor() as cur:
+        for (schema, table), cols in sorted(wanted.items()):
+            cur.execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND "
+                        "TABLE_NAME = %s", (schema, table))
+            have = {r[0].lower() for r in cur.fetchall()}
+            name = quote_table(schema, table)
+            if not have:
+                if task.task_mode == "incremental":
+                    it.problem(FAIL, f"merged table {name} does not exist and an incremental task does not create it "
+                                     f"with the origin columns {', '.join(cols)}",
+                               f"create {name} downstream with the shards' columns, then {', '.join(cols)} "
+                               f"VARCHAR(128) NOT NULL DEFAULT '' last, in its primary key (DM asks the same), or "
+                               f"use task-mode all")
+                continue
+            missing = [c for c in cols if c.lower() not in have]
+            if missing:
+                it.problem(FAIL, f"merged table {name} lacks the origin columns {', '.join(missing)}",
+                           f"ALTER TABLE {name} " + ", ".join(f"ADD COLUMN {quote_ident(c)} VARCHAR(128) NOT NULL "
+                                                             f"DEFAULT ''" for c in missing)
+                           + ", and add them to its primary key so rows of different shards do not collide")
+    return it

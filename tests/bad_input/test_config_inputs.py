@@ -55,6 +55,32 @@ TASK_CASES = [
     ("meta pos text", GOOD_TASK.replace("block-allow-list: b}", "block-allow-list: b, meta: {binlog-pos: x}}"), "mysql-instances[0].meta.binlog-pos", "must be an integer"),
     ("undefined syncer", GOOD_TASK.replace("block-allow-list: b}", "block-allow-list: b, syncer-config-name: g}"), "mysql-instances[0].syncer-config-name", "not defined"),
     ("strict flag text", GOOD_TASK + "strict-optimistic-shard-mode: yes-please\n", "strict-optimistic-shard-mode", "true or false"),
+    # DM keys that would change the data if ignored (issue 30): refused, with what to do instead
+    ("is-sharding without shard-mode", GOOD_TASK.replace("shard-mode: optimistic\n", "is-sharding: true\n"),
+     "is-sharding", "pessimistic"),
+    ("column-mappings", GOOD_TASK + "column-mappings: {c: {schema-pattern: x}}\n", "column-mappings", "column mapping"),
+    ("column-mapping-rules", GOOD_TASK.replace("block-allow-list: b}", "block-allow-list: b, column-mapping-rules: [c]}"),
+     "mysql-instances[0].column-mapping-rules", "column mapping"),
+    ("expression-filter function", GOOD_TASK + "expression-filter: {e: {schema: db, table: t, insert-value-expr: "
+     "'LENGTH(c) > 1'}}\n", "expression-filter.e.insert-value-expr", "outside the supported subset"),
+    ("extract-table bad regexp", GOOD_TASK.replace("target-table: t}", "target-table: t, extract-table: {table-regexp: "
+     "'t_((', target-column: c}}"), "routes.r.extract-table.table-regexp", "not a regular expression"),
+    ("extract-table no column", GOOD_TASK.replace("target-table: t}", "target-table: t, extract-table: {table-regexp: "
+     "'t_(.*)'}}"), "routes.r.extract-table.target-column", "is required"),
+    ("dump where not SQL", GOOD_TASK.replace("block-allow-list: b}", "block-allow-list: b, mydumper: {where: 'id >'}}"),
+     "mysql-instances[0].mydumper.where", "not an SQL condition"),
+    ("dump extra-args", GOOD_TASK + "mydumpers: {g: {extra-args: '-B test'}}\n", "mydumpers.g.extra-args",
+     "mydumper command-line"),
+    ("dump typo", GOOD_TASK + "mydumpers: {g: {thread: 4}}\n", "mydumpers.g.thread", "unknown key"),
+    ("loader typo", GOOD_TASK + "loaders: {g: {pool_size: 4}}\n", "loaders.g.pool_size", "unknown key"),
+    ("filter bad event", GOOD_TASK + "filters: {f: {schema-pattern: x, events: [remove], action: Ignore}}\n",
+     "filters.f.events[0]", "binlog event types"),
+    ("filter undefined", GOOD_TASK.replace("block-allow-list: b}", "block-allow-list: b, filter-rules: [f]}"),
+     "mysql-instances[0].filter-rules[0]", "not defined under `filters`"),
+    ("case-sensitive", GOOD_TASK + "case-sensitive: true\n", "case-sensitive", "case-insensitively"),
+    ("timezone", GOOD_TASK + "timezone: Asia/Shanghai\n", "timezone", "instants"),
+    ("validator ref", GOOD_TASK.replace("block-allow-list: b}", "block-allow-list: b, validator-config-name: v}"),
+     "mysql-instances[0].validator-config-name", "not defined under `validators`"),
 ]
 
 SOURCE_CASES = [
@@ -68,6 +94,10 @@ SOURCE_CASES = [
     ("source unknown key", GOOD_SOURCE + "hostname: x\n", "hostname", "unknown key"),
     ("source security not map", GOOD_SOURCE.replace("password: x}", "password: x, security: yes}"), "from.security", "must be a mapping"),
     ("source bad yaml", "source-id: s1\nfrom: {host: [\n", None, "not valid YAML"),
+    ("source filter bad action", GOOD_SOURCE + "filters: [{schema-pattern: x, events: [delete], action: Drop}]\n",
+     "filters[0].action", "Ignore or Do"),
+    ("encrypted password, wrong key", GOOD_SOURCE.replace("password: x", "password: " + "QUFBQUFBQUFBQUFBQUFBQUD/"
+     + "/v8="), "from.password", "dmctl encrypt"),
 ]
 
 

@@ -21,7 +21,7 @@ def test_task_lifecycle_with_status_from_worker(leader, store, capsys, tmp_path)
     rc, doc, err = run_cli(capsys, leader, "start-task", f)
     assert rc == 0, (doc, err)
     assert doc["result"] is True
-    assert "`enable-heartbeat` is accepted for DM compatibility but ignored" in doc["msg"]
+    assert "`enable-heartbeat` has no effect in shardmerge" in doc["msg"]
     assert f in doc["msg"]                                   # warnings name the file
     assert store.get_task("t1").sources == ["s1", "s2"]
 
@@ -169,3 +169,23 @@ def test_worker_offered_source_is_registered_and_bound_to_that_worker(etcd_clien
     assert "registered source offered offered by its worker" in changes
     assert {s.source for s in store.list_sources().items} == {"offered"}   # the broken file is not registered
     assert store.get_binding("offered").worker == "z-dedicated"
+
+
+def test_refused_dm_keys_through_start_task_and_check_task(leader, capsys, tmp_path):
+    """Issue 30: a DM key that would change the data is refused by the running master at
+    start-task and check-task, naming the file, the key and what to do instead."""
+    _sources(capsys, leader, tmp_path, "s1")
+    base = task_yaml("t30", sources=("s1",))
+    cases = [
+        (base.replace("shard-mode: optimistic\n", "is-sharding: true\n"), "is-sharding", "pessimistic"),
+        (base + "column-mappings: {c: {schema-pattern: 'shop_*'}}\n", "column-mappings", "column mapping"),
+        (base + "mydumpers: {g: {extra-args: '-B shop'}}\n", "mydumpers.g.extra-args", "block-allow-list"),
+        (base + "filters: {f: {schema-pattern: 'shop_*', events: [erase], action: Ignore}}\n", "filters.f.events[0]",
+         "binlog event types"),
+    ]
+    for i, (text, key, words) in enumerate(cases):
+        f = write(tmp_path, f"dm{i}.yaml", text)
+        for cmd in ("start-task", "check-task"):
+            rc, doc, err = run_cli(capsys, leader, cmd, f)
+            msg = (doc or {}).get("msg", "") if isinstance(doc, dict) else str(doc) + err
+            assert rc == 1 and f"key={key}" in msg and f"file={f}" in msg and words in msg, (cmd, key, doc, err)

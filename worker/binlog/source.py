@@ -128,8 +128,9 @@ class RowsTable(NamedTuple):
     up_table: str
     tgt_schema: str
     tgt_table: str
-    cols: tuple          # column names of the row image (binlog_row_metadata=FULL)
-    pk: tuple            # the upstream primary key from the binlog metadata ((), if none)
+    cols: tuple          # column names of the row image (binlog_row_metadata=FULL), then ``origin``'s
+    pk: tuple            # the upstream primary key from the binlog metadata ((), if none), then ``origin``'s
+    origin: tuple = ()   # values of the shard origin columns (route ``extract-*``), last in every row
 
 
 @dataclass
@@ -242,6 +243,8 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
     split = False                  # pieces of this transaction were handed out
     routes: dict = {}
     refs: dict = {}
+    event_filter = getattr(mapper, "events", None)      # binlog event filter (filter-rules), or None
+    expr_filter = getattr(mapper, "exprs", None)        # expression filters (expression-filters), or None
     fast = RowDecoder()
 
     def table_ref(ev):
@@ -257,7 +260,10 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
         rk = (ev.schema, ev.table, cols, pk)
         ref = refs.get(rk)
         if ref is None:
-            ref = refs[rk] = RowsTable(ev.schema, ev.table, tgt.schema, tgt.table, cols, pk)
+            origin = mapper.extract(ev.schema, ev.table) if getattr(mapper, "has_extract", False) else ()
+            names, values = tuple(c for c, _ in origin), tuple(v for _, v in origin)
+            ref = refs[rk] = RowsTable(ev.schema, ev.table, tgt.schema, tgt.table, cols + names,
+                                       pk + names if pk else pk, values)
         return ref
 
     def here() -> Position:
@@ -292,19 +298,36 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
                 ref = table_ref(ev)
                 if ref is None:
                     continue
-                cols = ref.cols
+                if event_filter is not None and event_filter.ignores_rows(ev.schema, ev.table, "insert" if isinstance(
+                        ev, WriteRowsEvent) else "update" if isinstance(ev, UpdateRowsEvent) else "delete"):
+                    continue
+                extra = ref.origin
+                cols = ref.cols[:len(ref.cols) - len(extra)] if extra else ref.cols
                 rows = fast.event_rows(ev, cols)
+                tx = expr_filter.for_table(ev.schema, ev.table, cols) if expr_filter is not None else None
                 if isinstance(ev, UpdateRowsEvent):
                     if rows is None:
                         rows = [(_image(r["before_values"], cols), _image(r["after_values"], cols)) for r in ev.rows]
-                    txn.append((UPDATE, ref, rows))
+                    if tx is not None:      # expression filter (expression-filters): drop what it matches
+                        rows = [(b, a) for b, a in rows if not tx.skip_update(b, a)]
+                    if extra:
+                        rows = [(b + extra, a + extra) for b, a in rows]
+                    kind = UPDATE
                 else:
                     if rows is None:
                         rows = [_image(r["values"], cols) for r in ev.rows]
-                    txn.append((INSERT if isinstance(ev, WriteRowsEvent) else DELETE, ref, rows))
+                    kind = INSERT if isinstance(ev, WriteRowsEvent) else DELETE
+                    if tx is not None:
+                        skip = tx.skip_insert if kind == INSERT else tx.skip_delete
+                        rows = [r for r in rows if not skip(r)]
+                    if extra:
+                        rows = [r + extra for r in rows]
+                if not rows:
+                    continue
+                txn.append((kind, ref, rows))
                 if split_rows:
                     txn_rows += len(rows)
-                    keyed = keyed and bool(ref.pk) and all(k in cols for k in ref.pk)
+                    keyed = keyed and bool(ref.pk) and all(k in ref.cols for k in ref.pk)
                     if keyed and txn_rows >= split_rows:
                         yield (boundary, Unfinished(txn))
                         emitted += txn_rows

@@ -21,6 +21,7 @@ import json
 import time
 
 import pymysql
+from pymysql.converters import escape_string
 
 from coordinator.errors import ShardMergeError
 from worker.load.plan import key_where
@@ -138,8 +139,14 @@ def _load_once(spec: dict, ctx: dict) -> dict:
                 return {"schema": s, "table": t, "chunk": n, "skipped": True, "rows": int(row[1])}
         target = f"{_q(spec['target'][0])}.{_q(spec['target'][1])}"
         verb = {"error": "INSERT", "replace": "REPLACE", "ignore": "INSERT IGNORE"}[ctx["on_duplicate"]]
-        prefix = f"{verb} INTO {target} ({', '.join(_q(c) for c in cols)}) VALUES "
+        origin = spec.get("extract") or ()         # shard origin columns: constant per shard, last
+        prefix = f"{verb} INTO {target} ({', '.join(_q(c) for c in [*cols, *(c for c, _ in origin)])}) VALUES "
+        tail = "".join(f",'{escape_string(v)}'" for _, v in origin) + ")"
         where, args = key_where(spec["key"], spec["lo"], spec["hi"]) if spec["key"] else ("1", [])
+        if ctx.get("where"):                          # the dump's `where` (mydumper --where), as DM applies it
+            where += f" AND ({ctx['where'].replace('%', '%%')})"
+        for e in spec.get("skip_if") or ():           # expression filters' insert-value-expr
+            where += f" AND ({e.replace('%', '%%')}) IS NOT TRUE"      # executed with parameters
         select = f"SELECT {row_literal(cols, types)} FROM {_q(s)}.{_q(t)} WHERE {where}"
         rows = affected = 0
         batch, max_bytes = ctx["batch_rows"], ctx.get("max_statement_bytes", MAX_STATEMENT_BYTES)
@@ -173,6 +180,8 @@ def _load_once(spec: dict, ctx: dict) -> dict:
                 if not part:
                     break
                 for (lit,) in part:
+                    if origin:
+                        lit = lit[:-1] + tail
                     buf.append(lit)
                     size += len(lit)
                     if len(buf) >= batch or size >= max_bytes:

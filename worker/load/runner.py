@@ -43,6 +43,7 @@ from worker.load.plan import ShardTable, bounds, discover
 from worker.load.progress import Progress
 from worker.load.snapshot import connect_reader, fingerprint
 from worker.load.store import ChunkRow, LoadStore, fq_name
+from coordinator.origin import extend_schema
 from worker.load.targets import ensure_target, joined, strip_counter
 from worker.schema_tracker import schema_to_json
 from worker.sync.apply import connect_downstream, resolve_tls
@@ -226,7 +227,8 @@ class FullLoad:
                 name = f"{target[0]}.{target[1]}"
                 schemas = [(f"{self.sid}:{t.name}", strip_counter(parse_create_table(t.create_sql)))
                            for t in shards]
-                ensure_target(d, target, joined(schemas, name, self.task.name, self.sid),
+                origin = [c for c, _ in self.mapper.extract(shards[0].schema, shards[0].table)]
+                ensure_target(d, target, extend_schema(joined(schemas, name, self.task.name, self.sid), origin),
                               task=self.task.name, source=self.sid)
 
     # ------------------------------------------------------------------ run
@@ -280,7 +282,10 @@ class FullLoad:
             out.append({"schema": c.up_schema, "table": c.up_table, "chunk": c.chunk, "lo": c.lo, "hi": c.hi,
                         "target": info["target"], "columns": info["columns"], "column_types": info.get("column_types", []), "key": info["key"],
                         "fingerprint": info["fingerprint"], "table_info": info["table_info"],
-                        "down_key": info["down_key"]})
+                        "down_key": info["down_key"],
+                        "extract": self.mapper.extract(c.up_schema, c.up_table),     # shard origin columns
+                        # expression filters: rows their insert-value-expr matches are not copied
+                        "skip_if": self.mapper.exprs.insert_sql(c.up_schema, c.up_table) if self.mapper.exprs else []})
         # interleave tables so concurrent tasks spread over shards (and targets)
         out.sort(key=lambda s: (s["chunk"], s["schema"], s["table"]))
         return out
@@ -292,7 +297,8 @@ class FullLoad:
         n_tasks = min(len(specs), self.opts.pool_size) if self.opts.pool_size else len(specs)
         ctx = {"up": self.up_kwargs, "down": self.down_kwargs, "source_id": self.sid,
                "ckpt": fq_name(self.task.meta_schema, self.task.name), "on_duplicate": self.opts.on_duplicate,
-               "batch_rows": self.opts.batch_rows, "after_chunk": self.hooks.after_chunk}
+               "batch_rows": self.opts.batch_rows, "after_chunk": self.hooks.after_chunk,
+               "where": self.opts.where}
         sc = self.spark.sparkContext
         group = f"shardmerge-load-{self.task.name}-{self.sid}-{uuid.uuid4().hex[:8]}"
         finished = threading.Event()

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import pymysql
 from prometheus_client import Counter, Gauge
 
-from coordinator.config import SourceConfig, TaskConfig
+from coordinator.config import SourceConfig, TaskConfig, with_source_filters
 from coordinator.errors import ShardMergeError
 from coordinator.retry import is_transient, refusal_code
 from coordinator.obs import logger
@@ -51,6 +51,7 @@ from worker.sync.fence import FencedOut
 from worker.sync.online_ddl import CutOver, OnlineDDL, OnlineDDLStore
 from worker.downstream import fetch_generated, fetch_keys
 from worker.events import DDLEvent, Position
+from worker.filters import statement_ignored
 from worker.schema_tracker import schema_from_json
 from worker.sync.errors import DownstreamDDLRejected, ReplicationKeyCollision, SyncError, SyncPaused
 from worker.upstream import (UpstreamEnd, check_checkpoint_on_upstream, check_upstream, gtid_at, master_status,
@@ -130,6 +131,7 @@ class Syncer:
         if self.reader not in READERS:
             raise SyncError(f"binlog reader {self.reader!r} is unknown; use one of {', '.join(sorted(READERS))} "
                             f"(task key syncer.binlog-reader)", task=task.name, source=source.source_id)
+        self.inst = with_source_filters(self.inst, source)     # DM's source-level `filters` too
         self.mapper = TableMapper(self.inst, task.meta_schema)
         self.handler: DDLHandler = handler or DirectDDLHandler()
         attach = getattr(self.handler, "attach", None)
@@ -497,6 +499,11 @@ class Syncer:
             skip = self.skips.find(m.start) if self.skips is not None else None
             if skip is not None and self._use_operator_record(m, skip):
                 return
+            if self.mapper.events is not None and statement_ignored(
+                    self.mapper.events, ddlmod.parse_ddl(m.query, m.schema or ""), m.schema or "",
+                    self.mapper.online.real_of_shadow if self.mapper.online else None) \
+                    and self._skip_statement(m, None):       # binlog event filter: DM's "skip event"
+                return
             if not self._handle_statement(m):
                 return
         except SkipRequested as sr:       # the operator skipped/replaced the DDL a lock had paused
@@ -603,7 +610,8 @@ class Syncer:
         return True
 
     def _skip_statement(self, m: Statement, skip) -> bool:
-        """``shardctl binlog skip``: do not execute nor coordinate ``m`` (no Info in optimistic
+        """``shardctl binlog skip`` (or, with ``skip`` None, a binlog event filter that ignores
+        ``m``): do not execute nor coordinate ``m`` (no Info in optimistic
         mode); let the handler's schema state follow the upstream, then advance each routed
         table's point and the global point to ``m.end`` exactly as a handled DDL does and flush
         (rule 2, 3, 6), and only then mark the skip used.  False (skip not consumed) when a
@@ -637,12 +645,14 @@ class Syncer:
                 follow(ev, self.ctx)
             self.store.save_table(ev.schema, ev.table, ev.end, self.handler.table_info(ev.schema, ev.table),
                                   keep_info=False)
-        DDLS.labels(self.task.name, self.source.source_id, "operator_skip").inc()
-        self.log.warning("statement skipped on the operator's binlog skip: not executed, not coordinated",
+        DDLS.labels(self.task.name, self.source.source_id, "filter_ignore" if skip is None else "operator_skip").inc()
+        self.log.warning("statement ignored by a binlog event filter (filter-rules)" if skip is None else
+                         "statement skipped on the operator's binlog skip: not executed, not coordinated",
                          position=str(m.start), end=str(m.end), statement=" ".join(m.query.split())[:500],
                          tables=",".join(tables))
         self._advance_global(m.end)
-        self.skips.used(skip, m.query, note=f"tables: {', '.join(tables)}" if tables else "no routed table")
+        if skip is not None:
+            self.skips.used(skip, m.query, note=f"tables: {', '.join(tables)}" if tables else "no routed table")
         return True
 
     def _handle_statement(self, m: Statement) -> bool:
