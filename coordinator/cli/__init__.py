@@ -13,6 +13,7 @@ import importlib
 import sys
 
 from coordinator import __version__
+from coordinator.cli import helptext
 from coordinator.cli.common import CLIError
 from coordinator.errors import ShardMergeError
 
@@ -26,6 +27,7 @@ COMMAND_MODULES = (
     "coordinator.cli.binlog",     # binlog skip|replace|inject|revert|list, handle-error (legacy form)
     "coordinator.cli.binlog_schema",  # binlog-schema list|update|delete (the tracked table structures)
     "coordinator.cli.check",      # check (compare downstream with the merged upstream)
+    "coordinator.cli.completion",  # completion bash|zsh (generated from this parser)
 )
 
 
@@ -67,7 +69,7 @@ GLOBAL_OPTIONS: list[tuple[tuple[str, ...], dict]] = [
                                                   "(default: $SHARDMERGE_TOKEN_FILE, or the token in "
                                                   "$SHARDMERGE_TOKEN)")),
 ]
-PROCESS_COMMANDS = ("master", "worker")     # run a process: no client options
+PROCESS_COMMANDS = ("master", "worker", "completion")   # no call to a master: no client options     # run a process: no client options
 
 
 def walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
@@ -102,12 +104,19 @@ def build_parser() -> argparse.ArgumentParser:
         for flags, kw in GLOBAL_OPTIONS:
             if not any(f in cmd._option_string_actions for f in flags):
                 cmd.add_argument(*flags, default=argparse.SUPPRESS, **kw)
+    helptext.finish(p, walk)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:       # name the command whose --help lists the flags, on one line
+        cmd = " ".join(x for x in (getattr(args, "command", None), getattr(args, "binlog_op", None),
+                                   getattr(args, "schema_op", None)) if x)
+        prog = f"shardctl {cmd}".strip()
+        print(f"{prog}: error: unrecognized arguments: {' '.join(extra)} (see `{prog} --help`)", file=sys.stderr)
+        return 2
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2

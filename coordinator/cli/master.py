@@ -7,7 +7,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+import yaml
+
 from coordinator import gc_tuning
+from coordinator.access.policy import AccessPolicy
+from coordinator.access.tls import TlsFiles
 from coordinator.cli.process import log_level, serve
 from coordinator.errors import ConfigError, ShardMergeError
 from coordinator.etcd_client import add_security_args
@@ -25,7 +29,6 @@ def _cn_list(value) -> list[str]:
 
 def apply_config_file(args, parser: argparse.ArgumentParser) -> None:
     """Fill the flags not given on the command line from ``args.config`` (YAML mapping)."""
-    import yaml
     path = args.config
     try:
         with open(path) as f:
@@ -53,8 +56,6 @@ def apply_config_file(args, parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from coordinator.access.policy import AccessPolicy
-    from coordinator.access.tls import TlsFiles
     from coordinator.master.node import MasterNode   # the whole master: only when this command runs
 
     if args.config:

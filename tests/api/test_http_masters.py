@@ -63,7 +63,9 @@ def test_follower_forwards_source_writes_to_the_leader(lone_masters, services, c
     assert st == 200 and doc["data"] == [{"name": "api-m1", "alive": True, "leader": True, "addr": leader.addr},
                                          {"name": "api-m2", "alive": True, "leader": False, "addr": follower.addr}], doc
     rc, cli, _ = run_cli(capsys, leader, "list-member")
-    assert [(m["name"], m["role"]) for m in cli["members"]] == [("api-m1", "leader"), ("api-m2", "master")], cli
+    assert cli["members"][0] == {"leader": {"msg": "", "name": "api-m1", "addr": leader.addr}}, cli
+    assert [(m["name"], m["leader"]) for m in cli["members"][1]["masters"]["masters"]] == [("api-m1", True),
+                                                                                         ("api-m2", False)], cli
     st, doc = fh.get("/api/v1/cluster/workers")
     assert st == 200 and doc == {"total": 0, "data": []}, doc
     # a killed follower leaves the list when its lease expires

@@ -101,7 +101,9 @@ def test_dead_worker_source_moves_to_live_worker(leader, store, capsys, tmp_path
         assert {s["source"]: s["worker"] for s in doc["sources"]} == {"s1": survivor, "s2": survivor}
         assert all(s["workerState"] == "online" for s in doc["sources"])
         rc, doc, _ = run_cli(capsys, leader, "list-member")
-        assert {m["name"]: m["sources"] for m in doc["members"] if m["role"] == "worker"} == {survivor: ["s1", "s2"]}
+        workers = doc["members"][2]["workers"]["workers"]
+        assert {w["name"]: w["sources"] for w in workers} == {survivor: ["s1", "s2"]}
+        assert workers[0]["stage"] == "bound" and workers[0]["source"] == ""     # two sources: DM's field empty
     finally:
         for lease in (l1, l2):
             try:
