@@ -153,7 +153,14 @@ class ObsServer:
                 self.end_headers()
 
             def do_OPTIONS(self):  # noqa: N802
-                self._send(405, b"OPTIONS is not supported\n")
+                self._send(405, b"OPTIONS is not supported\n", extra={"Allow": "GET, POST, DELETE"})
+
+            def __getattr__(self, name: str):
+                # any other method (BREW, TRACE, ...): 405 like the ones above, not http.server's 501
+                if name.startswith("do_"):
+                    return lambda: self._send(405, f"{name[3:]} is not supported\n".encode(),
+                                              extra={"Allow": "GET, POST, DELETE"})
+                raise AttributeError(name)
 
             def _app(self, method: str) -> None:
                 if app is None:

@@ -48,6 +48,11 @@ def rpc_role(method: str, request=None) -> str:
     return need
 
 
+def http_role(method: str) -> str:
+    """The role an HTTP API request needs: GET reads, every other method acts."""
+    return READ if method == "GET" else OPERATOR
+
+
 class AccessDenied(ShardMergeError):
     """A call refused by the access policy; ``status`` is 401 or 403."""
 

@@ -13,17 +13,19 @@ from urllib.parse import urlsplit
 import grpc
 from prometheus_client import Counter
 
-from coordinator.access.policy import OPERATOR, READ, AccessDenied, AccessPolicy, bearer
+from coordinator.access.policy import AccessDenied, AccessPolicy, bearer, http_role
 from coordinator.access.tls import TlsFiles
 from coordinator.obs import logger
 from protos import master_pb2_grpc as pbg
 
 from . import endpoints as ep
 from .request import ApiError, Request
+from .spec import WRITTEN, build_spec
 
 HERE = Path(__file__).resolve().parent
-SPEC_PATH = HERE / "openapi.json"
+SPEC_PATH = WRITTEN        # the written part of the spec; the served one is build_spec(ROUTES)
 PAGE_PATH = HERE / "page.html"
+DOCS_PATH = HERE / "docs.html"
 GRPC_TIMEOUT = 60.0
 JSON = "application/json"
 
@@ -45,6 +47,8 @@ ROUTES: dict[tuple[str, str], Handler] = {
     ("GET", "/api/v1/tasks/{task-name}/status"): ep.task_status,
     ("POST", "/api/v1/tasks/{task-name}/pause"): ep.pause_task,
     ("POST", "/api/v1/tasks/{task-name}/resume"): ep.resume_task,
+    ("POST", "/api/v1/tasks/{task-name}/start"): ep.start_task,
+    ("POST", "/api/v1/tasks/{task-name}/stop"): ep.stop_task,
     ("GET", "/api/v1/ddl-locks"): ep.list_locks,
     ("DELETE", "/api/v1/ddl-locks/{lock-id}"): ep.remove_lock,
     ("POST", "/api/v1/ddl-locks/{lock-id}/unlock"): ep.unlock_table,
@@ -81,8 +85,9 @@ class ApiApp:
         self.policy = policy or AccessPolicy()
         self.stub = pbg.MasterStub((tls or TlsFiles()).channel(grpc_addr))
         self.log = logger("master.http", member=member)
-        self.spec = SPEC_PATH.read_bytes()
+        self.spec = json.dumps(build_spec(ROUTES), indent=1, ensure_ascii=False).encode()
         self.page = PAGE_PATH.read_bytes()
+        self.docs = DOCS_PATH.read_bytes()
 
     def call(self, method: str, request, metadata: tuple = ()):
         try:
@@ -107,10 +112,12 @@ class ApiApp:
                 if method != "GET":
                     raise ApiError(405, f"{method} {path} is not supported; the page is GET /")
                 return self._done(method, route, 200, self.page, "text/html; charset=utf-8")
-            if path == "/api/v1/openapi.json":
+            if path in ("/api/v1/openapi.json", "/api/v1/docs"):
                 route = path
                 if method != "GET":
                     raise ApiError(405, f"{method} {path} is not supported; use GET")
+                if path == "/api/v1/docs":
+                    return self._done(method, route, 200, self.docs, "text/html; charset=utf-8")
                 return self._done(method, route, 200, self.spec, JSON)
             handler, req, allowed = self._match(method, path, parts.query, headers, body)
             if handler is None or req is None:
@@ -142,7 +149,7 @@ class ApiApp:
         try:
             token = bearer(headers.get("Authorization"))
             caller = self.policy.identify(peer_cn, token)
-            self.policy.authorize(caller, READ if method == "GET" else OPERATOR, f"{method} {route}")
+            self.policy.authorize(caller, http_role(method), f"{method} {route}")
         except AccessDenied as e:
             raise ApiError(e.status, str(e)) from None
         return (("authorization", f"Bearer {token}"),) if token else ()

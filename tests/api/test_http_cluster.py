@@ -59,6 +59,16 @@ def test_task_over_http_start_status_pause_resume_stop(cluster, scenario):
     cluster.wait(lambda: _stages(h, sc.name)["s1"]["stage"] == "Running", 90, "s1 Running again")
     sc.wait_equal(columns=["id", "v"])
 
+    # DM's /stop and /start paths: subtasks stop with their checkpoints, the task stays; then run again
+    st, doc = h.post(f"/api/v1/tasks/{sc.name}/stop")
+    assert st == 200 and doc["result"] is True, doc
+    cluster.wait(lambda: {s["stage"] for s in _stages(h, sc.name).values()} == {"Paused"}, 90, "both stopped (Paused)")
+    sc.insert("s2", "orders_01", [ID_BASE["s2"] + 700_002])
+    st, doc = h.post(f"/api/v1/tasks/{sc.name}/start", {"source_name_list": ["s1", "s2"], "remove_meta": False})
+    assert st == 200 and doc["result"] is True, doc
+    cluster.wait(lambda: {s["stage"] for s in _stages(h, sc.name).values()} == {"Running"}, 90, "both Running again")
+    sc.wait_equal(columns=["id", "v"])
+
     # stop-task over HTTP; the task is gone for HTTP and shardctl alike
     st, doc = h.delete(f"/api/v1/tasks/{sc.name}")
     assert st == 200 and doc["result"] is True, doc
