@@ -79,15 +79,20 @@ class TlsFiles:
         return ctx
 
     # ------------------------------------------------------------------ client side
-    def channel(self, addr: str) -> grpc.Channel:
+    def channel(self, addr: str, server_name: str = "", trust_own_cert: bool = False) -> grpc.Channel:
         """A channel to ``addr``: TLS when any file is given (ssl-ca verifies the server; ssl-cert
-        and ssl-key are this client's certificate), plain text otherwise."""
+        and ssl-key are this client's certificate), plain text otherwise.  ``server_name``: the name
+        the server's certificate must carry when it differs from ``addr``'s host (a master dialing
+        its own port on loopback checks its advertised name); ``trust_own_cert``: without ssl-ca,
+        trust ssl-cert itself (a master dialing its own self-signed port)."""
         if not self.enabled:
             return grpc.insecure_channel(addr)
         self.check_pair()
-        creds = grpc.ssl_channel_credentials(root_certificates=self._read("ca"), private_key=self._read("key"),
+        roots = self._read("ca") or (self._read("cert") if trust_own_cert else None)
+        creds = grpc.ssl_channel_credentials(root_certificates=roots, private_key=self._read("key"),
                                              certificate_chain=self._read("cert"))
-        return grpc.secure_channel(addr, creds)
+        options = [("grpc.ssl_target_name_override", server_name)] if server_name else []
+        return grpc.secure_channel(addr, creds, options=options)
 
 
 def speaks_tls(addr: str, timeout: float = 3.0) -> bool:

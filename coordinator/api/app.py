@@ -80,10 +80,10 @@ class ApiApp:
     checks it again."""
 
     def __init__(self, grpc_addr: str, member: str = "", tls: TlsFiles | None = None,
-                 policy: AccessPolicy | None = None):
+                 policy: AccessPolicy | None = None, server_name: str = ""):
         self.grpc_addr = grpc_addr
         self.policy = policy or AccessPolicy()
-        self.stub = pbg.MasterStub((tls or TlsFiles()).channel(grpc_addr))
+        self.stub = pbg.MasterStub((tls or TlsFiles()).channel(grpc_addr, server_name, trust_own_cert=True))
         self.log = logger("master.http", member=member)
         self.spec = json.dumps(build_spec(ROUTES), indent=1, ensure_ascii=False).encode()
         self.page = PAGE_PATH.read_bytes()

@@ -90,7 +90,8 @@ class MasterNode:
     def start(self) -> "MasterNode":
         if self.metrics_addr:
             h, _, p = self.metrics_addr.rpartition(":")
-            self.obs = ObsServer(h or "127.0.0.1", int(p), ready=self.ready, app=ApiApp(self.local_addr, self.name, self.tls, self.policy),
+            app = ApiApp(self.local_addr, self.name, self.tls, self.policy, server_name=self._own_tls_name())
+            self.obs = ObsServer(h or "127.0.0.1", int(p), ready=self.ready, app=app,
                                  ssl_context=self.http_tls).start()
         self.server.start()
         metrics.IS_LEADER.set(0)
@@ -99,6 +100,15 @@ class MasterNode:
         self.log.info("master started", listen=self.listen, advertise=self.advertise, etcd=self.etcd_spec,
                       prefix=self.prefix)
         return self
+
+    def _own_tls_name(self) -> str:
+        """The name this master's certificate must carry when its HTTP layer dials its own gRPC
+        port on ``local_addr``: the advertised host (what clients verify), unless that is the
+        local address itself."""
+        if not self.tls.enabled:
+            return ""
+        host = self.advertise.rsplit(":", 1)[0].strip("[]")
+        return "" if host == self.local_addr.rsplit(":", 1)[0] else host
 
     def stop(self) -> None:
         if self._stopped.is_set():

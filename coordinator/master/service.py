@@ -73,7 +73,7 @@ class MasterService(pbg.MasterServicer):
     def _stub(self, addr: str) -> pbg.MasterStub:
         ch = self._channels.get(addr)
         if ch is None:
-            ch = self._channels[addr] = self.node.tls.channel(addr)
+            ch = self._channels[addr] = self.node.tls.channel(addr, trust_own_cert=True)
         return pbg.MasterStub(ch)
 
     def _leader_call(self, name: str, request, context, resp_type, handler):
