@@ -118,3 +118,10 @@ def test_bad_token_file_stops_the_master_naming_file_and_line(services, tmp_path
                         "--auth-token-file", str(bad)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and f"file={bad}:2" in r.stderr and "'admin'" in r.stderr, r.stderr
     assert READ_TOKEN not in r.stderr              # never the token itself
+
+
+def test_tls_client_against_a_plain_text_master_is_told_so(token_master, tmp_path):
+    from tests.support.certs import CA
+    ca = CA(tmp_path / "pki")
+    rc, out, err = ctl(token_master, "list-member", certs=["--ssl-ca", ca.cert])
+    assert rc == 1 and out == "" and "does not speak TLS" in err and "drop --ssl-ca" in err, err
