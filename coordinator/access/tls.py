@@ -25,6 +25,9 @@ class TlsFiles:
     cert: str = ""
     key: str = ""
     origin: str = "command line"
+    # the name a peer master's certificate must carry, when not the host it is dialed at (masters
+    # sharing one certificate for a Service name while advertising pod IPs); "" = the dialed host
+    peer_name: str = ""
 
     @property
     def enabled(self) -> bool:
@@ -91,7 +94,8 @@ class TlsFiles:
         roots = self._read("ca") or (self._read("cert") if trust_own_cert else None)
         creds = grpc.ssl_channel_credentials(root_certificates=roots, private_key=self._read("key"),
                                              certificate_chain=self._read("cert"))
-        options = [("grpc.ssl_target_name_override", server_name)] if server_name else []
+        name = server_name or self.peer_name
+        options = [("grpc.ssl_target_name_override", name)] if name else []
         return grpc.secure_channel(addr, creds, options=options)
 
 

@@ -69,7 +69,7 @@ def run(args) -> int:
         if not args.etcd:
             raise ConfigError("give --etcd HOST:PORT (or etcd: in --config)", key="--etcd")
         origin = args.config or "command line"
-        tls = TlsFiles(args.ssl_ca, args.ssl_cert, args.ssl_key, origin=origin)
+        tls = TlsFiles(args.ssl_ca, args.ssl_cert, args.ssl_key, origin=origin, peer_name=args.ssl_peer_name)
         if tls.enabled and not tls.cert:
             raise ConfigError("ssl-ca without ssl-cert/ssl-key: the master needs its own certificate to serve TLS",
                               file=origin, key="ssl-cert")
@@ -106,6 +106,10 @@ def register(sub) -> None:
                    "HTTPS checks one when presented; also verifies the leader when forwarding")
     p.add_argument("--ssl-cert", default="", help="PEM certificate of this master: gRPC and HTTP over TLS only")
     p.add_argument("--ssl-key", default="", help="PEM private key of --ssl-cert")
+    p.add_argument("--ssl-peer-name", default="", metavar="NAME",
+                   help="name the masters' certificate carries when it is not their advertised host (one "
+                        "certificate for a Service name, pods advertising their IP); checked when a follower "
+                        "forwards and when the HTTP API calls its own gRPC port")
     p.add_argument("--cert-allowed-cn", default="", metavar="CN[,CN]",
                    help="client certificate CNs with the operator role (other CNs are refused); include the "
                         "masters' own CN (followers forward to the leader with it)")

@@ -105,8 +105,8 @@ class MasterNode:
         """The name this master's certificate must carry when its HTTP layer dials its own gRPC
         port on ``local_addr``: the advertised host (what clients verify), unless that is the
         local address itself."""
-        if not self.tls.enabled:
-            return ""
+        if not self.tls.enabled or self.tls.peer_name:
+            return ""           # no TLS, or ssl-peer-name names it (TlsFiles.channel applies it)
         host = self.advertise.rsplit(":", 1)[0].strip("[]")
         return "" if host == self.local_addr.rsplit(":", 1)[0] else host
 

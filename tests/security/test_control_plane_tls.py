@@ -222,3 +222,57 @@ def test_master_refuses_half_or_unreadable_tls_settings(services, pki, tmp_path)
     cfg.write_text(f"etcd: {services.etcd}\nssl-cert: {pki['master'].cert}\nssl-kee: x\n")
     r = subprocess.run([SHARDCTL, "master", "--config", str(cfg)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and f"file={cfg}" in r.stderr and "key=ssl-kee" in r.stderr, r.stderr
+
+
+def test_masters_sharing_a_service_name_certificate(services, pki, tmp_path, etcd_client):
+    """One certificate for a Service name (no IP SAN) on masters advertising their IP: without
+    --ssl-peer-name the follower's forwarding and the HTTP API's own call fail the name check (and
+    say so); with it they work."""
+    ca = pki["ca"]
+    shared = ca.issue("sm-master", sans="DNS:shardmerge-master")
+    ops = pki["ops"]
+    ctx = ssl.create_default_context(cafile=ca.cert)
+    ctx.check_hostname = False            # this test's HTTPS client: the name is what is under test server-side
+    ctx.load_cert_chain(ops.cert, ops.key)
+
+    def post_stop(m):
+        req = urllib.request.Request(f"https://127.0.0.1:{m.mport}/api/v1/tasks/no-such-task/stop", method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=60, context=ctx) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    for peer_name, expect in (([], 503), (["--ssl-peer-name", "shardmerge-master"], 404)):
+        prefix = f"/shardmerge-test/tls-peer-{uuid.uuid4().hex[:8]}/"
+        flags = ["--ssl-ca", ca.cert, "--ssl-cert", shared.cert, "--ssl-key", shared.key,
+                 "--cert-allowed-cn", "sm-master,ops", *peer_name]
+        ms = []
+        try:
+            for i in (1, 2):
+                m = MasterProc(services.etcd, prefix, ttl=3, name=f"peer{expect}-m{i}", log_dir=tmp_path)
+                m.args += flags
+                m.start()
+                ms.append(m)
+                insecure = ssl.create_default_context(cafile=ca.cert)
+                insecure.check_hostname = False
+                wait_for(lambda m=m, c=insecure: _ready(m, c), 40, what=f"{m.name} HTTPS /readyz")
+            st, doc = post_stop(ms[1])           # the follower: HTTP -> its own gRPC -> forwarded to the leader
+            assert st == expect, (peer_name, st, doc)
+            if expect == 404:
+                assert "task 'no-such-task' not found" in doc["error_msg"], doc
+            else:
+                print("refused as expected:", doc["error_msg"])
+                assert "cannot reach this master's gRPC endpoint" in doc["error_msg"], doc
+        finally:
+            for m in reversed(ms):
+                m.kill(signal.SIGTERM)
+            etcd_client.delete_prefix(prefix)
+
+
+def _ready(m: MasterProc, ctx) -> bool:
+    try:
+        with urllib.request.urlopen(f"https://127.0.0.1:{m.mport}/readyz", timeout=2, context=ctx) as r:
+            return r.status == 200
+    except (OSError, urllib.error.HTTPError):
+        return False

@@ -29,11 +29,11 @@ class CA:
         _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={name}",
                  "-keyout", self.key, "-out", self.cert, cwd=folder)
 
-    def issue(self, cn: str) -> Pair:
+    def issue(self, cn: str, sans: str = "IP:127.0.0.1,DNS:localhost") -> Pair:
         """A certificate for ``cn`` usable as server and as client certificate."""
-        stem = self.dir / f"{self.name}-{cn}"
-        ext = self.dir / f"{self.name}-{cn}.ext"
-        ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+        stem = self.dir / f"{self.name}-{cn}-{abs(hash(sans)) % 10000}"
+        ext = self.dir / f"{stem.name}.ext"
+        ext.write_text(f"subjectAltName={sans}\n"
                        "extendedKeyUsage=serverAuth,clientAuth\n")
         _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={cn}", "-keyout", f"{stem}.key",
                  "-out", f"{stem}.csr", cwd=self.dir)
