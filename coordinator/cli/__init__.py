@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                                    getattr(args, "schema_op", None)) if x)
         prog = f"shardctl {cmd}".strip()
         print(f"{prog}: error: unrecognized arguments: {' '.join(extra)} (see `{prog} --help`)", file=sys.stderr)
-        return 2
+        raise SystemExit(2)          # as argparse's own usage errors
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
