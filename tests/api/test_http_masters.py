@@ -137,6 +137,10 @@ def test_methods_and_paths_outside_the_api(lone_masters, tmp_path):
         st, doc = h.get(path)
         assert st == 404 and isinstance(doc, dict) and "no API endpoint" in doc["error_msg"], (path, st, doc)
     assert h.get("/metrics")[0] == 200 and h.get("/healthz")[0] == 200 and h.get("/metrics?name[]=x")[0] == 200
+    # no authentication configured: a proxy's own Authorization header in front is not a refusal
+    req = urllib.request.Request(f"http://127.0.0.1:{m.mport}/api/v1/tasks", headers={"Authorization": "Basic b3A6cHc="})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.status == 200
 
 
 def test_bad_input_gets_4xx_naming_the_input_and_writes_nothing(lone_masters, tmp_path):

@@ -190,7 +190,11 @@ def test_follower_forwards_to_the_leader_over_mutual_tls(services, pki, tmp_path
     flags = ["--ssl-ca", ca.cert, "--ssl-cert", master.cert, "--ssl-key", master.key,
              "--cert-allowed-cn", "sm-master,ops", "--cert-read-only-cn", "viewer"]
     m1 = start_master(services, tmp_path, "fw-m1", prefix, flags, ca.cert)
-    m2 = start_master(services, tmp_path, "fw-m2", prefix, flags, ca.cert)
+    # the second master takes the same settings from its config file, DM's key names
+    cfg = tmp_path / "m2.yaml"
+    cfg.write_text(f"ssl-ca: {ca.cert}\nssl-cert: {master.cert}\nssl-key: {master.key}\n"
+                   f"cert-allowed-cn: [sm-master, ops]\ncert-read-only-cn: viewer\n")
+    m2 = start_master(services, tmp_path, "fw-m2", prefix, ["--config", str(cfg)], ca.cert)
     try:
         # a write asked of the follower is answered by the leader (forwarded over mutual TLS)
         rc, out, err = ctl(m2, "stop-task", "no-such-task", certs=certs(pki, "ops"))
