@@ -127,3 +127,20 @@ def test_tls_overlay_validates_and_its_flags_parse():
     assert c["readinessProbe"]["httpGet"]["scheme"] == "HTTPS" and c["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
     vol = next(v for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "tls")
     assert vol["secret"]["secretName"] == "shardmerge-master-tls"
+
+
+def test_dockerfile_build_stage_has_what_the_wheel_build_reads():
+    """The image has never been built here (no container runtime, no registry for base images):
+    at least the build stage copies every file pyproject.toml makes the wheel build read."""
+    import tomllib
+    root = K8S.parents[1]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    needed = {project["readme"], *project.get("license-files", [])}
+    copied: set[str] = set()
+    for line in (root / "deploy" / "Dockerfile").read_text().split("FROM")[1].splitlines():
+        if line.startswith("COPY ") and "--from" not in line:
+            copied.update(line.split()[1:-1])
+    assert needed <= copied, f"the build stage misses {needed - copied}"
+    packages = {p.rstrip("*") for p in tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+                ["packages"]["find"]["include"]}
+    assert packages <= copied, packages - copied
