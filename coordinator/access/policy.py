@@ -1,8 +1,9 @@
 """Roles and the access decision for one call to the master, shared by gRPC and HTTP.
 
-Two roles: ``read`` (status, locks, configs, members, prechecks) and ``operator`` (everything
-that changes the cluster: start/stop/pause/resume, sources, unlock, skip/replace/inject,
-binlog-schema update/delete, transfer-source).  A caller is identified by
+Two roles: ``read`` (status, locks, configs, members) and ``operator`` (everything that changes
+the cluster: start/stop/pause/resume, sources, unlock, skip/replace/inject, binlog-schema
+update/delete, transfer-source; and check-task, which makes the master connect to the hosts a
+posted task names).  A caller is identified by
 
 * its TLS client certificate (verified against ``ssl-ca``): its CN must be in
   ``cert-allowed-cn`` (operator) or ``cert-read-only-cn`` (read) when either list is set; with
@@ -34,7 +35,9 @@ RPC_ROLES: dict[str, str | dict[str, str]] = {
     "HandleError": {"list": READ},
     "OperateSchema": {"list": READ},
     "OperateSource": {"show": READ},
-    "CheckTask": READ, "QueryStatus": READ, "ShowDDLLocks": READ, "GetLeader": READ, "GetConfig": READ,
+    # check-task writes nothing but makes the master connect to the hosts a posted task names:
+    # an operator's tool, not an observer's
+    "CheckTask": OPERATOR, "QueryStatus": READ, "ShowDDLLocks": READ, "GetLeader": READ, "GetConfig": READ,
     "ListMember": READ,
 }
 

@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from tests.api.conftest import Http
-from tests.master.conftest import MasterProc, source_yaml
+from tests.master.conftest import MasterProc, source_yaml, task_yaml
 from tests.security.test_control_plane_tls import ctl
 
 READ_TOKEN = "read-" + "r" * 20
@@ -49,7 +49,10 @@ def test_grpc_roles_by_token(token_master, tmp_path):
     assert rc == 0 and json.loads(out)["result"], err
     src = tmp_path / "s-tok.yaml"
     src.write_text(source_yaml("s-tok"))
-    for argv in (["operate-source", "create", str(src)], ["stop-task", "t"],
+    task = tmp_path / "t.yaml"
+    task.write_text(task_yaml("t"))
+    for argv in (["operate-source", "create", str(src)], ["stop-task", "t"], ["check-task", str(task)],
+                 ["start-task", str(task)], ["pause-task", "t"], ["transfer-source", "s1", "w1"],
                  ["shard-ddl-lock", "unlock", "t-`a`.`b`", "-s", "s1", "-d", "a", "-t", "b", "--action", "skip"],
                  ["binlog", "skip", "t", "-s", "s1"]):
         rc, out, err = ctl(m, *argv, certs=token_file(tmp_path, READ_TOKEN))
