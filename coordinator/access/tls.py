@@ -110,8 +110,11 @@ def speaks_tls(addr: str, timeout: float = 3.0) -> bool:
         with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout) as raw:
             with ctx.wrap_socket(raw) as tls:
                 return tls.version() is not None
+    except (ssl.SSLEOFError, ssl.SSLZeroReturnError):
+        return False                # closed without a TLS answer
     except ssl.SSLError as e:
-        # the server spoke TLS but refused us (e.g. it requires a client certificate)
+        # a TLS alert: the server spoke TLS but refused us (e.g. it requires a client certificate);
+        # bytes that are not a TLS record: a plain-text server
         return "WRONG_VERSION_NUMBER" not in str(e) and "record layer failure" not in str(e)
     except (OSError, ValueError):
         return False
