@@ -64,6 +64,14 @@ def test_follower_forwards_source_writes_to_the_leader(lone_masters, services, c
     assert cli["members"][0] == {"leader": {"msg": "", "name": "api-m1", "addr": leader.addr}}, cli
     assert [(m["name"], m["leader"]) for m in cli["members"][1]["masters"]["masters"]] == [("api-m1", True),
                                                                                          ("api-m2", False)], cli
+    # dmctl's filters: one part only, or the named members
+    rc, cli, _ = run_cli(capsys, follower, "list-member", "--leader")
+    assert rc == 0 and cli["members"] == [{"leader": {"msg": "", "name": "api-m1", "addr": leader.addr}}], cli
+    rc, cli, _ = run_cli(capsys, follower, "list-member", "--master", "-n", "api-m2")
+    assert [list(p) for p in cli["members"]] == [["masters"]], cli
+    assert [m["name"] for m in cli["members"][0]["masters"]["masters"]] == ["api-m2"], cli
+    rc, cli, _ = run_cli(capsys, follower, "list-member", "--worker")
+    assert cli["members"] == [{"workers": {"msg": "", "workers": []}}], cli
     st, doc = fh.get("/api/v1/cluster/workers")
     assert st == 200 and doc == {"total": 0, "data": []}, doc
     # a killed follower leaves the list when its lease expires
