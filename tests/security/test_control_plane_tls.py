@@ -166,6 +166,11 @@ def test_https_api_with_client_certificates(tls_master, pki):
     assert st == 401 and "authentication required" in doc["error_msg"]
     st, doc = https(tls_master, pki, "GET", "/api/v1/cluster/masters", "intruder")
     assert st == 403 and "CN 'intruder' is not allowed" in doc["error_msg"]
+    with pytest.raises(OSError):         # a client certificate of another CA: the handshake is refused
+        https(tls_master, pki, "GET", "/api/v1/cluster/masters", "forged_ops")
+    wrong_ca = ssl.create_default_context(cafile=pki["evil"].cert)   # the client does not trust the master
+    with pytest.raises(OSError, match="CERTIFICATE_VERIFY_FAILED"):
+        urllib.request.urlopen(f"https://127.0.0.1:{tls_master.mport}/api/v1/tasks", timeout=10, context=wrong_ca)
     st, doc = https(tls_master, pki, "GET", "/api/v1/sources", "viewer")
     assert st == 200 and doc["total"] == 0
     st, doc = https(tls_master, pki, "POST", "/api/v1/sources", "viewer",
