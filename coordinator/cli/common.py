@@ -78,6 +78,7 @@ def call(args, method: str, request, timeout: float = RPC_TIMEOUT):
     timeout = rpc_timeout(args, timeout)
     tried: list[str] = []
     queue = list(addrs)
+    not_leader = None           # a follower's "not leader, leader is X" answer, kept in case X fails too
     while queue:
         addr = queue.pop(0)
         if addr in tried:
@@ -91,6 +92,8 @@ def call(args, method: str, request, timeout: float = RPC_TIMEOUT):
                 reason = describe_unavailable(addr, e.details() or "", tls)
                 if queue:
                     continue
+                if not_leader is not None:
+                    return not_leader
                 raise CLIError(reason if len(tried) == 1 else f"no master answered ({', '.join(tried)}); "
                                                               f"last: {reason}") from None
             if code == grpc.StatusCode.DEADLINE_EXCEEDED:
@@ -103,6 +106,7 @@ def call(args, method: str, request, timeout: float = RPC_TIMEOUT):
         if (not getattr(resp, "result", True) and leader and leader not in tried
                 and str(getattr(resp, "msg", "")).startswith("not leader")):
             queue.insert(0, leader)       # this master could not forward: ask the leader directly
+            not_leader = resp
             continue
         return resp
     raise CLIError(f"no master answered {method} ({', '.join(tried)})")

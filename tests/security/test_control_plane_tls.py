@@ -285,3 +285,29 @@ def _ready(m: MasterProc, ctx) -> bool:
             return r.status == 200
     except (OSError, urllib.error.HTTPError):
         return False
+
+
+def test_shardctl_asks_the_leader_itself_when_a_follower_cannot_forward(services, pki, tmp_path, etcd_client):
+    """The follower's forwarding is refused by the leader (the leader does not allow the
+    follower's CN), so the follower answers "not leader, leader is X": shardctl then asks X
+    directly with its own certificate, and the call is done there."""
+    ca, master = pki["ca"], pki["master"]
+    prefix = f"/shardmerge-test/tls-redirect-{uuid.uuid4().hex[:8]}/"
+    tls = ["--ssl-ca", ca.cert, "--ssl-cert", master.cert, "--ssl-key", master.key]
+    m1 = start_master(services, tmp_path, "rd-m1", prefix, tls + ["--cert-allowed-cn", "ops"], ca.cert)
+    m2 = start_master(services, tmp_path, "rd-m2", prefix, tls + ["--cert-allowed-cn", "ops,sm-master"], ca.cert)
+    try:
+        src = tmp_path / "s-rd.yaml"
+        src.write_text(source_yaml("s-rd"))
+        rc, out, err = ctl(m2, "operate-source", "create", str(src), certs=certs(pki, "ops"))
+        assert rc == 0 and json.loads(out)["result"] is True, out + err
+        rc, out, err = ctl(m1, "operate-source", "show", certs=certs(pki, "ops"))
+        assert "s-rd" in out, out + err
+        rc, out, err = ctl(m2, "operate-source", "stop", "s-rd", certs=certs(pki, "ops"))
+        assert rc == 0, out + err
+        # the follower really could not forward: the leader's log names the refused CN
+        assert "CN 'sm-master' is not allowed" in m1.output(), m1.tail()
+    finally:
+        for m in (m2, m1):
+            m.kill(signal.SIGTERM)
+        etcd_client.delete_prefix(prefix)
