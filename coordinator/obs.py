@@ -14,6 +14,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Protocol
+from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
@@ -74,8 +75,10 @@ def logger(component: str, **ctx) -> ContextLogger:
 class HttpApp(Protocol):
     """Extra routes an ``ObsServer`` serves beside its own (the master's HTTP API and page)."""
 
-    def handle(self, method: str, path: str, headers, body: bytes) -> tuple[int, bytes, str, dict]:
-        """(status, body, content type, extra headers) of one request."""
+    def handle(self, method: str, path: str, headers, body: bytes,
+               peer_cn: str | None = None) -> tuple[int, bytes, str, dict]:
+        """(status, body, content type, extra headers) of one request; ``peer_cn`` is the CN of
+        the client's verified TLS certificate (None: plain HTTP or no certificate)."""
         ...
 
 
@@ -118,11 +121,12 @@ class ObsServer:
             protocol_version = "HTTP/1.1"
 
             def do_GET(self):  # noqa: N802 (http.server API)
-                if self.path.startswith("/metrics"):
+                path = urlsplit(self.path).path
+                if path == "/metrics":
                     self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
-                elif self.path.startswith("/healthz"):
+                elif path == "/healthz":
                     self._send(200, b"ok\n")
-                elif self.path.startswith("/readyz"):
+                elif path == "/readyz":
                     try:
                         ok, reason = outer.ready()
                     except Exception as e:  # a failing check means not ready, never a crash
@@ -149,7 +153,14 @@ class ObsServer:
                 self.end_headers()
 
             def do_OPTIONS(self):  # noqa: N802
-                self._send(405, b"OPTIONS is not supported\n")
+                self._send(405, b"OPTIONS is not supported\n", extra={"Allow": "GET, POST, DELETE"})
+
+            def __getattr__(self, name: str):
+                # any other method (BREW, TRACE, ...): 405 like the ones above, not http.server's 501
+                if name.startswith("do_"):
+                    return lambda: self._send(405, f"{name[3:]} is not supported\n".encode(),
+                                              extra={"Allow": "GET, POST, DELETE"})
+                raise AttributeError(name)
 
             def _app(self, method: str) -> None:
                 if app is None:
@@ -173,8 +184,17 @@ class ObsServer:
                     self._send(413, f"request body of {length} bytes is over the {MAX_BODY}-byte limit\n".encode())
                     return
                 body = self.rfile.read(length) if length else b""
-                code, out, ctype, extra = app.handle(method, self.path, self.headers, body)
+                code, out, ctype, extra = app.handle(method, self.path, self.headers, body, peer_cn=self._peer_cn())
                 self._send(code, out, ctype, extra)
+
+            def _peer_cn(self) -> str | None:
+                getpeercert = getattr(self.connection, "getpeercert", None)
+                cert = getpeercert() if getpeercert else None
+                for rdn in (cert or {}).get("subject", ()):
+                    for k, v in rdn:
+                        if k == "commonName":
+                            return v
+                return None
 
             def _send(self, code, body, ctype="text/plain; charset=utf-8", extra=None):
                 self.send_response(code)

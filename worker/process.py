@@ -55,7 +55,7 @@ from worker.sync.schema_ops import SchemaOpServer
 from worker.sync.errors import DownstreamDDLRejected, ReplicationKeyCollision, UpstreamChanged
 from worker.sync.syncer import Syncer
 
-from .status import DUMP, LOAD, PAUSED, SYNC, StatusReporter
+from .status import DUMP, LOAD, PAUSED, SYNC, StatusReporter, dm_positions
 
 LAG_SECONDS = Gauge("shardmerge_worker_lag_seconds",
                     "Seconds since the subtask last had nothing left to read (upper bound of the delay)",
@@ -69,6 +69,8 @@ BATCH_SECONDS = Counter("shardmerge_worker_batch_seconds_total",
                         ["task", "source", "stage"])
 
 _log = logger("worker.process")
+
+
 
 
 class WorkerError(ShardMergeError):
@@ -318,7 +320,8 @@ class Subtask:
             syncer.close()   # the binlog decoder process; a retry builds a new syncer
 
     def _stream_batches(self, syncer) -> None:
-        caught_up_at = time.monotonic()
+        caught_up_at = started = time.monotonic()
+        total_events = 0          # DM's totalEvents / totalTps: events this syncer has processed
         while not self.stop_event.is_set():
             r = syncer.run_once()
             self.streaming = True
@@ -332,9 +335,12 @@ class Subtask:
             # lag_seconds: time since this subtask last had nothing left to read (an upper bound
             # of the replication delay); lag_events: upstream transactions not yet checkpointed.
             lag = round(time.monotonic() - caught_up_at, 1)
+            total_events += r.rows + r.ddls
             self.status.progress(synced_position=s["read_pos"], checkpoint=s["checkpoint"],
                                  rows_applied=s["rows_applied"], held_tables=s["held_tables"], online_ddl=s["online_ddl"],
-                                 caught_up=bool(r.idle), lag_seconds=lag, lag_events=behind)
+                                 caught_up=bool(r.idle), lag_seconds=lag, lag_events=behind,
+                                 **dm_positions(syncer.last_upstream_end, syncer.read_pos, total_events,
+                                                time.monotonic() - started, bool(r.idle)))
             labels = self.key
             LAG_SECONDS.labels(*labels).set(lag)
             if behind is not None:

@@ -14,6 +14,8 @@ to stop replicating.
   ``lag_seconds`` / ``lag_events``: how far behind the upstream the applied stream is
   ``paused_by``: "operator" when stage ``Paused`` comes from ``pause-task`` (the subtask is
   stopped until ``resume-task``); absent for a pause that waits on a lock answer
+  ``master_binlog`` / ``master_binlog_gtid`` / ``syncer_binlog`` / ``syncer_binlog_gtid`` /
+  ``synced`` / ``total_events`` / ``total_tps``: DM's query-status sync fields (``dm_positions``)
   ``unit``: DM's processing unit, ``Dump`` / ``Load`` / ``Sync`` (see ``DUMP``); absent while
   starting.  Stage ``Running`` with unit ``Sync`` means the syncer holds its start position, so
   a client waiting for replication waits for both.
@@ -47,6 +49,19 @@ SYNC = "Sync"
 UNITS = (DUMP, LOAD, SYNC)
 
 _log = logger("worker.status")
+
+
+def dm_positions(master, syncer_pos, total_events: int, seconds: float, caught_up: bool) -> dict:
+    """DM's query-status sync fields for the status detail: the upstream's end and the syncer's
+    read point as ``(file, pos)`` with their GTID sets, whether they meet, and the events processed
+    with their rate since this syncer started."""
+    def fmt(p):
+        return f"({p.file}, {p.pos})" if p is not None and p.file else ""
+    return {"master_binlog": fmt(master), "master_binlog_gtid": master.gtid if master is not None else "",
+            "syncer_binlog": fmt(syncer_pos), "syncer_binlog_gtid": syncer_pos.gtid if syncer_pos is not None else "",
+            "synced": bool(caught_up and master is not None and syncer_pos is not None
+                           and (master.file, master.pos) == (syncer_pos.file, syncer_pos.pos)),
+            "total_events": total_events, "total_tps": int(total_events / seconds) if seconds > 0 else 0}
 
 
 def _now() -> str:

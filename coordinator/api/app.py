@@ -13,15 +13,19 @@ from urllib.parse import urlsplit
 import grpc
 from prometheus_client import Counter
 
+from coordinator.access.policy import AccessDenied, AccessPolicy, bearer, http_role
+from coordinator.access.tls import TlsFiles
 from coordinator.obs import logger
 from protos import master_pb2_grpc as pbg
 
 from . import endpoints as ep
 from .request import ApiError, Request
+from .spec import WRITTEN, build_spec
 
 HERE = Path(__file__).resolve().parent
-SPEC_PATH = HERE / "openapi.json"
+SPEC_PATH = WRITTEN        # the written part of the spec; the served one is build_spec(ROUTES)
 PAGE_PATH = HERE / "page.html"
+DOCS_PATH = HERE / "docs.html"
 GRPC_TIMEOUT = 60.0
 JSON = "application/json"
 
@@ -43,6 +47,8 @@ ROUTES: dict[tuple[str, str], Handler] = {
     ("GET", "/api/v1/tasks/{task-name}/status"): ep.task_status,
     ("POST", "/api/v1/tasks/{task-name}/pause"): ep.pause_task,
     ("POST", "/api/v1/tasks/{task-name}/resume"): ep.resume_task,
+    ("POST", "/api/v1/tasks/{task-name}/start"): ep.start_task,
+    ("POST", "/api/v1/tasks/{task-name}/stop"): ep.stop_task,
     ("GET", "/api/v1/ddl-locks"): ep.list_locks,
     ("DELETE", "/api/v1/ddl-locks/{lock-id}"): ep.remove_lock,
     ("POST", "/api/v1/ddl-locks/{lock-id}/unlock"): ep.unlock_table,
@@ -67,26 +73,36 @@ def _error(status: int, message: str) -> dict:
 
 
 class ApiApp:
-    """The HTTP API and page of one master; ``grpc_addr`` is that master's own gRPC address."""
+    """The HTTP API and page of one master; ``grpc_addr`` is that master's own gRPC address,
+    dialed with ``tls`` (the master's own certificate).  Every ``/api/v1/`` request except the
+    spec is identified and authorized by ``policy`` (GET needs the read role, any other method
+    operator) before a gRPC call; the caller's token travels on to the gRPC call, whose guard
+    checks it again."""
 
-    def __init__(self, grpc_addr: str, member: str = ""):
+    def __init__(self, grpc_addr: str, member: str = "", tls: TlsFiles | None = None,
+                 policy: AccessPolicy | None = None, server_name: str = ""):
         self.grpc_addr = grpc_addr
-        self.stub = pbg.MasterStub(grpc.insecure_channel(grpc_addr))
+        self.policy = policy or AccessPolicy()
+        self.stub = pbg.MasterStub((tls or TlsFiles()).channel(grpc_addr, server_name, trust_own_cert=True))
         self.log = logger("master.http", member=member)
-        self.spec = SPEC_PATH.read_bytes()
+        self.spec = json.dumps(build_spec(ROUTES), indent=1, ensure_ascii=False).encode()
         self.page = PAGE_PATH.read_bytes()
+        self.docs = DOCS_PATH.read_bytes()
 
-    def call(self, method: str, request):
+    def call(self, method: str, request, metadata: tuple = ()):
         try:
-            return getattr(self.stub, method)(request, timeout=GRPC_TIMEOUT)
+            return getattr(self.stub, method)(request, timeout=GRPC_TIMEOUT, metadata=metadata)
         except grpc.RpcError as e:
             code = e.code()
+            if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                raise ApiError(401 if code == grpc.StatusCode.UNAUTHENTICATED else 403, e.details()) from None
             if code == grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise ApiError(504, f"the master did not answer {method} within {GRPC_TIMEOUT:.0f}s; retry") from None
             raise ApiError(503, f"cannot reach this master's gRPC endpoint {self.grpc_addr} for {method}: "
                                 f"{code.name}: {e.details()}") from None
 
-    def handle(self, method: str, target: str, headers, body: bytes) -> tuple[int, bytes, str, dict]:
+    def handle(self, method: str, target: str, headers, body: bytes,
+               peer_cn: str | None = None) -> tuple[int, bytes, str, dict]:
         parts = urlsplit(target)
         path = parts.path.rstrip("/") or "/"
         route = "unmatched"
@@ -96,10 +112,12 @@ class ApiApp:
                 if method != "GET":
                     raise ApiError(405, f"{method} {path} is not supported; the page is GET /")
                 return self._done(method, route, 200, self.page, "text/html; charset=utf-8")
-            if path == "/api/v1/openapi.json":
+            if path in ("/api/v1/openapi.json", "/api/v1/docs"):
                 route = path
                 if method != "GET":
                     raise ApiError(405, f"{method} {path} is not supported; use GET")
+                if path == "/api/v1/docs":
+                    return self._done(method, route, 200, self.docs, "text/html; charset=utf-8")
                 return self._done(method, route, 200, self.spec, JSON)
             handler, req, allowed = self._match(method, path, parts.query, headers, body)
             if handler is None or req is None:
@@ -108,7 +126,8 @@ class ApiApp:
                     raise ApiError(405, f"{method} is not supported on {path}; use {', '.join(allowed)}")
                 raise ApiError(404, f"no API endpoint {path}; the endpoints are listed in GET /api/v1/openapi.json")
             route = req.route
-            status, doc = handler(req, self.call)
+            metadata = self._authorize(method, route, headers, peer_cn)
+            status, doc = handler(req, lambda name, request: self.call(name, request, metadata))
         except ApiError as e:
             status, doc = e.status, _error(e.status, str(e))
         except Exception as e:  # noqa: BLE001 — answer, never kill the HTTP thread
@@ -116,10 +135,26 @@ class ApiApp:
                            exc=traceback.format_exc())
             status, doc = 500, _error(500, f"internal error in {method} {route}: {type(e).__name__}: {e}")
         out = json.dumps(doc, ensure_ascii=False).encode()
-        if method != "GET" or status >= 500:
+        if method != "GET" or status >= 500 or status in (401, 403):
             self.log.info("api request", method=method, route=route, code=status,
                           error=doc.get("error_msg", "") if status >= 400 else "")
-        return self._done(method, route, status, out, JSON)
+        done = self._done(method, route, status, out, JSON)
+        if status == 401:
+            done[3]["WWW-Authenticate"] = 'Bearer realm="shardmerge"'
+        return done
+
+    def _authorize(self, method: str, route: str, headers, peer_cn: str | None) -> tuple:
+        """The caller may do ``method`` on ``route`` (GET: read, else operator), or ``ApiError``
+        401/403; returns the gRPC metadata that carries the caller's token on."""
+        if self.policy.open:
+            return ()           # no authentication configured (an Authorization header of a proxy in front is ignored)
+        try:
+            token = bearer(headers.get("Authorization"))
+            caller = self.policy.identify(peer_cn, token)
+            self.policy.authorize(caller, http_role(method), f"{method} {route}")
+        except AccessDenied as e:
+            raise ApiError(e.status, str(e)) from None
+        return (("authorization", f"Bearer {token}"),) if token else ()
 
     def _match(self, method: str, path: str, query: str, headers, body: bytes):
         allowed = []

@@ -198,6 +198,29 @@ pause_task = _stage_change("PauseTask", pb.PauseTaskRequest)
 resume_task = _stage_change("ResumeTask", pb.ResumeTaskRequest)
 
 
+def start_task(req: Request, call: Call):
+    """DM's ``POST /api/v1/tasks/{task-name}/start`` on a created task: its subtasks run again
+    (``resume-task``; shardmerge creates and starts a task in one step, ``POST /api/v1/tasks``).
+    DM's ``remove_meta`` only applies when the task is created."""
+    name = req.path("task-name")
+    req.query(())
+    body = req.json({"source_name_list": "[name]", "remove_meta": "bool"}, optional_body=True)
+    if body.get("remove_meta"):
+        raise ApiError(400, "remove_meta of POST /api/v1/tasks/{task-name}/start: the task exists already; "
+                            "stop it (DELETE /api/v1/tasks/{task-name}) and create it with POST /api/v1/tasks "
+                            "and remove_meta true")
+    return _ok(call("ResumeTask", pb.ResumeTaskRequest(name=name, sources=body.get("source_name_list") or [])))
+
+
+def stop_task(req: Request, call: Call):
+    """DM's ``POST /api/v1/tasks/{task-name}/stop``: the subtasks stop with their checkpoints and
+    the task stays (``pause-task``; DM's stopped task is our Paused one).  ``DELETE`` removes it."""
+    name = req.path("task-name")
+    req.query(())
+    body = req.json({"source_name_list": "[name]"}, optional_body=True)
+    return _ok(call("PauseTask", pb.PauseTaskRequest(name=name, sources=body.get("source_name_list") or [])))
+
+
 # ----------------------------------------------------------------------------- locks
 def list_locks(req: Request, call: Call):
     q = ("task", "source_name_list")

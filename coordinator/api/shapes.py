@@ -30,7 +30,13 @@ def subtask(st) -> dict:
                          "error_binlog": st.binlog_pos, "seconds_behind_master": st.lag_seconds,
                          "events_behind": st.lag_events},
          "exits": exits.subtask_exits(st.task, st.source, st.stage, st.error, st.waiting_for, st.lock_id)}
-    load = _detail(st).get("load")
+    det = _detail(st)
+    for key in ("master_binlog", "master_binlog_gtid", "syncer_binlog_gtid", "synced", "total_events", "total_tps"):
+        if key in det:
+            d["sync_status"][key] = det[key]
+    if det.get("syncer_binlog"):                  # DM's "(file, pos)"; older workers: the position text
+        d["sync_status"]["syncer_binlog"] = det["syncer_binlog"]
+    load = det.get("load")
     if load:
         d["load_status"] = load
     return d

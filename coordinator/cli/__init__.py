@@ -13,6 +13,7 @@ import importlib
 import sys
 
 from coordinator import __version__
+from coordinator.cli import helptext
 from coordinator.cli.common import CLIError
 from coordinator.errors import ShardMergeError
 
@@ -26,23 +27,96 @@ COMMAND_MODULES = (
     "coordinator.cli.binlog",     # binlog skip|replace|inject|revert|list, handle-error (legacy form)
     "coordinator.cli.binlog_schema",  # binlog-schema list|update|delete (the tracked table structures)
     "coordinator.cli.check",      # check (compare downstream with the merged upstream)
+    "coordinator.cli.completion",  # completion bash|zsh (generated from this parser)
 )
 
 
+class Parser(argparse.ArgumentParser):
+    """A usage error is one line naming the command and pointing at its ``--help``, exit 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _duration(value: str) -> float:
+    """``--rpc-timeout``: seconds, or a number with s / m / h (dmctl's ``10m``)."""
+    v = value.strip().lower()
+    scale = {"s": 1.0, "m": 60.0, "h": 3600.0}.get(v[-1:], None)
+    try:
+        n = float(v[:-1] if scale else v) * (scale or 1.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a duration (e.g. 30, 30s, 10m)") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"{value!r} must be above zero")
+    return n
+
+
+# (flags, keyword arguments) of the options every client command takes, before or after its name
+GLOBAL_OPTIONS: list[tuple[tuple[str, ...], dict]] = [
+    (("--master-addr",), dict(metavar="HOST:PORT[,HOST:PORT]",
+                              help="master gRPC address(es), tried in order (default: $SHARDMERGE_MASTER_ADDR, "
+                                   "$DM_MASTER_ADDR, else 127.0.0.1:8261)")),
+    (("--format",), dict(choices=["json", "table"], help="output format (default: json)")),
+    (("--rpc-timeout",), dict(type=_duration, metavar="DURATION",
+                              help="timeout of each call to the master: seconds or 30s / 10m (default: 60s; "
+                                   "check-task: longer)")),
+    (("--ssl-ca",), dict(metavar="FILE", help="CA that signed the master's certificate: talk TLS "
+                                              "(default: $SHARDMERGE_SSL_CA; plain text if no --ssl-* is given)")),
+    (("--ssl-cert",), dict(metavar="FILE", help="client certificate for a master with mutual TLS "
+                                                "(default: $SHARDMERGE_SSL_CERT)")),
+    (("--ssl-key",), dict(metavar="FILE", help="private key of --ssl-cert (default: $SHARDMERGE_SSL_KEY)")),
+    (("--token-file",), dict(metavar="FILE", help="file holding a bearer token of the master's auth-token-file "
+                                                  "(default: $SHARDMERGE_TOKEN_FILE, or the token in "
+                                                  "$SHARDMERGE_TOKEN)")),
+]
+PROCESS_COMMANDS = ("master", "worker", "completion")   # no call to a master: no client options     # run a process: no client options
+
+
+def walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    """Yield (command path, parser) for ``parser`` and every sub-command below it."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            seen: set[int] = set()
+            for name, sub in action.choices.items():
+                if id(sub) in seen:
+                    continue                     # an alias of a command already walked
+                seen.add(id(sub))
+                yield from walk(sub, path + (name,))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="shardctl", description="shardmerge control: tasks, shard DDL locks, processes")
+    p = Parser(prog="shardctl", description="shardmerge control: tasks, shard DDL locks, processes",
+               epilog="example:\n  shardctl --master-addr 10.0.0.1:8261,10.0.0.2:8261 query-status my-task\n"
+                      "  shardctl query-status --help",
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"shardctl {__version__}")
-    p.add_argument("--master-addr", default="127.0.0.1:8261", help="master gRPC address HOST:PORT")
-    p.add_argument("--format", choices=["json", "table"], default="json", help="output format")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for flags, kw in GLOBAL_OPTIONS:
+        p.add_argument(*flags, default=None, **kw)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    # dmctl accepts its global flags after the command too: each client command repeats them with
+    # SUPPRESS defaults, so a value given there wins and none given leaves the top-level one
+    for path, cmd in walk(p):
+        if not path or path[0] in PROCESS_COMMANDS:
+            continue
+        for flags, kw in GLOBAL_OPTIONS:
+            if not any(f in cmd._option_string_actions for f in flags):
+                cmd.add_argument(*flags, default=argparse.SUPPRESS, **kw)
+    helptext.finish(p, walk)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:       # name the command whose --help lists the flags, on one line
+        cmd = " ".join(x for x in (getattr(args, "command", None), getattr(args, "binlog_op", None),
+                                   getattr(args, "schema_op", None)) if x)
+        prog = f"shardctl {cmd}".strip()
+        print(f"{prog}: error: unrecognized arguments: {' '.join(extra)} (see `{prog} --help`)", file=sys.stderr)
+        raise SystemExit(2)          # as argparse's own usage errors
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2

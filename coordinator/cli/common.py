@@ -3,38 +3,113 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Callable
 
 import grpc
 
+from coordinator.access.tls import TlsFiles, describe_unavailable
 from protos import master_pb2_grpc as pbg
 
 RPC_TIMEOUT = 60.0
+DEFAULT_MASTER = "127.0.0.1:8261"
+# --master-addr, then these (dmctl's own name last), then the default
+MASTER_ADDR_ENV = ("SHARDMERGE_MASTER_ADDR", "DM_MASTER_ADDR")
 
 
 class CLIError(Exception):
     """Printed as one line on stderr; exit code 1."""
 
 
-def stub(args):
-    addr = args.master_addr
-    return pbg.MasterStub(grpc.insecure_channel(addr)), addr
+def master_addrs(args) -> list[str]:
+    """The masters to try, in order: ``--master-addr`` (comma-separated), else the environment."""
+    raw = getattr(args, "master_addr", None) or next(
+        (os.environ[k] for k in MASTER_ADDR_ENV if os.environ.get(k, "").strip()), DEFAULT_MASTER)
+    addrs = [a.strip() for a in raw.split(",") if a.strip()]
+    for a in addrs:
+        host, sep, port = a.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise CLIError(f"master address {a!r} is not HOST:PORT (--master-addr or {MASTER_ADDR_ENV[0]})")
+    if not addrs:
+        raise CLIError("no master address: give --master-addr HOST:PORT[,HOST:PORT]")
+    return addrs
+
+
+def tls_files(args) -> TlsFiles:
+    env = os.environ.get
+    return TlsFiles(getattr(args, "ssl_ca", None) or env("SHARDMERGE_SSL_CA", ""),
+                    getattr(args, "ssl_cert", None) or env("SHARDMERGE_SSL_CERT", ""),
+                    getattr(args, "ssl_key", None) or env("SHARDMERGE_SSL_KEY", ""),
+                    origin="--ssl-ca/--ssl-cert/--ssl-key")
+
+
+def auth_metadata(args) -> tuple:
+    """``authorization`` metadata from ``--token-file`` / SHARDMERGE_TOKEN_FILE / SHARDMERGE_TOKEN."""
+    path = getattr(args, "token_file", None) or os.environ.get("SHARDMERGE_TOKEN_FILE", "")
+    if path:
+        try:
+            token = Path(path).read_text().strip()
+        except OSError as e:
+            raise CLIError(f"cannot read --token-file {path}: {e.strerror}") from None
+        if not token:
+            raise CLIError(f"--token-file {path} is empty")
+    else:
+        token = os.environ.get("SHARDMERGE_TOKEN", "").strip()
+    return (("authorization", f"Bearer {token}"),) if token else ()
+
+
+def stub(args, addr: str | None = None):
+    addr = addr or master_addrs(args)[0]
+    return pbg.MasterStub(tls_files(args).channel(addr)), addr
+
+
+def rpc_timeout(args, default: float = RPC_TIMEOUT) -> float:
+    given = getattr(args, "rpc_timeout", None)
+    return given if given is not None else default
 
 
 def call(args, method: str, request, timeout: float = RPC_TIMEOUT):
-    """Call ``method`` on the master; unreachable / timed out -> ``CLIError`` naming the address."""
-    s, addr = stub(args)
-    try:
-        return getattr(s, method)(request, timeout=timeout)
-    except grpc.RpcError as e:
-        code = e.code()
-        if code == grpc.StatusCode.UNAVAILABLE:
-            raise CLIError(f"cannot reach master at {addr}: {e.details()} "
-                           f"(is `shardctl master` running there? set --master-addr)") from None
-        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            raise CLIError(f"master at {addr} did not answer {method} within {timeout:.0f}s") from None
-        raise CLIError(f"master at {addr} failed {method}: {code.name}: {e.details()}") from None
+    """Call ``method`` on the first master of ``--master-addr`` that answers (a master that
+    names another as leader is left for that leader); unreachable / refused / timed out ->
+    ``CLIError`` with the reason per address."""
+    addrs, tls, meta = master_addrs(args), tls_files(args), auth_metadata(args)
+    timeout = rpc_timeout(args, timeout)
+    tried: list[str] = []
+    queue = list(addrs)
+    not_leader = None           # a follower's "not leader, leader is X" answer, kept in case X fails too
+    while queue:
+        addr = queue.pop(0)
+        if addr in tried:
+            continue
+        tried.append(addr)
+        try:
+            resp = getattr(stub(args, addr)[0], method)(request, timeout=timeout, metadata=meta)
+        except grpc.RpcError as e:
+            code = e.code()
+            if code == grpc.StatusCode.UNAVAILABLE:
+                reason = describe_unavailable(addr, e.details() or "", tls)
+                if queue:
+                    continue
+                if not_leader is not None:
+                    return not_leader
+                raise CLIError(reason if len(tried) == 1 else f"no master answered ({', '.join(tried)}); "
+                                                              f"last: {reason}") from None
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise CLIError(f"master at {addr} did not answer {method} within {timeout:g}s "
+                               f"(--rpc-timeout)") from None
+            if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                raise CLIError(f"master at {addr} refused {method}: {e.details()}") from None
+            raise CLIError(f"master at {addr} failed {method}: {code.name}: {e.details()}") from None
+        leader = getattr(resp, "leader", "")
+        if (not getattr(resp, "result", True) and leader and leader not in tried
+                and str(getattr(resp, "msg", "")).startswith("not leader")):
+            queue.insert(0, leader)       # this master could not forward: ask the leader directly
+            not_leader = resp
+            continue
+        return resp
+    raise CLIError(f"no master answered {method} ({', '.join(tried)})")
 
 
 def emit(args, doc: dict, table: Callable[[dict], str] | None = None) -> int:

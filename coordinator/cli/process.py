@@ -2,12 +2,23 @@
 the same start-up, failure line and clean stop on a signal, whatever the process is."""
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 from typing import Callable, Protocol
 
 from coordinator.etcd_client import security_from_args, set_default_security
 from coordinator.obs import setup_logging
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def log_level(value: str) -> str:
+    """argparse type of ``--log-level``: a bad level is argparse's one-line usage error."""
+    if value.upper() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"{value!r} is not one of {', '.join(LOG_LEVELS)}")
+    return value.upper()
 
 
 class Process(Protocol):

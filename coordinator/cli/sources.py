@@ -71,14 +71,47 @@ def get_config(args) -> int:
     return emit(args, doc, lambda d: d["cfg"] if d["result"] else f"FAILED: {d['msg']}")
 
 
+def member_doc(resp, leader_only: bool = False, masters: bool = False, workers: bool = False,
+               names: list[str] | None = None) -> dict:
+    """dmctl's list-member JSON: ``members`` = ``[{"leader": {...}}, {"masters": {"masters": [...]}},
+    {"workers": {"workers": [...]}}]`` (``--leader`` / ``--master`` / ``--worker`` keep one part,
+    ``-n`` keeps the named members).  A worker serving several sources has ``source`` empty and
+    all of them in ``sources`` (a DM worker has one).  ``leader`` (the leader's address) is
+    shardctl's extra top-level field."""
+    doc: dict = {"result": resp.result, "msg": resp.msg}
+    if not resp.result:
+        return doc
+    keep = (lambda name: name in names) if names else (lambda name: True)
+    every = not (leader_only or masters or workers)
+    parts: list[dict] = []
+    lead = next((m for m in resp.members if m.role == "leader"), None)
+    if every or leader_only:
+        parts.append({"leader": {"msg": "" if lead else "no leader elected",
+                                 "name": lead.name if lead else "", "addr": lead.addr if lead else ""}})
+    if every or masters:
+        parts.append({"masters": {"msg": "", "masters": [
+            {"name": m.name, "alive": m.state == "online", "addr": m.addr, "leader": m.role == "leader",
+             "clientURLs": [f"http://{m.addr}"]}
+            for m in resp.members if m.role in ("leader", "master") and keep(m.name)]}})
+    if every or workers:
+        parts.append({"workers": {"msg": "", "workers": [
+            {"name": m.name, "addr": m.addr, "stage": "bound" if m.sources else "free",
+             "source": m.sources[0] if len(m.sources) == 1 else "", "sources": list(m.sources)}
+            for m in resp.members if m.role == "worker" and keep(m.name)]}})
+    doc["members"] = parts
+    doc["leader"] = resp.leader
+    return doc
+
+
+def _member_table(resp) -> str:
+    return render_table(["NAME", "ROLE", "ADDR", "SOURCES"],
+                        [[m.name, m.role, m.addr, ",".join(m.sources) or "-"] for m in resp.members])
+
+
 def list_member(args) -> int:
     resp = call(args, "ListMember", pb.ListMemberRequest())
-    doc = {"result": resp.result, "msg": resp.msg, "leader": resp.leader,
-           "members": [{"name": m.name, "addr": m.addr, "role": m.role, "state": m.state,
-                        "sources": list(m.sources)} for m in resp.members]}
-    return emit(args, doc, lambda d: render_table(
-        ["NAME", "ROLE", "ADDR", "SOURCES"],
-        [[m["name"], m["role"], m["addr"], ",".join(m["sources"]) or "-"] for m in d["members"]]))
+    doc = member_doc(resp, args.leader, args.master, args.worker, args.names)
+    return emit(args, doc, lambda d: _member_table(resp) if d["result"] else f"FAILED: {d['msg']}")
 
 
 def register(sub) -> None:
@@ -97,4 +130,9 @@ def register(sub) -> None:
         p.add_argument("name")
         p.set_defaults(func=get_config)
     p = sub.add_parser("list-member", help="masters (the leader and its followers) and workers with their sources")
+    p.add_argument("--leader", action="store_true", help="only the leader")
+    p.add_argument("--master", action="store_true", help="only the masters")
+    p.add_argument("--worker", action="store_true", help="only the workers")
+    p.add_argument("-n", "--name", dest="names", action="append", default=[], metavar="NAME",
+                   help="only the members with this name (repeatable)")
     p.set_defaults(func=list_member)

@@ -7,6 +7,7 @@ import os
 
 import yaml
 
+from coordinator.api.exits import subtask_exits
 from coordinator.cli.common import (RPC_TIMEOUT, CLIError, add_sources_flag, call, common, common_table, emit,
                                     render_table)
 from protos import master_pb2 as pb
@@ -97,6 +98,21 @@ def _subtask_doc(st) -> dict:
                   "eventsBehind": st.lag_events},
          "updatedAt": st.updated_at}
     det = _detail(st)
+    sync = d["sync"]
+    # DM's names: the upstream's end and the syncer's point as (file, pos) with their GTID sets
+    for key, dm in (("master_binlog", "masterBinlog"), ("master_binlog_gtid", "masterBinlogGtid"),
+                    ("syncer_binlog", "syncerBinlog"), ("syncer_binlog_gtid", "syncerBinlogGtid"),
+                    ("synced", "synced"), ("total_events", "totalEvents"), ("total_tps", "totalTps")):
+        if det.get(key) not in (None, ""):
+            sync[dm] = det[key]
+    if st.error:      # DM's result.errors[]: one entry for the error the subtask stopped on
+        found = det.get("error")
+        err: dict = found if isinstance(found, dict) else {}
+        d["result"] = {"isCanceled": False, "errors": [{
+            "ErrClass": err.get("type", "Error"), "ErrLevel": "high", "Message": st.error,
+            "RawCause": err.get("message", ""),
+            "Workaround": "; ".join(subtask_exits(st.task, st.source, st.stage, st.error, st.waiting_for,
+                                                  st.lock_id))}]}
     if det.get("load"):
         d["load"] = det["load"]
     if det.get("online_ddl"):     # shard tables with an online schema change tool's shadow table

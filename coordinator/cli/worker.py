@@ -3,7 +3,7 @@
 ``python -m coordinator.cli worker ...`` runs it without the installed script."""
 from __future__ import annotations
 
-from coordinator.cli.process import serve
+from coordinator.cli.process import log_level, serve
 from coordinator.errors import ShardMergeError
 from coordinator.etcd_client import EtcdEndpointError, add_security_args
 
@@ -27,7 +27,8 @@ def register(sub) -> None:
     p.add_argument("--metrics-addr", default="", help="HOST:PORT for /metrics /healthz /readyz (off if empty)")
     p.add_argument("--prefix", default="/shardmerge/", help="etcd key prefix of this cluster")
     p.add_argument("--ttl", type=int, default=10, help="registration lease TTL in seconds")
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--log-level", default="INFO", type=log_level,
+                   help="DEBUG, INFO, WARNING or ERROR (default: %(default)s)")
     add_security_args(p)
     p.set_defaults(func=run)
 

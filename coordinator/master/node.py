@@ -7,6 +7,9 @@ from concurrent import futures
 
 import grpc
 
+from coordinator.access.grpc_guard import AccessGuard
+from coordinator.access.policy import AccessPolicy
+from coordinator.access.tls import TlsFiles
 from coordinator.api.app import ApiApp
 from coordinator.errors import ConfigError
 from coordinator.etcd_client import connect
@@ -41,17 +44,25 @@ def http_tls_context(cert: str, key: str) -> ssl.SSLContext | None:
 class MasterNode:
     def __init__(self, etcd: str, listen: str, advertise: str = "", name: str = "",
                  prefix: str = DEFAULT_PREFIX, election_ttl: int = 10, metrics_addr: str = "",
-                 bind_period: float = 3.0, http_cert: str = "", http_key: str = ""):
+                 bind_period: float = 3.0, http_cert: str = "", http_key: str = "",
+                 tls: TlsFiles | None = None, policy: AccessPolicy | None = None):
         self.etcd_spec, self.listen, self.prefix = etcd, listen, prefix
         self.metrics_addr = metrics_addr
-        self.http_tls = http_tls_context(http_cert, http_key)
+        self.tls = tls or TlsFiles()
+        self.policy = policy or AccessPolicy()
+        # the HTTP port: its own pair when given, else the gRPC port's certificates (and CA)
+        self.http_tls = (http_tls_context(http_cert, http_key) if http_cert or http_key
+                         else self.tls.server_context() if self.tls.cert else None)
+        creds = self.tls.server_credentials() if self.tls.enabled else None
         self.client = connect(etcd)
         self.store = Store(self.client, prefix)
         self.cluster = Cluster(self.store)
         self.bind_period = bind_period
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="grpc"))
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="grpc"),
+                                  interceptors=[AccessGuard(self.policy, name or listen)])
         try:
-            port = self.server.add_insecure_port(listen)
+            port = (self.server.add_secure_port(listen, creds) if creds is not None
+                    else self.server.add_insecure_port(listen))
         except RuntimeError as e:
             raise ConfigError(f"cannot listen on {listen}: {e}", key="--listen") from None
         if not port:
@@ -79,7 +90,8 @@ class MasterNode:
     def start(self) -> "MasterNode":
         if self.metrics_addr:
             h, _, p = self.metrics_addr.rpartition(":")
-            self.obs = ObsServer(h or "127.0.0.1", int(p), ready=self.ready, app=ApiApp(self.local_addr, self.name),
+            app = ApiApp(self.local_addr, self.name, self.tls, self.policy, server_name=self._own_tls_name())
+            self.obs = ObsServer(h or "127.0.0.1", int(p), ready=self.ready, app=app,
                                  ssl_context=self.http_tls).start()
         self.server.start()
         metrics.IS_LEADER.set(0)
@@ -88,6 +100,15 @@ class MasterNode:
         self.log.info("master started", listen=self.listen, advertise=self.advertise, etcd=self.etcd_spec,
                       prefix=self.prefix)
         return self
+
+    def _own_tls_name(self) -> str:
+        """The name this master's certificate must carry when its HTTP layer dials its own gRPC
+        port on ``local_addr``: the advertised host (what clients verify), unless that is the
+        local address itself."""
+        if not self.tls.enabled or self.tls.peer_name:
+            return ""           # no TLS, or ssl-peer-name names it (TlsFiles.channel applies it)
+        host = self.advertise.rsplit(":", 1)[0].strip("[]")
+        return "" if host == self.local_addr.rsplit(":", 1)[0] else host
 
     def stop(self) -> None:
         if self._stopped.is_set():

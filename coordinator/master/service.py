@@ -13,6 +13,7 @@ from typing import Protocol
 
 import grpc
 
+from coordinator.access.tls import TlsFiles
 from coordinator.errors import ShardMergeError
 from coordinator.etcdproto import EtcdUnavailable, Fenced, Store
 from coordinator.master import precheck_task
@@ -36,6 +37,8 @@ class ServedNode(Protocol):
     election: Election
     store: Store
     optimist: Optimist | None     # None while this master is not the leader
+
+    tls: TlsFiles                 # this master's certificates: also its client identity towards the leader
 
     def leader_ready(self) -> bool: ...
 
@@ -70,7 +73,7 @@ class MasterService(pbg.MasterServicer):
     def _stub(self, addr: str) -> pbg.MasterStub:
         ch = self._channels.get(addr)
         if ch is None:
-            ch = self._channels[addr] = grpc.insecure_channel(addr)
+            ch = self._channels[addr] = self.node.tls.channel(addr, trust_own_cert=True)
         return pbg.MasterStub(ch)
 
     def _leader_call(self, name: str, request, context, resp_type, handler):
@@ -103,14 +106,17 @@ class MasterService(pbg.MasterServicer):
         if forwarded or leader == node.advertise:
             return resp_type(result=False, msg=f"not leader, leader is {leader}", leader=leader)
         try:
+            # the caller's token travels on (the leader's guard checks it again); with mutual TLS
+            # the leader sees this master's certificate, so its CN must be allowed there
+            auth = tuple((k, v) for k, v in (context.invocation_metadata() or ()) if k == "authorization")
             resp = getattr(self._stub(leader), name)(request, timeout=FORWARD_TIMEOUT,
-                                                    metadata=((FORWARDED, node.name),))
+                                                    metadata=((FORWARDED, node.name),) + auth)
             if not resp.leader:
                 resp.leader = leader
             return resp
         except grpc.RpcError as e:
             return resp_type(result=False, leader=leader,
-                             msg=f"not leader, leader is {leader} (forwarding failed: {e.code().name})")
+                             msg=f"not leader, leader is {leader} (forwarding failed: {e.code().name}: {e.details()})")
 
     def _read(self, name: str, resp_type, fn):
         try:

@@ -59,6 +59,32 @@ def test_task_over_http_start_status_pause_resume_stop(cluster, scenario):
     cluster.wait(lambda: _stages(h, sc.name)["s1"]["stage"] == "Running", 90, "s1 Running again")
     sc.wait_equal(columns=["id", "v"])
 
+    # DM's /stop and /start paths: subtasks stop with their checkpoints, the task stays; then run again
+    st, doc = h.post(f"/api/v1/tasks/{sc.name}/stop")
+    assert st == 200 and doc["result"] is True, doc
+    cluster.wait(lambda: {s["stage"] for s in _stages(h, sc.name).values()} == {"Paused"}, 90, "both stopped (Paused)")
+    sc.insert("s2", "orders_01", [ID_BASE["s2"] + 700_002])
+    st, doc = h.post(f"/api/v1/tasks/{sc.name}/start", {"source_name_list": ["s1", "s2"], "remove_meta": False})
+    assert st == 200 and doc["result"] is True, doc
+    cluster.wait(lambda: {s["stage"] for s in _stages(h, sc.name).values()} == {"Running"}, 90, "both Running again")
+    sc.insert("s1", "orders_01", [ID_BASE["s1"] + 700_003])     # an event for each restarted syncer to count
+    sc.wait_equal(columns=["id", "v"])
+    # query-status carries DM's sync fields from the real workers: caught up, the same point as the upstream's end
+    seen: list = []
+
+    def synced():
+        subs = sc.subtasks()
+        seen[:] = [{k: x["sync"] for k, x in subs.items()}]
+        return all(x["sync"].get("synced") is True and x["sync"]["totalEvents"] > 0 and x["sync"]["masterBinlog"]
+                   == x["sync"]["syncerBinlog"] and x["sync"]["masterBinlogGtid"] for x in subs.values()) and subs
+    try:
+        subs = cluster.wait(synced, 60, "query-status synced with DM's fields on both sources")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; last sync fields: {seen}") from None
+    for x in subs.values():
+        assert x["sync"]["masterBinlog"].startswith("(") and x["sync"]["syncerBinlogGtid"], x["sync"]
+        assert isinstance(x["sync"]["totalTps"], int) and "result" not in x, x
+
     # stop-task over HTTP; the task is gone for HTTP and shardctl alike
     st, doc = h.delete(f"/api/v1/tasks/{sc.name}")
     assert st == 200 and doc["result"] is True, doc
@@ -69,14 +95,14 @@ def test_task_over_http_start_status_pause_resume_stop(cluster, scenario):
     cluster.task_name = ""
 
 
-def _browser(tmp_path: Path):
+def _browser(tmp_path: Path, extra: list[str] | None = None):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     opts = webdriver.ChromeOptions()
     opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
     for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
               "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
-              f"--user-data-dir={tmp_path / 'chromium-profile'}", "--window-size=1600,1800"):
+              f"--user-data-dir={tmp_path / 'chromium-profile'}", "--window-size=1600,1800", *(extra or [])):
         opts.add_argument(a)
     return webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=opts)
 

@@ -2,7 +2,6 @@
 writes to the leader, the served spec, HTTPS."""
 from __future__ import annotations
 
-import json
 import uuid
 import signal
 import ssl
@@ -14,7 +13,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from coordinator.api.app import SPEC_PATH
 from tests.api.conftest import Http, http_of, q
 from tests.master.conftest import run_cli, wait_for
 
@@ -63,7 +61,17 @@ def test_follower_forwards_source_writes_to_the_leader(lone_masters, services, c
     assert st == 200 and doc["data"] == [{"name": "api-m1", "alive": True, "leader": True, "addr": leader.addr},
                                          {"name": "api-m2", "alive": True, "leader": False, "addr": follower.addr}], doc
     rc, cli, _ = run_cli(capsys, leader, "list-member")
-    assert [(m["name"], m["role"]) for m in cli["members"]] == [("api-m1", "leader"), ("api-m2", "master")], cli
+    assert cli["members"][0] == {"leader": {"msg": "", "name": "api-m1", "addr": leader.addr}}, cli
+    assert [(m["name"], m["leader"]) for m in cli["members"][1]["masters"]["masters"]] == [("api-m1", True),
+                                                                                         ("api-m2", False)], cli
+    # dmctl's filters: one part only, or the named members
+    rc, cli, _ = run_cli(capsys, follower, "list-member", "--leader")
+    assert rc == 0 and cli["members"] == [{"leader": {"msg": "", "name": "api-m1", "addr": leader.addr}}], cli
+    rc, cli, _ = run_cli(capsys, follower, "list-member", "--master", "-n", "api-m2")
+    assert [list(p) for p in cli["members"]] == [["masters"]], cli
+    assert [m["name"] for m in cli["members"][0]["masters"]["masters"]] == ["api-m2"], cli
+    rc, cli, _ = run_cli(capsys, follower, "list-member", "--worker")
+    assert cli["members"] == [{"workers": {"msg": "", "workers": []}}], cli
     st, doc = fh.get("/api/v1/cluster/workers")
     assert st == 200 and doc == {"total": 0, "data": []}, doc
     # a killed follower leaves the list when its lease expires
@@ -83,6 +91,10 @@ BAD = [
     ("DELETE", "/api/v1/tasks/no-such-task", None, None, 404, ["task 'no-such-task' not found"]),
     ("POST", "/api/v1/tasks/no-such-task/pause", None, None, 404, ["task 'no-such-task' not found"]),
     ("POST", "/api/v1/tasks/no-such-task/resume", {"source_name_list": ["s1"]}, None, 404, ["no-such-task"]),
+    ("POST", "/api/v1/tasks/no-such-task/stop", None, None, 404, ["task 'no-such-task' not found"]),
+    ("POST", "/api/v1/tasks/no-such-task/start", {"source_name_list": ["s1"]}, None, 404, ["no-such-task"]),
+    ("POST", "/api/v1/tasks/no-such-task/start", {"remove_meta": True}, None, 400, ["remove_meta", "POST /api/v1/tasks"]),
+    ("POST", "/api/v1/tasks/no-such-task/stop", {"timeout": 3}, None, 400, ["unknown field(s) 'timeout'"]),
     ("GET", "/api/v1/sources/no-such-source", None, None, 404, ["source 'no-such-source' not found"]),
     ("DELETE", "/api/v1/sources/no-such-source", None, None, 404, ["source 'no-such-source' not found"]),
     ("DELETE", "/api/v1/ddl-locks/" + q("t-`a`.`b`"), None, None, 404, ["lock with ID t-`a`.`b` not found"]),
@@ -116,6 +128,29 @@ BAD = [
 ]
 
 
+def test_methods_and_paths_outside_the_api(lone_masters, tmp_path):
+    """HEAD / OPTIONS / unknown methods answer 405; only the exact probe paths are probes."""
+    import http.client
+    (m,) = lone_masters(1, tmp_path)
+    for method, path in (("HEAD", "/api/v1/tasks"), ("HEAD", "/metrics"), ("OPTIONS", "/api/v1/tasks"),
+                         ("PATCH", "/api/v1/tasks"), ("BREW", "/api/v1/tasks")):
+        c = http.client.HTTPConnection("127.0.0.1", m.mport, timeout=10)
+        c.request(method, path)
+        r = c.getresponse()
+        r.read()
+        assert r.status == 405, (method, path, r.status)
+        c.close()
+    h = http_of(m)
+    for path in ("/metricsX", "/metrics/x", "/healthzz", "/readyz-now"):
+        st, doc = h.get(path)
+        assert st == 404 and isinstance(doc, dict) and "no API endpoint" in doc["error_msg"], (path, st, doc)
+    assert h.get("/metrics")[0] == 200 and h.get("/healthz")[0] == 200 and h.get("/metrics?name[]=x")[0] == 200
+    # no authentication configured: a proxy's own Authorization header in front is not a refusal
+    req = urllib.request.Request(f"http://127.0.0.1:{m.mport}/api/v1/tasks", headers={"Authorization": "Basic b3A6cHc="})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.status == 200
+
+
 def test_bad_input_gets_4xx_naming_the_input_and_writes_nothing(lone_masters, tmp_path):
     leader, follower = lone_masters(2, tmp_path)
     for m in (leader, follower):
@@ -134,12 +169,21 @@ def test_bad_input_gets_4xx_naming_the_input_and_writes_nothing(lone_masters, tm
 def test_spec_is_served_and_matches_the_routes(lone_masters, tmp_path):
     (m,) = lone_masters(1, tmp_path)
     st, spec = http_of(m).get("/api/v1/openapi.json")
-    assert st == 200 and spec == json.loads(SPEC_PATH.read_text())
     from coordinator.api.app import ROUTES
+    from coordinator.api.spec import PUBLIC, build_spec
+    assert st == 200 and spec == build_spec(ROUTES)
     served = {(method, path) for method, path in ROUTES}
-    documented = {(verb.upper(), path) for path, ops in spec["paths"].items() for verb in ops
-                  if path != "/api/v1/openapi.json"}
-    assert served == documented
+    documented = {(verb.upper(), path) for path, ops in spec["paths"].items() for verb in ops}
+    assert served == documented - PUBLIC
+    # the roles in the spec are the ones the server enforces: every write is an operator action
+    for path, ops in spec["paths"].items():
+        for verb, op in ops.items():
+            if (verb.upper(), path) not in PUBLIC:
+                assert op["x-shardmerge-role"] == ("read" if verb == "get" else "operator"), (verb, path)
+                assert {"401", "403"} <= set(op["responses"]), (verb, path)
+    assert set(spec["components"]["securitySchemes"]) == {"bearerToken", "clientCertificate"}
+    st, docs = http_of(m).get("/api/v1/docs")
+    assert st == 200 and "<title>shardmerge HTTP API</title>" in docs and "/api/v1/openapi.json" in docs
     st, page = http_of(m).get("/")
     assert st == 200 and "<title>shardmerge</title>" in page and "/api/v1/ddl-locks" in page
 

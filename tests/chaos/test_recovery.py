@@ -75,7 +75,7 @@ def test_master_serves_and_is_leader_again_after_etcd_restart(svc, prefix, tmp_p
         RECOVERY.start_etcd()
         _wait(lambda: _is_leader(metrics), 30, "master leader again after the etcd restart", [m])
         rc, doc = shardctl_doc(addr, "list-member")
-        assert rc == 0 and doc["leader"] == addr and doc["members"][0]["role"] == "leader", doc
+        assert rc == 0 and doc["leader"] == addr and doc["members"][0]["leader"]["addr"] == addr, doc
         assert m.alive(), m.tail()
     finally:
         m.kill(signal.SIGTERM)

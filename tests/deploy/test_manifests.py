@@ -94,3 +94,53 @@ def test_spark_rbac_allows_executor_pods():
     assert {"create", "delete", "watch", "list"} <= set(rule["verbs"])
     worker = next(d for d in by_kind("StatefulSet") if d["metadata"]["name"] == "worker")
     assert worker["spec"]["template"]["spec"]["serviceAccountName"] == "shardmerge-spark"
+
+
+def _tls_master() -> dict:
+    """The master Deployment with the `deploy/k8s/tls` overlay's patch applied (strategic merge
+    as kustomize does it for these fields: maps merged, containers by name, args replaced)."""
+    overlay = yaml.safe_load((K8S / "tls" / "kustomization.yaml").read_text())
+    assert overlay["resources"] == ["../"]
+    patch = yaml.safe_load((K8S / "tls" / overlay["patches"][0]["path"]).read_text())
+    base = next(d for d in DOCS if d["kind"] == "Deployment" and d["metadata"]["name"] == patch["metadata"]["name"])
+    out = yaml.safe_load(yaml.safe_dump(base))
+    pod, ppod = out["spec"]["template"], patch["spec"]["template"]
+    pod["metadata"]["annotations"].update(ppod["metadata"]["annotations"])
+    pod["spec"].setdefault("volumes", []).extend(ppod["spec"]["volumes"])
+    for pc in ppod["spec"]["containers"]:
+        c = next(c for c in pod["spec"]["containers"] if c["name"] == pc["name"])
+        for k, v in pc.items():
+            c[k] = c.get(k, []) + v if k == "volumeMounts" else v
+    return out
+
+
+def test_tls_overlay_validates_and_its_flags_parse():
+    from coordinator.cli import build_parser
+    dep = _tls_master()
+    kubernetes_validate.validate(dep, K8S_VERSION, strict=True)
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    args = build_parser().parse_args(c["args"])          # every flag is one shardctl master knows
+    mounts = [m["mountPath"] for m in c["volumeMounts"]]
+    for path in (args.ssl_ca, args.ssl_cert, args.ssl_key):
+        assert any(path.startswith(m + "/") for m in mounts), path
+    assert "shardmerge-master" in args.cert_allowed_cn.split(",") and args.ssl_peer_name == "shardmerge-master"
+    assert c["readinessProbe"]["httpGet"]["scheme"] == "HTTPS" and c["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    vol = next(v for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "tls")
+    assert vol["secret"]["secretName"] == "shardmerge-master-tls"
+
+
+def test_dockerfile_build_stage_has_what_the_wheel_build_reads():
+    """The image has never been built here (no container runtime, no registry for base images):
+    at least the build stage copies every file pyproject.toml makes the wheel build read."""
+    import tomllib
+    root = K8S.parents[1]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    needed = {project["readme"], *project.get("license-files", [])}
+    copied: set[str] = set()
+    for line in (root / "deploy" / "Dockerfile").read_text().split("FROM")[1].splitlines():
+        if line.startswith("COPY ") and "--from" not in line:
+            copied.update(line.split()[1:-1])
+    assert needed <= copied, f"the build stage misses {needed - copied}"
+    packages = {p.rstrip("*") for p in tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+                ["packages"]["find"]["include"]}
+    assert packages <= copied, packages - copied

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 
 from coordinator.etcdproto import SubtaskStatus, WorkerRegistration
+from worker.events import Position
+from worker.status import dm_positions
 
 from .conftest import run_cli, source_yaml, task_yaml, wait_for, write
 
@@ -41,16 +43,33 @@ def test_task_lifecycle_with_status_from_worker(leader, store, capsys, tmp_path)
                                        detail={"lock_id": "t1-`shop`.`orders`", "synced_position": "0-101-7",
                                                "error": {"type": "ShardConflict", "message": "x", "position": "0-101-8"},
                                                "lag_seconds": 1.5}))
+        # s2 reports as a streaming worker does (worker.status.dm_positions): DM's sync fields
+        store.put_status(SubtaskStatus("t1", "s2", "Running", worker="w1", detail={
+            "unit": "Sync", **dm_positions(Position("bin.000003", 900, "0-102-40"), Position("bin.000003", 900, "0-102-40"),
+                                           1200, 10.0, True)}))
         rc, doc, _ = run_cli(capsys, leader, "query-status", "t1")
         sub = {s["sourceStatus"]["source"]: s["subTaskStatus"][0] for s in doc["sources"]}
         assert sub["s1"]["stage"] == "Paused" and sub["s1"]["worker"] == "w1"
         assert sub["s1"]["unresolvedDDLLockID"] == "t1-`shop`.`orders`"
         assert sub["s1"]["error"].startswith("ShardConflict: x") and sub["s1"]["sync"]["errorBinlog"] == "0-101-8"
         assert sub["s1"]["sync"]["syncerBinlog"] == "0-101-7" and sub["s1"]["conflictMsg"] == "boom"
-        assert sub["s2"]["stage"] == "New" and "w1 has not reported" in sub["s2"]["waitingFor"]
+        assert sub["s1"]["result"]["errors"][0]["Message"].startswith("ShardConflict: x")
+        assert sub["s1"]["result"]["errors"][0]["RawCause"] == "x" and "binlog skip" in \
+            sub["s1"]["result"]["errors"][0]["Workaround"]
+        assert sub["s2"]["stage"] == "Running" and "result" not in sub["s2"]
+        assert {k: sub["s2"]["sync"][k] for k in ("masterBinlog", "masterBinlogGtid", "syncerBinlog", "syncerBinlogGtid",
+                                                   "synced", "totalEvents", "totalTps")} == {
+            "masterBinlog": "(bin.000003, 900)", "masterBinlogGtid": "0-102-40", "syncerBinlog": "(bin.000003, 900)",
+            "syncerBinlogGtid": "0-102-40", "synced": True, "totalEvents": 1200, "totalTps": 120}
         # all tasks view
         rc, doc, _ = run_cli(capsys, leader, "query-status")
         assert doc["tasks"][0]["taskName"] == "t1" and doc["tasks"][0]["taskStatus"] == "Paused"
+        # the HTTP API's sync_status carries the same fields, DM's snake_case
+        from tests.api.conftest import Http
+        st, hdoc = Http(f"http://127.0.0.1:{leader.mport}").get("/api/v1/tasks/t1/status")
+        s2 = next(x for x in hdoc["data"] if x["source_name"] == "s2")["sync_status"]
+        assert (s2["master_binlog"], s2["syncer_binlog_gtid"], s2["synced"], s2["total_tps"]) == \
+            ("(bin.000003, 900)", "0-102-40", True, 120), s2
         # table view
         rc, out, _ = run_cli(capsys, leader, "query-status", "t1", fmt="table")
         assert rc == 0 and "Paused" in out and "SOURCE" in out
@@ -101,7 +120,9 @@ def test_dead_worker_source_moves_to_live_worker(leader, store, capsys, tmp_path
         assert {s["source"]: s["worker"] for s in doc["sources"]} == {"s1": survivor, "s2": survivor}
         assert all(s["workerState"] == "online" for s in doc["sources"])
         rc, doc, _ = run_cli(capsys, leader, "list-member")
-        assert {m["name"]: m["sources"] for m in doc["members"] if m["role"] == "worker"} == {survivor: ["s1", "s2"]}
+        workers = doc["members"][2]["workers"]["workers"]
+        assert {w["name"]: w["sources"] for w in workers} == {survivor: ["s1", "s2"]}
+        assert workers[0]["stage"] == "bound" and workers[0]["source"] == ""     # two sources: DM's field empty
     finally:
         for lease in (l1, l2):
             try:

@@ -83,7 +83,8 @@ class ProcessCluster:
         """Every source bound to its own worker and every spare worker registered free."""
         def ready():
             rc, doc = self.ctl("list-member")
-            got = {m["name"]: m["sources"] for m in doc.get("members", [])} if isinstance(doc, dict) else {}
+            parts = doc.get("members", []) if isinstance(doc, dict) else []
+            got = {w["name"]: w["sources"] for part in parts for w in part.get("workers", {}).get("workers", [])}
             return (all(got.get(f"w-{sid}") == [sid] for sid in self.sources)
                     and all(got.get(f"w-{name}") == [] for name in self.spare) and got)
         self.wait(ready, timeout, "every source bound to its worker, spare workers free")
