@@ -319,11 +319,13 @@ class OperationOps(_Base):
                     cur, _rev = self._get_raw(key)   # garbage is overwritten by the answer
             else:
                 cur, _rev = self._get_raw(key)
+            dkey = self.done_key(op.lock, op.table)
             cmp = [T.Mod(key) == (cur.mod_revision if cur else 0)]
             if op.info_revision:
-                cmp.append(T.Mod(info_key) == op.info_revision)
+                # a done mark written after the Info: an answer to it is done, and history (invariant 3)
+                cmp += [T.Mod(info_key) == op.info_revision, T.Mod(dkey) < op.info_revision]
             ok, rev, resps = self._fenced(fence, f"writing {key}", cmp, [T.Put(key, op.encode())],
-                                          [T.Get(info_key)])
+                                          [T.Get(info_key), T.Get(dkey)])
             if ok:
                 op.revision = rev
                 return PutResult(True, rev)
@@ -332,6 +334,9 @@ class OperationOps(_Base):
                 return PutResult(False, rev, "info-gone")
             if op.info_revision and kvs[0].mod_revision != op.info_revision:
                 return PutResult(False, rev, "newer-info")
+            dkv = resps[1].response_range.kvs
+            if op.info_revision and dkv and dkv[0].mod_revision >= op.info_revision:
+                return PutResult(False, rev, "done")
             # the Operation changed between read and write (a worker's done mark): re-decide
         raise EtcdUnavailable(f"Operation {key} kept changing while writing; retry", etcd_key=key)
 
@@ -344,10 +349,13 @@ class OperationOps(_Base):
 
         Not for rebuild (``skip_done``): that must read what is stored first."""
         out: list[PutResult] = []
-        for i in range(0, len(ops), MAX_TXN_OPS):
-            chunk = ops[i:i + MAX_TXN_OPS]
-            cmp = [T.Mod(self.keys.info(op.task, op.down_schema, op.down_table, op.source, op.up_schema,
-                                        op.up_table)) == op.info_revision for op in chunk if op.info_revision]
+        per = MAX_TXN_OPS // 2       # two compares per answer count against etcd's operation limit
+        for i in range(0, len(ops), per):
+            chunk = ops[i:i + per]
+            cmp = [c for op in chunk if op.info_revision
+                   for c in (T.Mod(self.keys.info(op.task, op.down_schema, op.down_table, op.source, op.up_schema,
+                                                  op.up_table)) == op.info_revision,
+                             T.Mod(self.done_key(op.lock, op.table)) < op.info_revision)]
             puts = [T.Put(self.operation_key(op.lock, op.table), op.encode()) for op in chunk]
             ok, rev, _ = self._fenced(fence, f"writing {len(chunk)} Operations", cmp, puts)
             if ok:

@@ -280,6 +280,8 @@ class LockKeeper:
         m.info_revision = max(m.info_revision, info.revision)
         lock.handled_revision = max(lock.handled_revision, info.revision)
         m.error = ""
+        if not info.ignore_conflict:
+            m.note = ""      # an operator decision stands until the table sends its next DDL
         if info.ignore_conflict and not info.ddls and afters:
             # `binlog-schema update --sync`: the operator set this table's structure; the lock
             # takes it as the table's schema (no DDL, nothing to answer) and re-joins

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field, replace
 from coordinator.etcdproto import DroppedStage, Info, LockKey, Stage, TableRef
 from coordinator.schema import SchemaConflict, TableSchema
 
+from coordinator.schema.lattice import join_type
+
 from .schema_bag import SchemaBag, cmp, eq, join2, try_join_all
 
 
@@ -185,13 +187,26 @@ class Lock:
         for t, m in self.members.items():
             k = m.final.lattice_key()
             if k not in cache:
-                cache[k] = j is not None and eq(m.final, j)
-            out[t] = cache[k]
+                cache[k] = j is not None and (eq(m.final, j) or tolerated(m.final, j))
+            out[t] = cache[k] or (bool(m.note) and m.conflict is None and (j is None or fits(m.final, j)))
         return out
 
     def is_synced(self) -> bool:
+        """Every member at the joined schema, up to what the join tolerates without a DDL
+        (charset/collation: DM_040), or -- for a table whose schema the operator set (unlock,
+        ``binlog skip``, ``binlog-schema update --sync``) -- inside it (DM_130): no DDL will ever
+        come from such a table, and waiting for one left the lock open forever (invariant 6)."""
         j = self.joined()
-        return j is not None and all(eq(s, j) for s in self.finals.distinct())
+        if j is not None and all(eq(s, j) or tolerated(s, j) for s in self.finals.distinct()):
+            return True
+        # the slow path, only when the fast one fails: join the others without the forced tables
+        forced = [m for m in self.members.values() if m.note and m.conflict is None]
+        if not forced:
+            return False
+        rest = {m.final.lattice_key(): m.final for m in self.members.values() if not (m.note and m.conflict is None)}
+        j = try_join_all(list(rest.values())) if rest else forced[0].final
+        return j is not None and all(eq(s, j) or tolerated(s, j) for s in rest.values()) and \
+            all(fits(m.final, j) for m in forced)
 
     def is_resolved(self) -> bool:
         return (bool(self.members) and not self.conflicts and not self.not_done and self.is_synced()
@@ -479,9 +494,8 @@ class Lock:
                 else:
                     reasons.append(f"has not added column `{c.name}` yet (other tables have it)")
             elif mine[c.key].lattice_key() != c.lattice_key():
-                reasons.append(f"column `{c.name}` is {mine[c.key].type.sql()}"
-                               f"{'' if mine[c.key].nullable else ' NOT NULL'} here; the joined schema has "
-                               f"{c.type.sql()}{'' if c.nullable else ' NOT NULL'}")
+                reasons.append(f"column `{c.name}` is {_describe(mine[c.key])} here; the joined schema has "
+                               f"{_describe(c)}")
         jidx = {i.key for i in j.indexes}
         for i in m.final.indexes:
             if i.key not in jidx:
@@ -521,6 +535,39 @@ class Drops(dict):
         raise KeyError(t)
 
 
+def tolerated(s: TableSchema, j: TableSchema) -> bool:
+    """``s`` differs from the joined ``j`` only in column charsets/collations (which the join
+    tolerates, DM_040): the downstream needs no DDL for it."""
+    if s.column_keys() != j.column_keys() or {i.key: i.lattice_key() for i in s.indexes} != \
+            {i.key: i.lattice_key() for i in j.indexes}:
+        return False
+    for c in s.columns:
+        d = j.column(c.key)
+        if d.lattice_key() != c.lattice_key() and (
+                _no_charset(c.type) != _no_charset(d.type) or replace(c, type=d.type).lattice_key() != d.lattice_key()):
+            return False
+    return True
+
+
+def fits(s: TableSchema, j: TableSchema) -> bool:
+    """Every row of ``s`` fits the joined ``j`` as it is (same columns and indexes; each type
+    equal or wider there, NULL allowed where ``s`` allows it; defaults may differ)."""
+    if s.column_keys() != j.column_keys() or {i.key for i in s.indexes} != {i.key for i in j.indexes}:
+        return False
+    for c in s.columns:
+        d = j.column(c.key)
+        if c.nullable and not d.nullable:
+            return False
+        if _no_charset(c.type) != _no_charset(d.type):
+            try:
+                w = join_type(d.type, c.type)
+            except Exception:  # noqa: BLE001 — incompatible types
+                return False
+            if _no_charset(w) != _no_charset(d.type):
+                return False
+    return True
+
+
 def change_sig(prev: TableSchema, post: TableSchema) -> tuple:
     """What a change does to columns and indexes, independent of everything else in the table:
     (columns it removes or redefines, as they were; columns it adds or redefines, as they are;
@@ -545,6 +592,21 @@ def _shape_change(prev: TableSchema, post: TableSchema) -> str:
     names = [prev.column(k).name for k, _ in sorted(gone)]
     new = [post.column(k).name for k, _ in sorted(came)]
     return f"column(s) {', '.join(f'`{n}`' for n in names)} -> {', '.join(f'`{n}`' for n in new) or 'none'}"
+
+
+def _describe(c) -> str:
+    """A column as the waiting text shows it: type, charset/collation, NULL-ness and default (two
+    columns that differ only in charset or default must not print the same)."""
+    t = c.type
+    out = t.sql()
+    if t.charset:
+        out += f" CHARACTER SET {t.charset}"
+    if t.collation:
+        out += f" COLLATE {t.collation}"
+    out += "" if c.nullable else " NOT NULL"
+    if c.default is not None:
+        out += f" DEFAULT {c.default}"
+    return out
 
 
 def _narrowed_to(prev: TableSchema, post: TableSchema, joined: TableSchema) -> bool:

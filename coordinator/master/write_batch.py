@@ -143,7 +143,8 @@ class WriteBatch:
             ops = list(self.ops.values())
             started = self.started
             self.ops, self.started = {}, {}
-            chunks = [ops[i:i + MAX_TXN_OPS] for i in range(0, len(ops), MAX_TXN_OPS)]
+            per = MAX_TXN_OPS // 2     # an answer is guarded by two compares (Store.put_operations)
+            chunks = [ops[i:i + per] for i in range(0, len(ops), per)]
             written: list[tuple[Operation, PutResult]] = []
             for chunk, results in zip(chunks, _parallel(self.store.put_operations, self.fence, chunks)):
                 now = time.monotonic()

@@ -70,10 +70,17 @@ def test_info_operation_round_trip_worker_ignores_older_answers(store, fence):
     # rebuild replays the Info: an Operation already done for it is kept (no second execution)
     again = store.put_operation(fence, _op(_info(A, op.ddls), rev2), skip_done=True)
     assert (again.put, again.reason) == (False, "done")
-    # live handling (skip_done=False) overwrites
-    assert store.put_operation(fence, _op(_info(A, op.ddls), rev2)).put
+    # a done Operation is history (issue 28 case 7): no answer for the same Info overwrites it,
+    # one by one or batched; before, live handling overwrote it and the done mark was lost
+    redirect = _op(_info(A, op.ddls), rev2, stage=Stage.RESOLVED, ddls=[])
+    assert (lambda r: (r.put, r.reason))(store.put_operation(fence, redirect)) == (False, "done")
+    assert [r.put for r in store.put_operations(fence, [redirect])] == [False]
+    stored = store.get_operation(LOCK, A)
+    assert stored.done and stored.stage is Stage.NONE and stored.revision == op.revision
+    # a newer Info of the table is answered as usual
+    rev3 = store.put_info(_info(A, ["ALTER TABLE `shop`.`orders` ADD COLUMN c3 INT"]))
+    assert [r.put for r in store.put_operations(fence, [_op(_info(A, ["x"]), rev3, ddls=[])])] == [True]
     assert not store.get_operation(LOCK, A).done
-    assert not store.list_operations(LOCK.task).items[0].done   # the old mark names the old revision
 
 
 def test_done_mark_follows_an_identical_rewrite_and_legacy_in_place_marks_count(store, fence, etcd_client):

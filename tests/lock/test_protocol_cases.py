@@ -146,3 +146,29 @@ def test_a_departure_that_completes_an_agreement_picks_one_runner():
     assert ddls(h.send("A", RENAME, done=False)) == [RENAME]     # A's replay runs it, once
     h.done("A")
     assert ddls(h.send("B", RENAME)) == [] and h.lock.is_resolved()
+
+
+# ---------------------------------------------------------------------------- case 10
+def test_case10_members_differing_only_in_charset_resolve():
+    """DM_040: one shard adds the column in utf8, the others in utf8mb4: every Operation is done
+    and nothing is left to run, so the lock resolves (it stayed `syncing` forever)."""
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY)", tables=("A", "B", "C"))
+    h.send("A", "ALTER TABLE t ADD COLUMN col1 VARCHAR(10) CHARACTER SET utf8")
+    h.send("B", "ALTER TABLE t ADD COLUMN col1 VARCHAR(10) CHARACTER SET utf8mb4")
+    h.send("C", "ALTER TABLE t ADD COLUMN col1 VARCHAR(10) CHARACTER SET utf8mb4")
+    assert h.lock.is_resolved() and h.last_done.resolved
+
+
+def test_case10_tables_skipped_by_the_operator_do_not_hold_the_lock_forever():
+    """DM_130: `MODIFY b INT DEFAULT -1` on two tables conflicts with `DEFAULT 0` on the third;
+    the operator skips both (`binlog skip`: an ignore-conflict Info forcing their schema).  No DDL
+    will come from them any more: the lock resolves instead of waiting."""
+    h = Harness("CREATE TABLE t (a INT PRIMARY KEY, b INT NOT NULL)", tables=("A", "B", "C"))
+    h.send("A", "ALTER TABLE t MODIFY b INT DEFAULT 0")
+    for n in ("B", "C"):
+        out = h.send(n, "ALTER TABLE t MODIFY b INT DEFAULT -1")
+        assert out.operation.stage is Stage.DETECTED
+        skip = h.make_info(n, "ALTER TABLE t MODIFY b INT DEFAULT -1", ignore_conflict=True)
+        h.send(n, info=skip)
+    view = h.k.locks()[0] if h.k.locks() else None
+    assert h.lock.is_resolved(), view and view.waiting
