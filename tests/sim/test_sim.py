@@ -50,19 +50,19 @@ def test_random_seeds_with_faults_pass_and_replays_reproduce():
 
 
 def test_a_violation_shrinks_to_a_replay_that_reproduces_it():
-    """The replay machinery itself, on a world whose worker ignores its intent row (so a killed
-    worker re-runs its rename): the shrunk trace must still fail the same way."""
+    """The replay machinery itself, on a world whose worker keeps neither its intent row nor its
+    finished mark (so a killed worker re-runs its rename): the shrunk trace must still fail the
+    same way."""
     from . import world
-    saved = world.Worker.__dataclass_fields__["intent"].default
     cfg = Config(exclude=tuple(n for n in ("add", "drop", "widen", "widen-drop", "vwiden-drop", "narrow", "rename",
                                            "index", "drop-index-readd")), worker_crashes=4, fault_rate=0.2)
-    orig = world.World._execute
+    orig = world.World.worker_crash
 
-    def forgetful(self, w, stmts):
-        w.intent = None
-        return orig(self, w, stmts)
+    def forgetful(self, w):
+        orig(self, w)
+        w.intent, w.ran = None, -1        # nothing persisted: a killed worker runs its DDL again
 
-    world.World._execute = forgetful
+    world.World.worker_crash = forgetful
     try:
         found = next((o for o in (run_seed(s, cfg) for s in range(300)) if o.violation is not None), None)
         assert found is not None, "a worker that forgets its intent row must be caught"
@@ -71,5 +71,4 @@ def test_a_violation_shrinks_to_a_replay_that_reproduces_it():
         assert again.violation is not None and again.violation.kind == found.violation.kind
         assert len(trace) <= len(found.trace)
     finally:
-        world.World._execute = orig
-    assert saved is None
+        world.World.worker_crash = orig

@@ -33,6 +33,7 @@ class Worker:
     op: Operation | None = None
     intent: tuple[int, tuple[str, ...]] | None = None   # persisted downstream: (pos, statements) ran
     met: int = -1                       # the DDL at this position was met (the rows before it are applied)
+    ran: int = -1                       # persisted: the DDL at this position ran (rule 8b's finished intent)
 
     @property
     def finished(self) -> bool:
@@ -154,6 +155,14 @@ class World:
 
     def worker_step(self, w: Worker) -> bool:
         """One atomic action of ``w``'s worker; False when it cannot progress now."""
+        if w.phase == "run" and w.ran == w.pos and w.pos < len(w.events):
+            # syncer rule 8b (handler.resume_finished): not coordinated again; the done mark if missing
+            info, op = self.store.get_info(LOCK, w.t), self.store.get_operation(LOCK, w.t)
+            if info is not None and info.ddls == w.events[w.pos] and op is not None and not op.done \
+                    and op.info_revision == info.revision and op.stage in (Stage.NONE, Stage.UNLOCKED):
+                self.store.mark_done(op)
+            w.phase = "advance"
+            return True
         if w.phase == "run":
             if w.met != w.pos:
                 self._write_rows(w, w.schemas[w.pos])   # rows before the DDL (or after the last one)
@@ -203,6 +212,7 @@ class World:
             if w.intent != (w.pos, stmts):          # rule 8: the intent row says it already ran
                 w.intent = (w.pos, stmts)
                 self._execute(w, stmts)
+            w.ran = w.pos
             w.phase = "mark"
             return True
         if w.phase == "mark":

@@ -154,7 +154,8 @@ class OptimisticDDLHandler:
             return DDLDecision(hold=True, note=p.message)
         self._pending[key] = p
         return DDLDecision(execute=list(p.statements), skip=not p.statements,
-                           note=f"lock {lock_id(self.task, p.target.schema, p.target.table)}")
+                           note=f"lock {lock_id(self.task, p.target.schema, p.target.table)}",
+                           coordinated=p.operation is not None)
 
     def ddl_executed(self, event: DDLEvent, decision: DDLDecision, ctx: DDLContext) -> None:
         """After the downstream executed the statements: mark the Operation done, then make the
@@ -177,6 +178,39 @@ class OptimisticDDLHandler:
             if self.status is not None:
                 self.status.running()
             _log.info("shard DDL done", stage=p.operation.stage.value, returned=len(p.statements), **strs(c))
+
+    def resume_finished(self, event: DDLEvent, ctx: DDLContext) -> None:
+        """A restart met a shard DDL its checkpoint row records as finished (executed, or
+        answered with nothing to run) but whose checkpoint had not moved past it: it is not
+        coordinated again -- a new lock, the old one resolved meanwhile, would decide it afresh
+        and could run it twice or hold it forever.  The lock's done mark is given if it still
+        waits for it; the tracked schema follows the DDL (issue 28, invariant 5)."""
+        if event.table is None or event.target_table is None:
+            return
+        key = (event.schema, event.table)
+        try:
+            statements = split_ddl(event.query)
+            self.tracker.commit(self.tracker.preview(event.schema, event.table, statements, position=str(event.start)))
+        except (SchemaError, SchemaTrackError) as e:
+            _log.warning("finished DDL not modelled by the schema tracker; table will be re-read from upstream",
+                         table=f"{event.schema}.{event.table}", error=str(e))
+            self.tracker.forget(*key)
+            statements = []
+        target = self.mapper.target(*key)
+        if target is None or not statements:
+            return
+        ctx_ = self._ctx(TableDDL(event.query, event.schema, event.table, StatementKind(event.kind),
+                                  str(event.start)), target)
+        lk = LockKey(self.task, target.schema, target.table)
+        table = TableRef(self.source, event.schema, event.table)
+        info = self.store.get_info(lk, table)
+        if info is None or info.ddls != routed_ddls(statements, target):
+            return
+        op = self.store.get_operation(lk, table)
+        if op is not None and not op.done and op.info_revision == info.revision \
+                and op.stage in (Stage.NONE, Stage.UNLOCKED):
+            self.client.mark_done(op, ctx_)
+        _log.info("shard DDL finished before the restart; not coordinated again", **strs(ctx_))
 
     def ddl_skipped(self, event: DDLEvent, ctx: DDLContext) -> None:
         """``shardctl binlog skip``: no Info is sent and nothing runs downstream; the tracker

@@ -84,6 +84,7 @@ class DDLDecision:
     hold: bool = False            # conflict: hold this table (see module docstring)
     ignorable: bool = True        # ignore "already applied" errors on execution
     note: str = ""                # free text for logs/status
+    coordinated: bool = False     # answered by a shard-DDL lock: the syncer records it finished
 
 
 @dataclass
@@ -105,6 +106,8 @@ class DDLHandler(Protocol):
     def ddl_executed(self, event: DDLEvent, decision: DDLDecision, ctx: DDLContext) -> None: ...
 
     def table_info(self, schema: str, table: str) -> str | None: ...
+
+    def resume_finished(self, event: DDLEvent, ctx: DDLContext) -> None: ...
 
 
 def rewrite_for_target(event: DDLEvent, ctx: DDLContext) -> list[str]:
@@ -178,6 +181,9 @@ class DirectDDLHandler:
 
     def ddl_executed(self, event: DDLEvent, decision: DDLDecision, ctx: DDLContext) -> None:
         return None
+
+    def resume_finished(self, event: DDLEvent, ctx: DDLContext) -> None:
+        """Direct DDLs are not recorded finished (rule 8's intent covers them)."""
 
     def ddl_skipped(self, event: DDLEvent, ctx: DDLContext) -> None:
         """Operator skip: the tracked schema follows the upstream (see :func:`follow_skipped`)."""

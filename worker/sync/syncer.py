@@ -704,8 +704,18 @@ class Syncer:
                                   {"session_schema": m.schema or "", "online_ddl_shadow": c.shadow}))
 
     def _handle_ddl(self, ev: DDLEvent) -> None:
-        decision: DDLDecision = self.handler.handle_ddl(ev, self.ctx)
         key = (ev.schema, ev.table)
+        tp = self.store.tables.get(key) if ev.table is not None else None
+        intent = tp.ddl_intent if tp is not None else None
+        if intent and intent.get("finished") and Position.from_json(intent["pos"]).same_point(ev.end):
+            # rule 8b: finished before a restart (executed and answered), checkpoint not yet past it
+            self.handler.resume_finished(ev, self.ctx)
+            self.store.save_table(ev.schema, ev.table, ev.end, self.handler.table_info(ev.schema, ev.table),
+                                  keep_info=False)
+            self.log.info("DDL finished before a restart; not coordinated again", table=ev.upstream,
+                          position=str(ev.end))
+            return
+        decision: DDLDecision = self.handler.handle_ddl(ev, self.ctx)
         if decision.pause:
             DDLS.labels(self.task.name, self.source.source_id, "pause").inc()
             raise SyncPaused(f"paused before DDL: {decision.pause}", task=self.task.name,
@@ -719,6 +729,11 @@ class Syncer:
         executed = False
         if decision.execute and not decision.skip:
             executed = self._execute_ddl(ev, decision)
+        if decision.coordinated and ev.table is not None:
+            # rule 8b: finished, recorded before the done mark, so a restart between the mark and the
+            # checkpoint does not coordinate the DDL again
+            self.store.write_ddl_intent(ev.schema, ev.table, {"pos": ev.end.to_json(), "finished": True,
+                                                              "statements": decision.execute})
         self.handler.ddl_executed(ev, decision, self.ctx)
         self.hooks.fire("after_ddl_execute", {"event": ev, "executed": executed})
         DDLS.labels(self.task.name, self.source.source_id, "execute" if executed else "skip").inc()
