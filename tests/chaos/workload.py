@@ -31,7 +31,11 @@ FINAL_COLUMNS = ["id", "v", "note"]
 ID_BASE = {"s1": 1_000_000_000, "s2": 2_000_000_000}
 STEPS = ("ADD COLUMN c_{k} INT DEFAULT {k}", "ADD INDEX i_{k} (c_{k})", "DROP INDEX i_{k}",
          "CHANGE c_{k} r_{k} INT DEFAULT {k}", "MODIFY r_{k} BIGINT DEFAULT {k}",
-         "ADD COLUMN g_{k} BIGINT AS (r_{k} + 1) VIRTUAL", "DROP COLUMN g_{k}", "DROP COLUMN r_{k}")
+         "ADD COLUMN g_{k} BIGINT AS (r_{k} + 1) VIRTUAL", "DROP COLUMN g_{k}", "DROP COLUMN r_{k}",
+         # issue 28's cases: widen on some shards then drop everywhere (the DROP must wait for the
+         # last shard), a narrowing MODIFY on every shard (runs once, by the last)
+         "ADD COLUMN w_{k} INT DEFAULT {k}", "?MODIFY w_{k} BIGINT DEFAULT {k}", "DROP COLUMN w_{k}",
+         "ADD COLUMN n_{k} BIGINT DEFAULT {k}", "MODIFY n_{k} INT DEFAULT {k}", "DROP COLUMN n_{k}")
 
 
 def connect(params: dict, db: str | None = None):
@@ -174,9 +178,11 @@ class DDLStream(threading.Thread):
             while not self.stop_event.is_set():
                 self.round += 1
                 for n_step, step in enumerate(STEPS):
-                    stmt = step.format(k=self.round)
+                    stmt = step.lstrip("?").format(k=self.round)
                     order = [(sid, t) for sid in self.dbs for t in SHARDS]
                     self.rng.shuffle(order)
+                    if step.startswith("?"):        # only some shards take this step
+                        order = order[:self.rng.randint(1, len(order) - 1)]
                     extra = (self.rng.choice(sorted(self.dbs)), f"orders_x{self.round}_{n_step}") \
                         if self.create_drop and n_step in (0, 3) else None
                     for n, (sid, t) in enumerate(order):
