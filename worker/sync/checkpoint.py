@@ -32,6 +32,12 @@ Rules (tested in tests/worker/test_checkpoint.py and the syncer tests):
    position, the target's ``SHOW CREATE TABLE`` before}.  If a crash hits between execution and
    the checkpoint, the restart sees the intent; when the target's definition no longer equals
    the recorded one the DDL ran, and it is not run a second time.
+8b. **A coordinated shard DDL is finished once.**  After its statements ran (or the lock answered
+   "nothing to run") and before its done mark, the syncer records ``ddl_intent`` = {DDL end, finished}.
+   A restart that meets the DDL again (its checkpoint had not moved past it yet) does not send it to
+   the lock again -- the lock may have resolved and been removed meanwhile, and a new one would
+   decide it afresh (run it twice, or hold it forever): the handler gives the done mark if the lock
+   still waits for it and the tracked schema follows (``handler.resume_finished``).
 9. **Rebuild, don't remember.**  All in-memory state of a restarted syncer (read position,
    table points, schemas, safe mode window) comes from these rows (tiflow#9588).  The one
    exception is the operator's: a ``binlog-schema update|delete --flush=false`` structure, kept by
