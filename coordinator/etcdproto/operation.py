@@ -90,6 +90,9 @@ class DoneMark(Record):
     op_revision: int
     stage: Stage
     cols: list[str] = field(default_factory=list)
+    # False: the worker gives the mark without having run the statements (``binlog skip`` of the
+    # DDL after its execution failed): a runner's change did not happen, another table must run it
+    ran: bool = True
     task: str = _meta("")
     down_schema: str = _meta("")
     down_table: str = _meta("")
@@ -131,10 +134,10 @@ class PutResult:
     reason: str = ""   # why not put: "done" (already done for this Info), "newer-info", "info-gone"
 
 
-def _mark(op: Operation, op_revision: int) -> bytes:
+def _mark(op: Operation, op_revision: int, ran: bool = True) -> bytes:
     """The done mark's value for ``op`` at mod revision ``op_revision``."""
     return DoneMark(info_revision=op.info_revision, op_revision=op_revision, stage=op.stage,
-                    cols=list(op.cols)).encode()
+                    cols=list(op.cols), ran=ran).encode()
 
 
 def _unmarked(key: str, done_key: str, op_revision: int) -> list:
@@ -229,7 +232,7 @@ class OperationOps(_Base):
                     pass
 
     # caller: worker (shardddl lock client, after executing the answer)
-    def mark_done(self, op: Operation) -> int:
+    def mark_done(self, op: Operation, ran: bool = True) -> int:
         """Write ``op``'s done mark; returns the mark's revision.  Guarded: applies only if the
         stored Operation is still the one read (its mod revision) and not marked since it was
         written (a second call writes nothing); after a rewrite with identical content (master
@@ -241,7 +244,7 @@ class OperationOps(_Base):
         for _ in range(5):
             guard = [T.Mod(key) == expect_rev] if overwrite else _unmarked(key, dkey, expect_rev)
             ok, rev, resps = self._txn(f"marking {key} done", guard,
-                                       [T.Put(dkey, _mark(op, expect_rev))], [T.Get(key), T.Get(dkey)])
+                                       [T.Put(dkey, _mark(op, expect_rev, ran))], [T.Get(key), T.Get(dkey)])
             if ok:
                 return rev
             kvs = resps[0].response_range.kvs

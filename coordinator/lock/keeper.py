@@ -400,6 +400,8 @@ class LockKeeper:
             # pending answer is withdrawn, it waits for nothing and the lock re-evaluates
             m.note = ("schema set by the operator (binlog-schema update --sync)" if not info.ddls else
                       "schema forced by an ignore-conflict Info (binlog skip of a held DDL)")
+            if m.table in lock.gates:
+                lock.handover(m.table)      # it was to run a resolution: another table runs it
             lock.set_answer(m, None)
             lock.set_done(m, True)
         else:
@@ -509,6 +511,8 @@ class LockKeeper:
         if op.stage in (Stage.DETECTED, Stage.SKIP_AND_WAIT, Stage.RESOLVED):
             out.ignored = f"a {op.stage.value} Operation cannot be done"
             return out
+        if not getattr(op, "ran", True) and m.table in lock.gates:
+            lock.handover(m.table)          # its statements did not run: another table runs the change
         lock.set_done(m, True)
         exec_drops = set(m.answer.exec_drops)
         if not exec_drops and m.answer.ddls:   # the ddls of the answer ``op`` marks (same revision, stage)

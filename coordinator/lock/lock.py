@@ -114,7 +114,8 @@ class Lock:
         self.detected.discard(t)
         self.not_done.discard(t)
         self.running.discard(t)
-        self.gates.discard(t)
+        if t in self.gates:
+            self.handover(t)
         if t in self.redirects:
             self.redirects.remove(t)
         self.redirect_after.pop(t, None)
@@ -165,6 +166,29 @@ class Lock:
             self.gates.add(after)
         else:
             self.redirect_after.pop(t, None)
+
+    def handover(self, gone: TableRef) -> None:
+        """The runner of a resolution leaves, or its answer will not run (dropped upstream, the
+        operator skipped its DDL or set its schema), before running the agreed change: the first
+        table queued behind it runs it instead (its redirect is released now and its replay runs
+        the change); the others wait for that one (invariant 1: nobody replays past a change
+        that never ran)."""
+        self.gates.discard(gone)
+        queued = sorted((t for t, by in self.redirect_after.items() if by == gone and t != gone), key=str)
+        if not queued or (gone in self.members and gone not in self.running
+                          and not (self.members[gone].answer is not None
+                                   and self.members[gone].answer.stage in (Stage.RESOLVED, Stage.SKIP_AND_WAIT))):
+            return
+        new = queued[0]
+        self.redirect_after.pop(new, None)
+        m = self.members[new]
+        m.applied_by_other, m.applied_by = None, None       # its replay runs the change itself
+        for t in queued[1:]:
+            self.redirect_after[t] = new
+            if self.members[t].applied_by == gone:
+                self.members[t].applied_by = new
+        if queued[1:]:
+            self.gates.add(new)
 
     def gated_by(self, t: TableRef | None) -> bool:
         """``t`` resolved a conflict and its answer still has DDLs to run downstream (not done

@@ -172,3 +172,46 @@ def test_case10_tables_skipped_by_the_operator_do_not_hold_the_lock_forever():
         h.send(n, info=skip)
     view = h.k.locks()[0] if h.k.locks() else None
     assert h.lock.is_resolved(), view and view.waiting
+
+
+# ---------------------------------------------------------------------------- case 5
+def _three_renamed_runner_c(h: Harness):
+    h.send("A", RENAME)
+    h.send("B", RENAME)
+    assert ddls(h.send("C", RENAME, done=False)) == [RENAME]
+
+
+def test_case5_the_runner_dropped_upstream_before_running_hands_the_change_over():
+    h = Harness(T, tables=("A", "B", "C"))
+    _three_renamed_runner_c(h)
+    out = h.k.remove_table(LOCK.id, h.refs["C"], reason="dropped upstream")
+    # not "nothing to run" for everyone: A (first queued) replays and runs the rename; B waits for A
+    assert [(o.table.table, o.stage, o.runner) for o in out.others] == [
+        ("a", Stage.RESOLVED, ""), ("b", Stage.SKIP_AND_WAIT, str(h.refs["A"]))]
+    assert ddls(h.send("A", RENAME, done=False)) == [RENAME]
+    released = h.done("A")
+    assert [(o.table.table, o.stage) for o in released.others] == [("b", Stage.RESOLVED)]
+    assert ddls(h.send("B", RENAME)) == [] and h.lock.is_resolved()
+
+
+def test_case5_the_runners_ddl_skipped_by_the_operator_hands_the_change_over():
+    """`binlog skip` of the runner's DDL after its execution failed: its done mark says the
+    statements did not run (DoneMark.ran=False)."""
+    from coordinator.etcdproto import DoneMark
+    h = Harness(T, tables=("A", "B", "C"))
+    _three_renamed_runner_c(h)
+    op = h.last["C"]
+    mark = DoneMark(info_revision=op.info_revision, op_revision=op.revision, stage=op.stage, ran=False,
+                    task=op.task, down_schema=op.down_schema, down_table=op.down_table, source=op.source,
+                    up_schema=op.up_schema, up_table=op.up_table)
+    out = h.k.mark_done(mark)
+    assert [(o.table.table, o.stage) for o in out.others] == [("a", Stage.RESOLVED), ("b", Stage.SKIP_AND_WAIT)]
+    assert ddls(h.send("A", RENAME, done=False)) == [RENAME]
+
+
+def test_case5_the_runners_schema_set_by_the_operator_hands_the_change_over():
+    h = Harness(T, tables=("A", "B", "C"))
+    _three_renamed_runner_c(h)
+    forced = h.make_info("C", RENAME, before=h.init, ignore_conflict=True)
+    out = h.send("C", info=forced)
+    assert ("a", Stage.RESOLVED) in [(o.table.table, o.stage) for o in out.others]

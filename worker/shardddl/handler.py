@@ -481,6 +481,6 @@ class OptimisticDDLHandler:
                          "unlock ... --action skip` or remove the table from the lock", stage=op.stage.value,
                          **strs(ctx))
             return
-        self.client.mark_done(op, ctx)
+        self.client.mark_done(op, ctx, ran=False)
         _log.warning("skipped DDL's Operation marked done for its lock; its statements did NOT run downstream",
                      ddls="; ".join(op.ddls), **strs(ctx))

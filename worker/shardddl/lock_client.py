@@ -131,10 +131,12 @@ class LockClient:
                 self._wait_etcd(e, ctx)
         return None
 
-    def mark_done(self, op: Operation, ctx: dict) -> None:
+    def mark_done(self, op: Operation, ctx: dict, ran: bool = True) -> None:
+        """``ran=False``: the statements did not run (the operator skipped the DDL after its
+        execution failed): the lock hands a resolution this table was to run to another table."""
         while True:
             try:
-                self.store.mark_done(op)
+                self.store.mark_done(op, ran)
                 return
             except StaleOperation as e:
                 # Deleted: the lock resolved and was removed - our part is complete.  Replaced:
