@@ -3,10 +3,13 @@
 One process serves the sources the master binds to it (normally the one named by its
 ``--source`` file).  Life cycle:
 
-1. Register ``worker/<name>`` in etcd on a lease (TTL ``ttl``) and keep the lease alive.  If the
-   lease is lost (etcd partition longer than the TTL), every subtask is stopped *first* — the
+1. Register ``worker/<name>`` in etcd on a lease (TTL ``ttl``) and keep the lease alive.  When
+   etcd says the lease is gone (a refresh answers TTL 0), every subtask is stopped *first* — the
    master may already have moved the binding to another worker, and two writers of one source
-   must never run — then the worker registers again.
+   must never run — then the worker registers again.  An unreachable etcd alone does not stop
+   them (etcd keeps leases across its restart; a worker that took a source over bumps the
+   checkpoint epoch every write here checks), and a subtask is not started while its
+   predecessor for the same task and source is still ending.
 2. Watch bindings and tasks (plus a periodic full re-read, so a missed event only delays):
    for every task whose ``sources`` include a source bound to this worker and whose desired
    stage for that source is ``running``, run one subtask; stop subtasks whose task, binding or
@@ -415,6 +418,7 @@ class WorkerProcess:
         self.client = connect(opts.etcd)
         self.store = Store(self.client, opts.prefix)
         self.subtasks: dict[tuple[str, str], Subtask] = {}
+        self._stopping: dict[tuple[str, str], Subtask] = {}   # stopped, their thread maybe still ending
         self._paused_reported: set[tuple[str, str]] = set()   # paused subtasks whose status says so
         self.lease = None
         self.registered = False
@@ -532,17 +536,21 @@ class WorkerProcess:
                 else:
                     self._last_ok_refresh = time.monotonic()
             except Exception as e:  # noqa: BLE001 — etcd unreachable: the lease may expire
-                self.log.warning("lease refresh failed", error=str(e))
-                if self.lease is not None and self._lease_expired_locally():
-                    self._lost(f"etcd unreachable longer than the lease TTL ({e})")
+                # Only etcd says whether the lease is gone: it keeps leases across its own restart
+                # (and extends them), so judging by our clock restarted every subtask on every etcd
+                # restart (issue 28 case 8).  Writing on meanwhile is safe: a worker that took the
+                # source over bumps the checkpoint epoch, and every write here checks it (fence.py).
+                self.log.warning("lease refresh failed; keeping the subtasks until etcd answers",
+                                 error=str(e), unreachable_s=round(self._unreachable_for(), 1))
 
-    def _lease_expired_locally(self) -> bool:
+    def _unreachable_for(self) -> float:
+        """Seconds since the last refresh etcd answered (for the log)."""
         last = getattr(self, "_last_ok_refresh", None)
         now = time.monotonic()
         if last is None:
             self._last_ok_refresh = now
-            return False
-        return now - last > self.opts.ttl
+            return 0.0
+        return now - last
 
     def _lost(self, why: str) -> None:
         """Our registration is gone: the master may rebind our sources. Stop writing first."""
@@ -610,12 +618,24 @@ class WorkerProcess:
             self.log.info("stopping subtask", task=key[0], source=key[1], reason=why)
             sub.stop(final=final)
             del self.subtasks[key]
+            self._stopping[key] = sub
             if final == "paused":
                 self._paused_reported.add(key)
         self._report_paused(paused, want)
         for key, rec in want.items():
             if key in self.subtasks:
                 continue
+            old = self._stopping.get(key)
+            if old is not None and old.thread.is_alive():
+                # the previous subtask of this task+source has not ended yet (stop() waits 30 s):
+                # starting another would run two writers with the same epoch (issue 28 case 8)
+                self.log.warning("previous subtask still stopping; starting its successor later",
+                                 task=key[0], source=key[1])
+                t = threading.Timer(1.0, self._changed.set)
+                t.daemon = True
+                t.start()
+                continue
+            self._stopping.pop(key, None)
             src = self._source_config(key[1])
             if src is None:
                 continue
@@ -662,6 +682,7 @@ class WorkerProcess:
             sub.stop_event.set()
         for sub in subs:
             sub.stop()
+        self._stopping.update(self.subtasks)
         self.subtasks.clear()
         if subs:
             self.log.info("subtasks stopped", reason=why, count=len(subs))

@@ -82,7 +82,9 @@ def test_master_serves_and_is_leader_again_after_etcd_restart(svc, prefix, tmp_p
         RECOVERY.start_etcd()
 
 
-def test_worker_reports_waiting_for_downstream_and_catches_up(svc, prefix, tmp_path):
+def _one_source_task(svc, tmp_path: Path) -> tuple[str, Path, Path]:
+    """A database with table ``t`` on source1 and the downstream, a source file and an
+    incremental task from the current binlog position: (database, source file, task file)."""
     up, down = svc["mysql"]["source1"], svc["mysql"]["downstream"]
     db = f"rec_{uuid.uuid4().hex[:8]}"
     with pymysql.connect(**up, autocommit=True) as c, c.cursor() as cur:
@@ -101,6 +103,12 @@ def test_worker_reports_waiting_for_downstream_and_catches_up(svc, prefix, tmp_p
         "block-allow-list": {"b": {"do-dbs": [db]}},
         "mysql-instances": [{"source-id": "s1", "block-allow-list": "b",
                              "meta": {"binlog-name": f, "binlog-pos": int(pos)}}]}))
+    return db, src, task
+
+
+def test_worker_reports_waiting_for_downstream_and_catches_up(svc, prefix, tmp_path):
+    up, down = svc["mysql"]["source1"], svc["mysql"]["downstream"]
+    db, src, task = _one_source_task(svc, tmp_path)
     m, addr, metrics = _master(svc, prefix, tmp_path)
     w = Proc("worker", [SHARDCTL, "worker", "--etcd", svc["etcd"], "--source", str(src), "--name", "w1",
                         "--prefix", prefix, "--ttl", "3", "--spark-master", "local[1]"], tmp_path)
@@ -178,3 +186,51 @@ def test_worker_started_while_etcd_is_down_waits_for_it(svc, prefix, tmp_path):
     finally:
         RECOVERY.start_etcd()
         w.kill(signal.SIGTERM)
+
+
+def test_an_etcd_restart_longer_than_the_lease_ttl_does_not_restart_subtasks(svc, prefix, tmp_path):
+    """Issue 28 case 8: etcd keeps leases across its restart, so a worker must not judge its lease
+    lost by its own clock and restart every subtask; rows keep flowing once etcd is back."""
+    up, down = svc["mysql"]["source1"], svc["mysql"]["downstream"]
+    db, src, task = _one_source_task(svc, tmp_path)
+    m, addr, metrics = _master(svc, prefix, tmp_path)
+    w = Proc("worker", [SHARDCTL, "worker", "--etcd", svc["etcd"], "--source", str(src), "--name", "w1",
+                        "--prefix", prefix, "--ttl", "3", "--spark-master", "local[1]"], tmp_path)
+    procs = [m, w]
+
+    def rows() -> int:
+        with pymysql.connect(**down, database=db, connect_timeout=2) as c, c.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM t")
+            return cur.fetchone()[0]
+
+    def insert(lo, hi):
+        with pymysql.connect(**up, database=db, autocommit=True) as c, c.cursor() as cur:
+            cur.executemany("INSERT INTO t VALUES (%s, %s)", [(i, i) for i in range(lo, hi)])
+    try:
+        _wait(lambda: _is_leader(metrics), 60, "master leader", procs)
+        w.start()
+        _wait(lambda: shardctl_doc(addr, "operate-source", "show")[0] == 0 and "w1" in json.dumps(
+            shardctl_doc(addr, "operate-source", "show")[1]), 90, "s1 bound to w1", procs)
+        rc, out = shardctl_doc(addr, "start-task", str(task))
+        assert rc == 0, out
+        insert(0, 10)
+        _wait(lambda: rows() == 10, 180, "first rows downstream", procs)
+        RECOVERY.kill_etcd()
+        insert(10, 20)
+        time.sleep(8)                       # more than twice the worker's lease TTL (3 s)
+        RECOVERY.start_etcd()
+        insert(20, 30)
+        _wait(lambda: rows() == 30, 120, "rows written around the etcd restart", procs)
+        log = w.output()
+        assert "registration lost" not in log, log[-3000:]
+        assert log.count("starting subtask") == 1, log[-3000:]
+        assert w.alive() and m.alive()
+    finally:
+        RECOVERY.start_etcd()
+        shardctl_doc(addr, "stop-task", db)
+        for p in procs:
+            p.kill(signal.SIGTERM)
+        for params in (up, down):
+            with pymysql.connect(**params, autocommit=True) as c, c.cursor() as cur:
+                cur.execute(f"DROP DATABASE IF EXISTS {db}")
+                cur.execute(f"DROP DATABASE IF EXISTS {db}_meta")

@@ -75,7 +75,10 @@ class World:
 
     def _checkpoint_schema(self, _lock: LockKey, t: TableRef) -> TableSchema | None:
         w = self.by_table.get(t)
-        return None if w is None else w.schemas[w.pos]
+        if w is None:
+            return None
+        # checkpoint_schema.current_info: a finished DDL's schema while the checkpoint is before it
+        return w.schemas[w.pos + 1] if w.ran == w.pos and w.pos < len(w.events) else w.schemas[w.pos]
 
     def _new_keeper(self) -> LockKeeper:
         k = LockKeeper(schema_source=self._checkpoint_schema)

@@ -179,6 +179,16 @@ class OptimisticDDLHandler:
                 self.status.running()
             _log.info("shard DDL done", stage=p.operation.stage.value, returned=len(p.statements), **strs(c))
 
+    def after_info(self, event: DDLEvent) -> str | None:
+        """The table's schema after the DDL being finished (its pending preview), as the
+        checkpoint's ``table_info`` would hold it: the finished intent carries it, so a master
+        reading this table's schema for a new lock before the checkpoint moves past the DDL
+        does not take the schema from before it (``CheckpointSchemaSource``)."""
+        p = self._pending.get((event.schema, event.table)) if event.table else None
+        if p is None or p.preview is None or not p.preview.afters or p.preview.afters[-1] is None:
+            return None
+        return schema_to_json(p.preview.afters[-1])
+
     def resume_finished(self, event: DDLEvent, ctx: DDLContext) -> None:
         """A restart met a shard DDL its checkpoint row records as finished (executed, or
         answered with nothing to run) but whose checkpoint had not moved past it: it is not

@@ -109,6 +109,8 @@ class DDLHandler(Protocol):
 
     def resume_finished(self, event: DDLEvent, ctx: DDLContext) -> None: ...
 
+    def after_info(self, event: DDLEvent) -> str | None: ...
+
 
 def rewrite_for_target(event: DDLEvent, ctx: DDLContext) -> list[str]:
     """The upstream statement with every table name replaced by its routed target."""
@@ -184,6 +186,9 @@ class DirectDDLHandler:
 
     def resume_finished(self, event: DDLEvent, ctx: DDLContext) -> None:
         """Direct DDLs are not recorded finished (rule 8's intent covers them)."""
+
+    def after_info(self, event: DDLEvent) -> str | None:
+        return None
 
     def ddl_skipped(self, event: DDLEvent, ctx: DDLContext) -> None:
         """Operator skip: the tracked schema follows the upstream (see :func:`follow_skipped`)."""

@@ -733,7 +733,8 @@ class Syncer:
             # rule 8b: finished, recorded before the done mark, so a restart between the mark and the
             # checkpoint does not coordinate the DDL again
             self.store.write_ddl_intent(ev.schema, ev.table, {"pos": ev.end.to_json(), "finished": True,
-                                                              "statements": decision.execute})
+                                                              "statements": decision.execute,
+                                                              "table_info": self.handler.after_info(ev)})
         self.handler.ddl_executed(ev, decision, self.ctx)
         self.hooks.fire("after_ddl_execute", {"event": ev, "executed": executed})
         DDLS.labels(self.task.name, self.source.source_id, "execute" if executed else "skip").inc()
