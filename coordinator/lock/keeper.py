@@ -7,8 +7,6 @@ writes it through ``coordinator.etcdproto.Store`` with its fence, then — only 
 """
 from __future__ import annotations
 
-import dataclasses
-import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -18,7 +16,7 @@ from coordinator.schema import SchemaError, TableSchema
 
 from .errors import BadAction, LockNotFound, TableNotInLock, UnlockRefused
 from .schema_bag import try_join_all
-from .lock import Answer, Drops, Lock, Member, change_sig
+from .lock import Answer, Effects, Lock, Member
 
 SchemaSource = Callable[[LockKey, TableRef], "TableSchema | None"]
 
@@ -126,27 +124,6 @@ class Rebuilt:
     dropped_deletes: list[tuple[LockKey, str]]
     resolved: list[LockKey]
     errors: list[str]
-
-
-_DROP_RE = re.compile(r"\bDROP\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?`?([^`\s,;]+)`?", re.I)
-
-
-def _wait_runner(lock: Lock, by: TableRef) -> str:
-    r = lock.members.get(by)
-    ddls = "; ".join(r.answer.ddls or r.answer.info.ddls) if r is not None and r.answer is not None else ""
-    return f"waiting for {by} to run the agreed change downstream ({ddls}) before replaying"
-
-
-def new_unique_auto_increment(prev: TableSchema, post: TableSchema) -> str | None:
-    """The name of a column ``post`` adds with AUTO_INCREMENT under a unique key (PRIMARY or
-    UNIQUE), else None: shards would each count it from 1 into one merged table (DM holds it)."""
-    for c in post.columns:
-        if not c.auto_increment or prev.column(c.name) is not None:
-            continue
-        for ix in post.indexes:
-            if ix.kind in ("primary", "unique") and ix.columns and ix.columns[0][0].lower() == c.key:
-                return c.name
-    return None
 
 
 class LockKeeper:
@@ -262,7 +239,8 @@ class LockKeeper:
                 out.operation = self._op(key, t, info, Stage.ERROR, [], out.ignored)
                 return out
             m = self._member(lock, t)
-            return self._answer(lock, m, info, Answer(info, Stage.ERROR, [], f"unreadable schema in Info: {e}"), out)
+            return self._apply(lock, t, lock.settle(m, info, Answer(info, Stage.ERROR, [], f"unreadable schema in Info: {e}")),
+                               out)
         lock = self._ensure_lock(key, before or (afters[-1] if afters else None))
         if lock is None:
             out.ignored = "Info carries no schema (no before/after); cannot create its lock"
@@ -285,205 +263,41 @@ class LockKeeper:
         if info.ignore_conflict and not info.ddls and afters:
             # `binlog-schema update --sync`: the operator set this table's structure; the lock
             # takes it as the table's schema (no DDL, nothing to answer) and re-joins
-            lock.set_conflict(m, None)
-            lock.set_schema(m, afters[-1])
-            return self._answer(lock, m, info, Answer(info, Stage.NONE, [], "", afters=afters, before=before), out)
+            return self._apply(lock, t, lock.take_schema(m, info, before, afters), out)
         if len(info.ddls) != len(afters) or not afters:
-            return self._answer(lock, m, info, Answer(
+            return self._apply(lock, t, lock.settle(m, info, Answer(
                 info, Stage.ERROR, [], f"inconsistent Info: {len(info.ddls)} DDLs but {len(afters)} "
-                "after-schemas (worker bug; skip the event)"), out)
+                "after-schemas (worker bug; skip the event)")), out)
         if before is None:
-            return self._answer(lock, m, info, Answer(info, Stage.ERROR, [], "Info has no before-schema"), out)
-        again = self._replayed_answer(m, info, before, afters)
-        if again is not None:
-            return self._answer(lock, m, info, again, out)
-        applied, by = m.applied_by_other, m.applied_by
-        ans = self._try_sync(lock, m, info, before, afters, out)
-        if (applied is not None and by is not None and by != m.table and lock.gated_by(by)
-                and ans.stage is Stage.NONE and not ans.ddls):
-            # the replay of this table's change, which ``by`` was told to run downstream and has not
-            # run yet (its worker died in between, say): the rows after it do not fit the downstream
-            # yet.  Hold the table again until ``by`` is done; on one source the stream must get past
-            # this table to reach ``by``'s DDL.  Only ``by`` gates it: an unrelated running DDL does not.
-            m.applied_by_other, m.applied_by = applied, by
-            ans = Answer(info, Stage.SKIP_AND_WAIT, [], _wait_runner(lock, by), [], set(), afters, before, runner=by)
-            lock.queue_redirect(m.table, by)
-        return self._answer(lock, m, info, ans, out)
-
-    @staticmethod
-    def _replayed_answer(m: Member, info: Info, before: TableSchema, afters: list[TableSchema]) -> Answer | None:
-        """The answer to a re-sent Info (worker restart, recheck) that repeats the DDL the table's
-        current answer was decided for: that answer stands (invariant 2, docs/lock-algorithm.md).
-        Re-deciding it against today's lock would pick a new runner or return a statement that
-        already ran.  Done: the statements ran, so nothing runs again; not done: the same
-        statements (the worker's intent row absorbs a repeat), or the same hold."""
-        a = m.answer
-        if a is None or m.error or a.stage not in (Stage.NONE, Stage.UNLOCKED, Stage.SKIP_AND_WAIT):
-            return None
-        if a.info.ddls != info.ddls or a.before is None or len(a.afters) != len(afters):
-            return None
-        if a.before.lattice_key() != before.lattice_key() or any(
-                x.lattice_key() != y.lattice_key() for x, y in zip(a.afters, afters)):
-            return None
-        if a.stage is Stage.SKIP_AND_WAIT:
-            # still held on the same pending change: the same hold (a resolved one is re-decided)
-            return dataclasses.replace(a, info=info) if m.conflict is not None else None
-        if m.done:
-            return Answer(info, Stage.NONE, [], "already in effect: this DDL was answered and done before",
-                          [], set(), afters, before)
-        return dataclasses.replace(a, info=info)
+            return self._apply(lock, t, lock.settle(m, info, Answer(info, Stage.ERROR, [], "Info has no before-schema")),
+                               out)
+        return self._apply(lock, t, lock.on_info(m, info, before, afters), out)
 
     def _ensure_lock(self, key: LockKey, init: TableSchema | None) -> Lock | None:
         lock = self._locks.get(key)
         if lock is None and init is not None:
             lock = Lock(key, init)
             for dc in self._preload.pop(key, []):
-                lock.columns.setdefault(dc.column.lower(), Drops())[
-                    TableRef(dc.source, dc.up_schema, dc.up_table)] = DroppedStage(dc.stage)
+                lock.preload_dropped(dc.column, TableRef(dc.source, dc.up_schema, dc.up_table), DroppedStage(dc.stage))
             self._locks[key] = lock
         return lock
 
-    def _try_sync(self, lock: Lock, m: Member, info: Info, before: TableSchema,
-                  afters: list[TableSchema], out: LockChange) -> Answer:
-        prev = before
-        returned: list[str] = []
-        cols: list[str] = []
-        exec_drops: set[str] = set()
-        dropped_here: set[str] = set()
-        stage, msg = Stage.NONE, ""
-        for sql, post in zip(info.ddls, afters):
-            ai = new_unique_auto_increment(prev, post)
-            if ai is not None:
-                stage, msg = Stage.DETECTED, (
-                    f"there will be conflicts if DDLs {sql} are applied to the downstream: column `{ai}` is a "
-                    "new unique AUTO_INCREMENT column; every shard numbers it from 1, so the merged rows "
-                    "would collide on it. Add it without UNIQUE/AUTO_INCREMENT upstream, or decide with "
-                    f"`shardctl shard-ddl-lock unlock {lock.id} -s {m.table.source} -d {m.table.schema} "
-                    f"-t {m.table.table} --action skip|exec`, or `shardctl binlog skip {lock.key.task} "
-                    f"-s {m.table.source}`")
-                break
-            r = lock.step(m, prev, post)
-            if r.stage is not Stage.NONE:
-                stage, msg = r.stage, r.message
-                if stage is Stage.DETECTED:   # DM's phrase, which runbooks and alerts grep for
-                    msg = f"there will be conflicts if DDLs {sql} are applied to the downstream: {msg}"
-                break
-            err, drops = lock.check_add_drop(m, prev, post, dropped_here, sql)
-            if err:
-                stage, msg = Stage.ERROR, err
-                break
-            cols.extend(drops)
-            dropped_here.update(d.lower() for d in drops)
-            if r.changed:
-                returned.append(sql)
-                exec_drops.update(d.lower() for d in drops)
-            prev = post
-        if stage is Stage.NONE and cols:
-            new = lock.record_dropped(m.table, cols)
-            if new:
-                out.dropped_puts.append((m.table, new, DroppedStage.NOT_DONE))
-        if stage is not Stage.NONE:
-            if info.ignore_conflict:
-                lock.set_conflict(m, None)
-                lock.set_schema(m, afters[-1])
-            elif stage is not Stage.SKIP_AND_WAIT:
-                lock.set_conflict(m, None)
-                lock.set_schema(m, before)
-            returned = []
-        return Answer(info, stage, returned, msg, cols if stage is Stage.NONE else [],
-                      exec_drops, afters, before)
-
-    def _answer(self, lock: Lock, m: Member, info: Info, ans: Answer, out: LockChange) -> LockChange:
-        """Store the decision, build the caller's Operation and the follow-ups."""
-        if info.ignore_conflict:
-            # the table's schema is forced (an operator's `binlog skip` of a held DDL): its
-            # pending answer is withdrawn, it waits for nothing and the lock re-evaluates
-            m.note = ("schema set by the operator (binlog-schema update --sync)" if not info.ddls else
-                      "schema forced by an ignore-conflict Info (binlog skip of a held DDL)")
-            if m.table in lock.gates:
-                lock.handover(m.table)      # it was to run a resolution: another table runs it
-            lock.set_answer(m, None)
-            lock.set_done(m, True)
-        else:
-            lock.set_answer(m, ans)
-            lock.set_done(m, False)
-            out.operation = self._op_for(lock, m)
-        self._follow_up(lock, out, exclude=m.table)
-        return out
-
-    def _follow_up(self, lock: Lock, out: LockChange, exclude: TableRef | None = None) -> None:
-        """Redirects for resolved conflicts, then re-evaluate tables whose DDL was `detected`
-        (DM leaves them blocked until the operator acts; the lock has changed, so ask again)."""
-        self._drain_redirects(lock, out)
-        for _ in range(len(lock.members)):
-            progressed = False
-            for t in sorted(lock.detected - {exclude}, key=str):
-                m = lock.members[t]
-                a = m.answer
-                redo = LockChange(lock.key)
-                ans = self._try_sync(lock, m, a.info, a.before, a.afters, redo)
-                if ans.stage is Stage.DETECTED:
-                    continue
-                lock.set_answer(m, ans)
-                lock.set_done(m, False)
-                out.others.append(self._op_for(lock, m))
-                out.dropped_puts.extend(redo.dropped_puts)
-                self._drain_redirects(lock, out)
-                progressed = True
-            if not progressed:
-                break
+    def _apply(self, lock: Lock, t: TableRef, fx: Effects, out: LockChange) -> LockChange:
+        """Turn what ``lock`` changed into the Operations and records the master writes."""
+        if fx.answer is not None:
+            out.operation = self._op_for(lock, t, fx.answer)
+        out.others.extend(self._op_for(lock, x, a) for x, a in fx.others)
+        out.dropped_puts.extend(fx.dropped_puts)
+        out.dropped_deletes.extend(fx.dropped_deletes)
         out.handled_revision = lock.handled_revision
         out.resolved = lock.is_resolved()
         out.empty = not lock.members
+        return out
 
-    def _drain_redirects(self, lock: Lock, out: LockChange) -> None:
-        """Redirect the resolved tables whose resolving table has run its DDLs downstream (or runs
-        none): their replayed rows need the changed downstream.  The others stay queued until that
-        table's done mark (``mark_done``), or until it leaves the lock or its answer changes."""
-        for t, why in sorted(lock.uncarried.items(), key=lambda x: str(x[0])):
-            m = lock.members.get(t)
-            if m is not None and m.answer is not None:
-                a = m.answer
-                lock.set_answer(m, Answer(a.info, Stage.DETECTED, [], (
-                    f"there will be conflicts if DDLs {'; '.join(a.info.ddls)} are applied to the downstream: {why}. "
-                    f"Exit: `shardctl shard-ddl-lock unlock {lock.id} -s {t.source} -d {t.schema} -t {t.table} "
-                    "--action skip` (this table's values of the old column are not carried; the column is dropped "
-                    "downstream once no table has it), or make every table take the same path upstream"),
-                    [], set(), a.afters, a.before))
-                lock.set_done(m, False)
-                out.others.append(self._op_for(lock, m))
-        lock.uncarried.clear()
-        if not lock.redirects:
-            return
-        waiting: list[TableRef] = []
-        for t in lock.redirects:
-            by = lock.redirect_after.get(t)
-            m = lock.members.get(t)
-            if lock.gated_by(by):
-                waiting.append(t)
-                if m is not None and m.answer is not None and m.answer.stage is Stage.SKIP_AND_WAIT \
-                        and m.answer.runner != by:
-                    # the resolution is persisted with the held table's answer: a rebuild restores
-                    # who runs the change instead of re-deciding it
-                    a = m.answer
-                    lock.set_answer(m, Answer(a.info, Stage.SKIP_AND_WAIT, [], _wait_runner(lock, by), [], set(),
-                                              a.afters, a.before, runner=by))
-                    out.others.append(self._op_for(lock, m))
-                continue
-            lock.redirect_after.pop(t, None)
-            if m is None or m.answer is None:
-                continue
-            a = m.answer
-            lock.set_answer(m, Answer(a.info, Stage.RESOLVED, [], "conflict resolved: replay the skipped events",
-                                        [], set(), a.afters, a.before, runner=m.applied_by or by))
-            lock.set_done(m, False)
-            out.others.append(self._op_for(lock, m))
-        lock.redirects = waiting
-
-    def _op_for(self, lock: Lock, m: Member) -> Operation:
-        a = m.answer
-        return Operation(lock_id=lock.id, task=lock.key.task, source=m.table.source,
-                         up_schema=m.table.schema, up_table=m.table.table, down_schema=lock.key.down_schema,
+    @staticmethod
+    def _op_for(lock: Lock, t: TableRef, a: Answer) -> Operation:
+        return Operation(lock_id=lock.id, task=lock.key.task, source=t.source,
+                         up_schema=t.schema, up_table=t.table, down_schema=lock.key.down_schema,
                          down_table=lock.key.down_table, info_revision=a.info.revision, ddls=list(a.ddls),
                          stage=a.stage, message=a.message, done=False, cols=list(a.cols),
                          runner=str(a.runner) if a.runner is not None else "")
@@ -511,20 +325,7 @@ class LockKeeper:
         if op.stage in (Stage.DETECTED, Stage.SKIP_AND_WAIT, Stage.RESOLVED):
             out.ignored = f"a {op.stage.value} Operation cannot be done"
             return out
-        if not getattr(op, "ran", True) and m.table in lock.gates:
-            lock.handover(m.table)          # its statements did not run: another table runs the change
-        lock.set_done(m, True)
-        exec_drops = set(m.answer.exec_drops)
-        if not exec_drops and m.answer.ddls:   # the ddls of the answer ``op`` marks (same revision, stage)
-            exec_drops = {x.lower() for d in m.answer.ddls for x in _DROP_RE.findall(d)}
-        updates, cleared = lock.done_dropped(m.table, op.cols, exec_drops)
-        for col, stage in updates:
-            if col not in cleared:
-                out.dropped_puts.append((m.table, [col], stage))
-        out.dropped_deletes.extend(cleared)
-        self._drain_redirects(lock, out)     # held until this execution was done
-        out.handled_revision = lock.handled_revision
-        out.resolved = lock.is_resolved()
+        return self._apply(lock, m.table, lock.mark_done(m, op.cols, getattr(op, "ran", True)), out)
         return out
 
     # ------------------------------------------------------------------ operator exits
@@ -547,45 +348,7 @@ class LockKeeper:
             raise UnlockRefused(f"{t} in lock {lock.id} is not blocked (it has {stage}); nothing to unlock. "
                                 f"It is waiting for: {lock.waiting_for(t) or 'nothing'}",
                                 lock_id=lock.id, table=str(t))
-        out = LockChange(lock.key)
-        lock.set_conflict(m, None)
-        after = a.afters[-1] if a.afters else m.schema
-        others = lock.normal.distinct_except(m.schema)
-        if try_join_all(others + [after]) is not None:
-            lock.set_schema(m, after)
-            m.note = f"unlocked with {action}"
-        else:
-            m.note = (f"unlocked with {action}; its new schema cannot be joined with the others, the lock "
-                      "keeps its previous schema")
-        ddls = list(a.info.ddls) if action == "exec" else []
-        finish = self._orphan_drops(lock)
-        if finish:
-            # columns every table has now dropped, but whose DROP never ran downstream (the table
-            # that still had them was this one): its answer completes them
-            lock.record_dropped(t, finish)
-            out.dropped_puts.append((t, finish, DroppedStage.NOT_DONE))
-            ddls += [f"ALTER TABLE `{lock.key.down_schema}`.`{lock.key.down_table}` DROP COLUMN `{c}`" for c in finish]
-        lock.set_answer(m, Answer(a.info, Stage.UNLOCKED, ddls,
-                                  f"unlocked by operator: {action}" + (
-                                      f"; completes the drop of {', '.join(f'`{c}`' for c in finish)} (no table has "
-                                      "it any more)" if finish else ""), list(finish), set(finish), a.afters, a.before))
-        lock.set_done(m, False)
-        out.operation = self._op_for(lock, m)
-        lock.try_resolve(None)
-        self._follow_up(lock, out, exclude=t)
-        return out
-
-    @staticmethod
-    def _orphan_drops(lock: Lock) -> list[str]:
-        """Dropped columns no member has any more and nobody dropped downstream."""
-        out = []
-        for col, per in sorted(lock.columns.items()):
-            if per.count[DroppedStage.DONE]:
-                continue
-            if any(m.final.column(col) is not None or m.schema.column(col) is not None for m in lock.members.values()):
-                continue
-            out.append(col)
-        return out
+        return self._apply(lock, t, lock.unlock(m, action), LockChange(lock.key))
 
     def remove_table(self, lock_id: str | LockKey, t: TableRef, reason: str = "removed by operator") -> LockChange:
         """Take a shard table out of a lock (dropped upstream, or the operator decided it will never
@@ -594,13 +357,7 @@ class LockKeeper:
         if t not in lock.members:
             raise TableNotInLock(f"{t} is not a member of lock {lock.id}", lock_id=lock.id, table=str(t))
         out = LockChange(lock.key, removed_tables=[t])
-        lock.remove_member(t)
-        if lock.members:
-            lock.try_resolve(None)
-            self._follow_up(lock, out)
-        out.handled_revision = lock.handled_revision
-        out.empty = not lock.members
-        out.resolved = lock.is_resolved()
+        return self._apply(lock, t, lock.remove(t), out)
         return out
 
     def remove_sources(self, task: str, sources: Iterable[str]) -> list[LockChange]:
@@ -782,33 +539,8 @@ class LockKeeper:
             self._add_members(lock, self.targets(info.lock))
             self._members_current.add(info.lock)
         m = lock.members.get(info.table) or lock.add_member(info.table, before)
-        post = afters[-1]
         runner = parse_table_ref(op.runner) if op.runner else None
-        m.info_revision = info.revision
-        lock.handled_revision = max(lock.handled_revision, info.revision)
-        lock.set_conflict(m, None)
-        if op.stage is Stage.UNLOCKED:
-            # as ``unlock`` decided: the new schema when it joins with the others, else the old one
-            lock.set_schema(m, post if try_join_all(lock.normal.distinct_except(m.schema) + [post]) else before)
-        elif op.stage in (Stage.NONE, Stage.RESOLVED):
-            lock.set_schema(m, post)
-        elif op.stage is Stage.SKIP_AND_WAIT and runner is None:
-            lock.set_schema(m, before)
-            lock.set_conflict(m, post)
-        elif op.stage is Stage.SKIP_AND_WAIT:
-            lock.set_schema(m, post)
-            lock.queue_redirect(m.table, runner)
-        else:
-            lock.set_schema(m, before)
-        if runner is not None and runner != m.table:
-            m.applied_by_other, m.applied_by = post, runner
-            lock.accepted.add(change_sig(before, post))
-        exec_drops = {x.lower() for d in op.ddls for x in _DROP_RE.findall(d)}
-        lock.set_answer(m, Answer(info, op.stage, list(op.ddls), op.message, list(op.cols), exec_drops, afters,
-                                  before, runner=runner))
-        lock.set_done(m, op.done)
-        if op.stage is Stage.UNLOCKED:
-            m.note = f"unlocked with {'exec' if op.ddls else 'skip'}"
+        lock.restore(m, info, before, afters, op.stage, list(op.ddls), op.message, list(op.cols), runner, op.done)
         return True
 
     @classmethod
@@ -852,7 +584,7 @@ class LockKeeper:
             if not restored:
                 pending.append(info)
         for lock in k._locks.values():
-            k._drain_redirects(lock, LockChange(lock.key))   # runners already done release their redirects
+            lock.drain_redirects(Effects())   # runners already done release their redirects
         for info in pending:       # never answered (or answered for an older Info): decide now
             try:
                 k.handle_info(info)
@@ -884,10 +616,10 @@ class LockKeeper:
         for lk, lock in k._locks.items():
             for m in lock.members.values():
                 if m.answer is not None and not m.error:
-                    op = k._op_for(lock, m)
+                    op = k._op_for(lock, m.table, m.answer)
                     op.done = m.done
                     out_ops.append(op)
-            for col, per in lock.columns.items():
+            for col, per in lock.dropped_columns.items():
                 for t, st in per.items():
                     final_cols[(lk, col, t)] = st
             if lock.is_resolved():
