@@ -314,7 +314,7 @@ class LockKeeper:
         out = LockChange(op.lock)
         lock = self._locks.get(op.lock)
         m = lock.members.get(op.table) if lock else None
-        if m is None or m.answer is None:
+        if lock is None or m is None or m.answer is None:
             out.ignored = f"done Operation for {op.table} but lock {op.lock_id} or the table is unknown"
             return out
         if op.info_revision != m.answer.info.revision or op.stage is not m.answer.stage:
@@ -326,7 +326,6 @@ class LockKeeper:
             out.ignored = f"a {op.stage.value} Operation cannot be done"
             return out
         return self._apply(lock, m.table, lock.mark_done(m, op.cols, getattr(op, "ran", True)), out)
-        return out
 
     # ------------------------------------------------------------------ operator exits
     def unlock(self, lock_id: str | LockKey, source: str, schema: str, table: str, action: str = "skip") -> LockChange:
@@ -383,8 +382,8 @@ class LockKeeper:
             self.drop_lock(k)
         self._targets.clear()
         self._members_current.clear()
-        for k in [k for k in self._source_tables if k[0] == task]:
-            del self._source_tables[k]
+        for sk in [sk for sk in self._source_tables if sk[0] == task]:
+            del self._source_tables[sk]
         return keys
 
     def force_remove(self, lock_id: str | LockKey) -> LockView:
@@ -483,10 +482,11 @@ class LockKeeper:
                 waiting.append((str(t), r))
         owners = sorted(str(t) for t, m in lock.members.items()
                         if m.answer is not None and m.answer.stage is Stage.DETECTED)
-        owner_ddls = []
+        owner_ddls: list[str] = []
         if owners:
-            first = next(m for t, m in lock.members.items() if str(t) == owners[0])
-            owner_ddls = list(first.answer.info.ddls)
+            first = next(m.answer for t, m in lock.members.items() if str(t) == owners[0])
+            assert first is not None     # an owner is a member whose answer is `detected`
+            owner_ddls = list(first.info.ddls)
         errs = [lock.error] if lock.error else []
         errs += [f"{t}: {m.error}" for t, m in sorted(lock.members.items(), key=lambda x: str(x[0])) if m.error]
         state = self._state(lock)
@@ -563,9 +563,9 @@ class LockKeeper:
             k._preload.setdefault(lk, []).append(dc)
             persisted[(lk, dc.column.lower(), TableRef(dc.source, dc.up_schema, dc.up_table))] = DroppedStage(dc.stage)
         known_sources = set(k._source_tables)
-        ops = {}
-        for op in operations:
-            ops[(op.lock, op.table)] = op
+        ops: dict[tuple[LockKey, TableRef], Operation] = {}
+        for o in operations:
+            ops[(o.lock, o.table)] = o
         infos = sorted(infos, key=lambda i: i.revision)
         pending: list[Info] = []
         for info in infos:
@@ -573,12 +573,12 @@ class LockKeeper:
             if listed and (info.up_schema, info.up_table) not in k._source_tables[(info.task, info.source)].members(
                     info.down_schema, info.down_table):
                 continue   # the table left the task; its Info is stale (removed on the next cleanup)
-            op = ops.get((info.lock, info.table))
+            stored = ops.get((info.lock, info.table))
             try:
-                restored = op is not None and op.info_revision == info.revision and k._restore(info, op)
+                restored = stored is not None and stored.info_revision == info.revision and k._restore(info, stored)
             except Exception as e:  # noqa: BLE001 — one bad lock must not stop the master
                 errors.append(f"{info.lock.id}: restoring the answer of {info.table} failed: {e}")
-                k.mark_error(info.lock, f"restoring Operation revision {op.revision if op else 0} failed: {e}",
+                k.mark_error(info.lock, f"restoring Operation revision {stored.revision if stored else 0} failed: {e}",
                              info.table)
                 continue
             if not restored:
@@ -592,8 +592,8 @@ class LockKeeper:
                 errors.append(f"{info.lock.id}: replaying Info of {info.table} failed: {e}")
                 k.mark_error(info.lock, f"replaying Info revision {info.revision} failed: {e}", info.table)
         for (lk, t), op in sorted(ops.items(), key=lambda x: x[1].revision):
-            lock = k._locks.get(lk)
-            m = lock.members.get(t) if lock else None
+            found = k._locks.get(lk)
+            m = found.members.get(t) if found else None
             if m is None or m.answer is None or op.info_revision != m.answer.info.revision:
                 continue
             try:
@@ -604,14 +604,15 @@ class LockKeeper:
             except Exception as e:  # noqa: BLE001
                 errors.append(f"{lk.id}: restoring Operation of {t} failed: {e}")
                 k.mark_error(lk, f"restoring Operation revision {op.revision} failed: {e}", t)
-        for e in bad:
-            p = e.parts
+        for rec in bad:
+            p = rec.parts
             if {"task", "down_schema", "down_table"} <= set(p):
                 lk = LockKey(p["task"], p["down_schema"], p["down_table"])
-                t = TableRef(p["source"], p["up_schema"], p["up_table"]) if "up_table" in p else None
-                k.mark_error(lk, f"unreadable record {e.etcd_key}: {e.message}", t)
-            errors.append(str(e))
-        out_ops, resolved = [], []
+                where = TableRef(p["source"], p["up_schema"], p["up_table"]) if "up_table" in p else None
+                k.mark_error(lk, f"unreadable record {rec.etcd_key}: {rec.message}", where)
+            errors.append(str(rec))
+        out_ops: list[Operation] = []
+        resolved: list[LockKey] = []
         final_cols: dict[tuple[LockKey, str, TableRef], DroppedStage] = {}
         for lk, lock in k._locks.items():
             for m in lock.members.values():
@@ -620,8 +621,8 @@ class LockKeeper:
                     op.done = m.done
                     out_ops.append(op)
             for col, per in lock.dropped_columns.items():
-                for t, st in per.items():
-                    final_cols[(lk, col, t)] = st
+                for t, stage in per.items():
+                    final_cols[(lk, col, t)] = stage
             if lock.is_resolved():
                 resolved.append(lk)
         for lk, pre in k._preload.items():   # dropped columns of locks that were not rebuilt: keep

@@ -16,7 +16,7 @@ from coordinator.schema import TableSchema
 
 from .explain import detected_message, readd_message, skip_message, wait_runner, waiting_for
 from .schema_bag import cmp, eq, join2, try_join_all
-from .shape import _narrowed_to, _no_charset, _shape_change, change_sig, lossy
+from .shape import _col, _narrowed_to, _no_charset, _shape_change, change_sig, lossy
 from .state import Answer, Drops, LockState, Member, StepResult
 
 __all__ = ["Answer", "Drops", "Effects", "Lock", "Member", "StepResult", "new_unique_auto_increment"]
@@ -47,10 +47,10 @@ class Lock(LockState):
     def _all_larger(self, xs: list[TableSchema]) -> bool:
         """Every schema of the set already contains each conflict table's new shape."""
         for c in self._conflicts:
-            m = self.members[c]
+            m, new = self.members[c], self._pending(c)
             for t in xs:
                 k = join2(m.schema, t) or t
-                if cmp(k, m.conflict) not in (0, 1):
+                if cmp(k, new) not in (0, 1):
                     return False
         return True
 
@@ -59,7 +59,14 @@ class Lock(LockState):
         return j is not None and self._all_smaller(j) and self._all_larger(xs)
 
     def _conflict_schemas(self) -> list[TableSchema]:
-        return [self.members[c].conflict for c in self._conflicts]
+        return [self._pending(c) for c in self._conflicts]
+
+    def _pending(self, c: TableRef) -> TableSchema:
+        """The schema of ``c``'s pending conflicting DDL: ``set_conflict`` keeps ``_conflicts``
+        exactly the members whose ``conflict`` is set."""
+        s = self.members[c].conflict
+        assert s is not None, c
+        return s
 
     def _same_change_elsewhere(self, m: Member, prev: TableSchema, post: TableSchema) -> bool:
         """Another member already made this conflicting change; this one is catching up."""
@@ -84,14 +91,13 @@ class Lock(LockState):
             # another table already reached the shape with ordinary statements (then it is as if
             # that table's statement had completed it: values that cannot be carried)
             first = self.members[min(self._conflicts, key=str)]
-            by = self._reached_by_ordinary(first.schema, first.conflict)
+            by = self._reached_by_ordinary(first.schema, self._pending(first.table))
             if by is None:
                 runner = first.table
             else:
                 caller = by
         for c in sorted(self._conflicts, key=str):
-            m = self.members[c]
-            new = m.conflict
+            m, new = self.members[c], self._pending(c)
             if runner is not None:
                 self._accepted.add(change_sig(m.schema, new))
             elif c != caller and lossy(m.schema, new):
@@ -201,7 +207,7 @@ class Lock(LockState):
         post_cols = post.column_keys()
         if order <= 0:
             for x in sorted(post_cols - prev_cols):
-                pc = post.column(x)
+                pc = _col(post, x)
                 oc = old.column(x)
                 # charset/collation may differ (DM tolerates it); lengths and types may not
                 if oc is not None and _no_charset(oc.type) != _no_charset(pc.type):
@@ -212,9 +218,8 @@ class Lock(LockState):
                     return readd_message(self, m, pc.name, x, x in dropped_here), []
         drops: list[str] = []
         if order >= 0:
-            drops = [prev.column(x).name for x in sorted(prev_cols - post_cols)]
+            drops = [_col(prev, x).name for x in sorted(prev_cols - post_cols)]
         return None, drops
-
 
     # ------------------------------------------------------------------ one Info
     def on_info(self, m: Member, info: Info, before: TableSchema, afters: list[TableSchema]) -> Effects:

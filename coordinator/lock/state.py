@@ -176,9 +176,8 @@ class LockState:
         that never ran)."""
         self._gates.discard(gone)
         queued = sorted((t for t, by in self._redirect_after.items() if by == gone and t != gone), key=str)
-        if not queued or (gone in self.members and gone not in self._running
-                          and not (self.members[gone].answer is not None
-                                   and self.members[gone].answer.stage in (Stage.RESOLVED, Stage.SKIP_AND_WAIT))):
+        g = self.members.get(gone)
+        if not queued or (g is not None and gone not in self._running and not _replays(g)):
             return
         new = queued[0]
         self._redirect_after.pop(new, None)
@@ -198,8 +197,7 @@ class LockState:
             return False
         m = self.members.get(t)
         # running its answer's DDLs, or still to replay the held DDL it was chosen to run
-        return t in self._running or (m is not None and m.answer is not None
-                                     and m.answer.stage in (Stage.RESOLVED, Stage.SKIP_AND_WAIT))
+        return t in self._running or (m is not None and _replays(m))
 
     # ------------------------------------------------------------------ sync state
     def joined(self) -> TableSchema | None:
@@ -290,6 +288,12 @@ class LockState:
         """The distinct accepted schemas, one fewer copy of ``m``'s."""
         return self._normal.distinct_except(m.schema)
 
+
+
+def _replays(m: Member) -> bool:
+    """``m`` is held or redirected: it still has to replay its DDL (a runner chosen to run the
+    agreed change in its replay has not yet)."""
+    return m.answer is not None and m.answer.stage in (Stage.RESOLVED, Stage.SKIP_AND_WAIT)
 
 
 class Drops(dict):
