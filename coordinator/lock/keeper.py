@@ -1,8 +1,12 @@
 """LockKeeper: all optimistic locks of the master and the entry points the master calls.
 
-Pure logic.  Every entry point returns an ``LockChange`` listing what the master must persist
-(Operations, dropped-column records, tables to delete, whether the lock is resolved); the master
-writes it through ``coordinator.etcdproto.Store`` with its fence, then — only after a successful
+The keeper keeps the registry (locks, SourceTables), adds members, parses Infos, checks that a
+done mark or an unlock is for the current answer, and turns what a ``Lock`` decided (its
+``Effects``) into Operations; the decisions themselves are ``Lock``'s (lock.py).  Pure logic.
+
+Every entry point returns an ``LockChange`` listing what the master must persist (Operations,
+dropped-column records, tables to delete, whether the lock is resolved); the master writes it
+through ``coordinator.etcdproto.Store`` with its fence, then — only after a successful
 ``Store.remove_lock`` — calls ``drop_lock``.  See docs/lock-algorithm.md.
 """
 from __future__ import annotations
