@@ -184,15 +184,10 @@ class LockKeeper:
             if target_tables is None:
                 self._members_current.add(key)   # until SourceTables change
         m = self._member(lock, t)
-        if info.revision and info.revision < m.info_revision:
+        if not lock.receive(m, info):
             out.ignored = (f"Info revision {info.revision} of {t} is older than the handled "
                            f"revision {m.info_revision}")
             return out
-        m.info_revision = max(m.info_revision, info.revision)
-        lock.handled_revision = max(lock.handled_revision, info.revision)
-        m.error = ""
-        if not info.ignore_conflict:
-            m.note = ""      # an operator decision stands until the table sends its next DDL
         if info.ignore_conflict and not info.ddls and afters:
             # `binlog-schema update --sync`: the operator set this table's structure; the lock
             # takes it as the table's schema (no DDL, nothing to answer) and re-joins

@@ -62,7 +62,7 @@ class Lock(LockState):
         return [self._pending(c) for c in self._conflicts]
 
     def _pending(self, c: TableRef) -> TableSchema:
-        """The schema of ``c``'s pending conflicting DDL: ``set_conflict`` keeps ``_conflicts``
+        """The schema of ``c``'s pending conflicting DDL: ``_set_conflict`` keeps ``_conflicts``
         exactly the members whose ``conflict`` is set."""
         s = self.members[c].conflict
         assert s is not None, c
@@ -106,14 +106,14 @@ class Lock(LockState):
                 # cannot run there and its values cannot follow
                 self._uncarried[c] = (f"cannot carry its values to the agreed shape: {caller} reached it with "
                                      f"ordinary statements that already ran downstream ({_shape_change(m.schema, new)})")
-                self.set_conflict(m, None)
+                self._set_conflict(m, None)
                 continue
             if c != caller:
-                self.queue_redirect(c, runner if runner is not None else caller)
+                self._queue_redirect(c, runner if runner is not None else caller)
                 if runner is not None and c != runner:
                     m.applied_by_other, m.applied_by = new, runner
-            self.set_conflict(m, None)
-            self.set_schema(m, new)
+            self._set_conflict(m, None)
+            self._set_schema(m, new)
 
     def _reached_by_ordinary(self, prev: TableSchema, post: TableSchema) -> TableRef | None:
         """A member not holding this change whose schema already has the columns it brings
@@ -128,7 +128,7 @@ class Lock(LockState):
                 return t
         return None
 
-    def try_resolve(self, caller: TableRef | None = None, executed: bool = False) -> bool:
+    def _try_resolve(self, caller: TableRef | None = None, executed: bool = False) -> bool:
         if self._conflicts and self._no_conflict(self._finals.distinct()):
             self.resolve(caller, executed)
             return True
@@ -137,20 +137,20 @@ class Lock(LockState):
     # ------------------------------------------------------------------ the algorithm
     def step(self, m: Member, prev: TableSchema, post: TableSchema) -> StepResult:
         """One statement of the caller: prev -> post (design doc §4.3)."""
-        self.set_conflict(m, None)   # one pending conflicting DDL per table: the new Info replaces it
+        self._set_conflict(m, None)   # one pending conflicting DDL per table: the new Info replaces it
         applied, m.applied_by_other, m.applied_by = m.applied_by_other, None, None
         idempotent = False
         if not eq(prev, m.schema):
             # the worker's view wins (restart, replay after redirect, re-created table)
             idempotent = eq(post, m.schema)
-            self.set_schema(m, prev)
+            self._set_schema(m, prev)
         order = cmp(prev, post)
         if order is not None:
             old = self._normal.try_joined()
-            self.set_schema(m, post)
+            self._set_schema(m, post)
             new = self._normal.try_joined()
             if new is not None:
-                if self._conflicts and self.try_resolve(m.table):
+                if self._conflicts and self._try_resolve(m.table):
                     return StepResult(True, Stage.NONE)
                 if old is None:
                     return StepResult(True, Stage.NONE)
@@ -159,20 +159,20 @@ class Lock(LockState):
                     # does: a DROP while another table still has the column (or a wider one) must not
                     return StepResult(not eq(old, new) and _narrowed_to(prev, post, new), Stage.NONE)
                 return StepResult(True, Stage.NONE)
-            self.set_schema(m, prev)   # join fails: handle as a conflicting DDL
+            self._set_schema(m, prev)   # join fails: handle as a conflicting DDL
         # conflicting DDL
         if idempotent and applied is not None and eq(post, applied):
             # the replay of a change the resolving table already ran downstream
-            self.set_schema(m, post)
+            self._set_schema(m, post)
             if self._conflicts:
-                self.try_resolve(m.table)
+                self._try_resolve(m.table)
             return StepResult(False, Stage.NONE)
         if not idempotent and self._same_change_elsewhere(m, prev, post):
             if change_sig(prev, post) in self._accepted:
                 # a change the downstream already made (another table ran it): catch up, run nothing
-                self.set_schema(m, post)
+                self._set_schema(m, post)
                 if self._conflicts:
-                    self.try_resolve(m.table)
+                    self._try_resolve(m.table)
                 return StepResult(False, Stage.NONE)
             if lossy(prev, post):
                 return StepResult(False, Stage.DETECTED, (
@@ -180,18 +180,18 @@ class Lock(LockState):
                     f"({_shape_change(prev, post)}); this table's values cannot be carried there"))
             idempotent = True
         if idempotent:
-            self.set_schema(m, post)
+            self._set_schema(m, post)
             if self._conflicts:
-                self.try_resolve(m.table, executed=True)
+                self._try_resolve(m.table, executed=True)
             return StepResult(True, Stage.NONE)
-        self.set_conflict(m, post)
+        self._set_conflict(m, post)
         if not self._no_conflict(self._conflict_schemas()):
             return StepResult(False, Stage.DETECTED, detected_message(self, m, prev, post))
-        if self.try_resolve(m.table, executed=True):
+        if self._try_resolve(m.table, executed=True):
             return StepResult(True, Stage.NONE)
         return StepResult(False, Stage.SKIP_AND_WAIT, skip_message(self, m))
 
-    def check_add_drop(self, m: Member, prev: TableSchema, post: TableSchema,
+    def _check_add_drop(self, m: Member, prev: TableSchema, post: TableSchema,
                        dropped_here: set[str], stmt: str) -> tuple[str | None, list[str]]:
         """Add/drop-column checks after an accepted statement (design doc §4.5).  Returns
         (error message or None, dropped column names)."""
@@ -222,6 +222,17 @@ class Lock(LockState):
         return None, drops
 
     # ------------------------------------------------------------------ one Info
+    def receive(self, m: Member, info: Info) -> bool:
+        """Take ``info`` as ``m``'s latest (False: older than one already handled, ignore it)."""
+        if info.revision and info.revision < m.info_revision:
+            return False
+        m.info_revision = max(m.info_revision, info.revision)
+        self.handled_revision = max(self.handled_revision, info.revision)
+        m.error = ""
+        if not info.ignore_conflict:
+            m.note = ""      # an operator decision stands until the table sends its next DDL
+        return True
+
     def on_info(self, m: Member, info: Info, before: TableSchema, afters: list[TableSchema]) -> Effects:
         """Decide the answer to ``m``'s parsed, consistent Info and settle it (design doc §6.3)."""
         again = self._replayed_answer(m, info, before, afters)
@@ -238,7 +249,7 @@ class Lock(LockState):
             # this table to reach ``by``'s DDL.  Only ``by`` gates it: an unrelated running DDL does not.
             m.applied_by_other, m.applied_by = applied, by
             ans = Answer(info, Stage.SKIP_AND_WAIT, [], wait_runner(self, by), [], set(), afters, before, runner=by)
-            self.queue_redirect(m.table, by)
+            self._queue_redirect(m.table, by)
         return self.settle(m, info, ans, fx)
 
     def _replayed_answer(self, m: Member, info: Info, before: TableSchema,
@@ -291,7 +302,7 @@ class Lock(LockState):
                 if stage is Stage.DETECTED:   # DM's phrase, which runbooks and alerts grep for
                     msg = f"there will be conflicts if DDLs {sql} are applied to the downstream: {msg}"
                 break
-            err, drops = self.check_add_drop(m, prev, post, dropped_here, sql)
+            err, drops = self._check_add_drop(m, prev, post, dropped_here, sql)
             if err:
                 stage, msg = Stage.ERROR, err
                 break
@@ -302,16 +313,16 @@ class Lock(LockState):
                 exec_drops.update(d.lower() for d in drops)
             prev = post
         if stage is Stage.NONE and cols:
-            new = self.record_dropped(m.table, cols)
+            new = self._record_dropped(m.table, cols)
             if new:
                 fx.dropped_puts.append((m.table, new, DroppedStage.NOT_DONE))
         if stage is not Stage.NONE:
             if info.ignore_conflict:
-                self.set_conflict(m, None)
-                self.set_schema(m, afters[-1])
+                self._set_conflict(m, None)
+                self._set_schema(m, afters[-1])
             elif stage is not Stage.SKIP_AND_WAIT:
-                self.set_conflict(m, None)
-                self.set_schema(m, before)
+                self._set_conflict(m, None)
+                self._set_schema(m, before)
             returned = []
         return Answer(info, stage, returned, msg, cols if stage is Stage.NONE else [],
                       exec_drops, afters, before)
@@ -319,8 +330,8 @@ class Lock(LockState):
     def take_schema(self, m: Member, info: Info, before: TableSchema | None, afters: list[TableSchema]) -> Effects:
         """`binlog-schema update --sync`: the operator set this table's structure; the lock takes it
         as the table's schema (no DDL, nothing to answer) and re-joins."""
-        self.set_conflict(m, None)
-        self.set_schema(m, afters[-1])
+        self._set_conflict(m, None)
+        self._set_schema(m, afters[-1])
         return self.settle(m, info, Answer(info, Stage.NONE, [], "", afters=afters, before=before))
 
     def settle(self, m: Member, info: Info, ans: Answer, fx: Effects | None = None) -> Effects:
@@ -333,12 +344,12 @@ class Lock(LockState):
             m.note = ("schema set by the operator (binlog-schema update --sync)" if not info.ddls else
                       "schema forced by an ignore-conflict Info (binlog skip of a held DDL)")
             if m.table in self._gates:
-                self.handover(m.table)      # it was to run a resolution: another table runs it
-            self.set_answer(m, None)
-            self.set_done(m, True)
+                self._handover(m.table)      # it was to run a resolution: another table runs it
+            self._set_answer(m, None)
+            self._set_done(m, True)
         else:
-            self.set_answer(m, ans)
-            self.set_done(m, False)
+            self._set_answer(m, ans)
+            self._set_done(m, False)
             fx.answer = ans
         self._follow_up(fx, exclude=m.table)
         return fx
@@ -357,8 +368,8 @@ class Lock(LockState):
                 ans = self.try_sync(m, a.info, a.before, a.afters, redo)
                 if ans.stage is Stage.DETECTED:
                     continue
-                self.set_answer(m, ans)
-                self.set_done(m, False)
+                self._set_answer(m, ans)
+                self._set_done(m, False)
                 fx.others.append((m.table, ans))
                 fx.dropped_puts.extend(redo.dropped_puts)
                 self.drain_redirects(fx)
@@ -374,13 +385,13 @@ class Lock(LockState):
             m = self.members.get(t)
             if m is not None and m.answer is not None:
                 a = m.answer
-                self.set_answer(m, Answer(a.info, Stage.DETECTED, [], (
+                self._set_answer(m, Answer(a.info, Stage.DETECTED, [], (
                     f"there will be conflicts if DDLs {'; '.join(a.info.ddls)} are applied to the downstream: {why}. "
                     f"Exit: `shardctl shard-ddl-lock unlock {self.id} -s {t.source} -d {t.schema} -t {t.table} "
                     "--action skip` (this table's values of the old column are not carried; the column is dropped "
                     "downstream once no table has it), or make every table take the same path upstream"),
                     [], set(), a.afters, a.before))
-                self.set_done(m, False)
+                self._set_done(m, False)
                 fx.others.append((t, m.answer))
         self._uncarried.clear()
         if not self._redirects:
@@ -396,7 +407,7 @@ class Lock(LockState):
                     # the resolution is persisted with the held table's answer: a rebuild restores
                     # who runs the change instead of re-deciding it
                     a = m.answer
-                    self.set_answer(m, Answer(a.info, Stage.SKIP_AND_WAIT, [], wait_runner(self, by), [], set(),
+                    self._set_answer(m, Answer(a.info, Stage.SKIP_AND_WAIT, [], wait_runner(self, by), [], set(),
                                               a.afters, a.before, runner=by))
                     fx.others.append((t, m.answer))
                 continue
@@ -404,9 +415,9 @@ class Lock(LockState):
             if m is None or m.answer is None:
                 continue
             a = m.answer
-            self.set_answer(m, Answer(a.info, Stage.RESOLVED, [], "conflict resolved: replay the skipped events",
+            self._set_answer(m, Answer(a.info, Stage.RESOLVED, [], "conflict resolved: replay the skipped events",
                                       [], set(), a.afters, a.before, runner=m.applied_by or by))
-            self.set_done(m, False)
+            self._set_done(m, False)
             fx.others.append((t, m.answer))
         self._redirects = waiting
 
@@ -418,12 +429,12 @@ class Lock(LockState):
         assert a is not None, "the keeper checked that the done mark is for the current answer"
         fx = Effects()
         if not ran and m.table in self._gates:
-            self.handover(m.table)          # its statements did not run: another table runs the change
-        self.set_done(m, True)
+            self._handover(m.table)          # its statements did not run: another table runs the change
+        self._set_done(m, True)
         exec_drops = set(a.exec_drops)
         if not exec_drops and a.ddls:   # the ddls of the answer ``op`` marks (same revision, stage)
             exec_drops = {x.lower() for d in a.ddls for x in _DROP_RE.findall(d)}
-        updates, cleared = self.done_dropped(m.table, cols, exec_drops)
+        updates, cleared = self._done_dropped(m.table, cols, exec_drops)
         for col, stage in updates:
             if col not in cleared:
                 fx.dropped_puts.append((m.table, [col], stage))
@@ -438,11 +449,11 @@ class Lock(LockState):
         assert a is not None, "the keeper refuses to unlock a table without a blocked answer"
         t = m.table
         fx = Effects()
-        self.set_conflict(m, None)
+        self._set_conflict(m, None)
         after = a.afters[-1] if a.afters else m.schema
         others = self._normal.distinct_except(m.schema)
         if try_join_all(others + [after]) is not None:
-            self.set_schema(m, after)
+            self._set_schema(m, after)
             m.note = f"unlocked with {action}"
         else:
             m.note = (f"unlocked with {action}; its new schema cannot be joined with the others, the lock "
@@ -452,7 +463,7 @@ class Lock(LockState):
         if finish:
             # columns every table has now dropped, but whose DROP never ran downstream (the table
             # that still had them was this one): its answer completes them
-            self.record_dropped(t, finish)
+            self._record_dropped(t, finish)
             fx.dropped_puts.append((t, finish, DroppedStage.NOT_DONE))
             ddls += [f"ALTER TABLE `{self.key.down_schema}`.`{self.key.down_table}` DROP COLUMN `{c}`"
                      for c in finish]
@@ -460,10 +471,10 @@ class Lock(LockState):
                      f"unlocked by operator: {action}" + (
                          f"; completes the drop of {', '.join(f'`{c}`' for c in finish)} (no table has "
                          "it any more)" if finish else ""), list(finish), set(finish), a.afters, a.before)
-        self.set_answer(m, ans)
-        self.set_done(m, False)
+        self._set_answer(m, ans)
+        self._set_done(m, False)
         fx.answer = ans
-        self.try_resolve(None)
+        self._try_resolve(None)
         self._follow_up(fx, exclude=t)
         return fx
 
@@ -481,9 +492,9 @@ class Lock(LockState):
     def remove(self, t: TableRef) -> Effects:
         """``t`` leaves the lock: the others may now agree, and detected tables are asked again."""
         fx = Effects()
-        self.remove_member(t)
+        self._remove_member(t)
         if self.members:
-            self.try_resolve(None)
+            self._try_resolve(None)
             self._follow_up(fx)
         return fx
 
@@ -496,27 +507,27 @@ class Lock(LockState):
         post = afters[-1]
         m.info_revision = info.revision
         self.handled_revision = max(self.handled_revision, info.revision)
-        self.set_conflict(m, None)
+        self._set_conflict(m, None)
         if stage is Stage.UNLOCKED:
             # as ``unlock`` decided: the new schema when it joins with the others, else the old one
-            self.set_schema(m, post if try_join_all(self._normal.distinct_except(m.schema) + [post]) else before)
+            self._set_schema(m, post if try_join_all(self._normal.distinct_except(m.schema) + [post]) else before)
         elif stage in (Stage.NONE, Stage.RESOLVED):
-            self.set_schema(m, post)
+            self._set_schema(m, post)
         elif stage is Stage.SKIP_AND_WAIT and runner is None:
-            self.set_schema(m, before)
-            self.set_conflict(m, post)
+            self._set_schema(m, before)
+            self._set_conflict(m, post)
         elif stage is Stage.SKIP_AND_WAIT:
-            self.set_schema(m, post)
-            self.queue_redirect(m.table, runner)
+            self._set_schema(m, post)
+            self._queue_redirect(m.table, runner)
         else:
-            self.set_schema(m, before)
+            self._set_schema(m, before)
         if runner is not None and runner != m.table:
             m.applied_by_other, m.applied_by = post, runner
             self._accepted.add(change_sig(before, post))
         exec_drops = {x.lower() for d in ddls for x in _DROP_RE.findall(d)}
-        self.set_answer(m, Answer(info, stage, list(ddls), message, list(cols), exec_drops, afters,
+        self._set_answer(m, Answer(info, stage, list(ddls), message, list(cols), exec_drops, afters,
                                   before, runner=runner))
-        self.set_done(m, done)
+        self._set_done(m, done)
         if stage is Stage.UNLOCKED:
             m.note = f"unlocked with {'exec' if ddls else 'skip'}"
 

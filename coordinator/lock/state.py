@@ -104,7 +104,7 @@ class LockState:
             self._finals.add(m.final)
         return m
 
-    def remove_member(self, t: TableRef) -> list[str]:
+    def _remove_member(self, t: TableRef) -> list[str]:
         """Forget ``t``; returns the dropped-column names that had an entry for it."""
         m = self.members.pop(t, None)
         if m is None:
@@ -116,7 +116,7 @@ class LockState:
         self._not_done.discard(t)
         self._running.discard(t)
         if t in self._gates:
-            self.handover(t)
+            self._handover(t)
         if t in self._redirects:
             self._redirects.remove(t)
         self._redirect_after.pop(t, None)
@@ -128,25 +128,25 @@ class LockState:
                 del self._columns[col]
         return cols
 
-    def set_schema(self, m: Member, s: TableSchema) -> None:
+    def _set_schema(self, m: Member, s: TableSchema) -> None:
         self._normal.remove(m.schema)
         self._finals.remove(m.final)
         m.schema = s
         self._normal.add(m.schema)
         self._finals.add(m.final)
 
-    def set_conflict(self, m: Member, s: TableSchema | None) -> None:
+    def _set_conflict(self, m: Member, s: TableSchema | None) -> None:
         self._finals.remove(m.final)
         m.conflict = s
         self._finals.add(m.final)
         (self._conflicts.add if s is not None else self._conflicts.discard)(m.table)
 
-    def set_answer(self, m: Member, a: Answer | None) -> None:
+    def _set_answer(self, m: Member, a: Answer | None) -> None:
         m.answer = a
         (self._detected.add if a is not None and a.stage is Stage.DETECTED else self._detected.discard)(m.table)
         self._track_running(m)
 
-    def set_done(self, m: Member, done: bool) -> None:
+    def _set_done(self, m: Member, done: bool) -> None:
         m.done = done
         if done:
             self._gates.discard(m.table)
@@ -158,7 +158,7 @@ class LockState:
         running = a is not None and a.stage in (Stage.NONE, Stage.UNLOCKED) and bool(a.ddls) and not m.done
         (self._running.add if running else self._running.discard)(m.table)
 
-    def queue_redirect(self, t: TableRef, after: TableRef | None) -> None:
+    def _queue_redirect(self, t: TableRef, after: TableRef | None) -> None:
         """Redirect ``t`` once ``after`` (if any) has run its answer's DDLs downstream."""
         if t not in self._redirects:
             self._redirects.append(t)
@@ -168,7 +168,7 @@ class LockState:
         else:
             self._redirect_after.pop(t, None)
 
-    def handover(self, gone: TableRef) -> None:
+    def _handover(self, gone: TableRef) -> None:
         """The runner of a resolution leaves, or its answer will not run (dropped upstream, the
         operator skipped its DDL or set its schema), before running the agreed change: the first
         table queued behind it runs it instead (its redirect is released now and its replay runs
@@ -244,7 +244,7 @@ class LockState:
                 and not any(m.error for m in self.members.values()))
 
     # ------------------------------------------------------------------ dropped columns
-    def record_dropped(self, t: TableRef, cols: list[str]) -> list[str]:
+    def _record_dropped(self, t: TableRef, cols: list[str]) -> list[str]:
         new = []
         for c in cols:
             per = self._columns.setdefault(c.lower(), Drops())
@@ -253,7 +253,7 @@ class LockState:
                 new.append(c.lower())
         return new
 
-    def done_dropped(self, t: TableRef, cols: list[str],
+    def _done_dropped(self, t: TableRef, cols: list[str],
                      exec_drops: set[str]) -> tuple[list[tuple[str, DroppedStage]], list[str]]:
         """Worker confirmed an Operation with ``cols``: returns (stage updates, cleared columns)."""
         updates: list[tuple[str, DroppedStage]] = []
