@@ -11,12 +11,14 @@ from .state import LockState, Member
 
 
 def wait_runner(lock: LockState, by: TableRef) -> str:
+    """A held table's message while ``by`` has not run the agreed change downstream yet."""
     r = lock.members.get(by)
     ddls = "; ".join(r.answer.ddls or r.answer.info.ddls) if r is not None and r.answer is not None else ""
     return f"waiting for {by} to run the agreed change downstream ({ddls}) before replaying"
 
 
 def detected_message(lock: LockState, m: Member, prev: TableSchema, post: TableSchema) -> str:
+    """Why ``m``'s conflicting DDL cannot be merged: the pending DDLs it disagrees with."""
     others = sorted(str(c) for c in lock.conflicts if c != m.table)
     reason = lock.join_error()
     reason = f": {reason}" if reason else ""
@@ -25,15 +27,21 @@ def detected_message(lock: LockState, m: Member, prev: TableSchema, post: TableS
                 "the two changes disagree")
     return f"cannot be merged with the other tables' schemas{reason}"
 
+
 def skip_message(lock: LockState, m: Member) -> str:
+    """``m`` is held (skip-and-wait): the tables that have not made its change yet."""
+    new = m.conflict
+    assert new is not None, "asked while m's conflicting DDL is pending"
+    conflicts = lock.conflicts
     behind = sorted(str(t) for t, x in lock.members.items()
-                    if t not in lock.conflicts and m.conflict is not None and cmp(x.schema, m.conflict) not in (0, 1))
+                    if t not in conflicts and cmp(x.schema, new) not in (0, 1))
     shown = ", ".join(behind[:5]) + (f" and {len(behind) - 5} more" if len(behind) > 5 else "")
     return (f"conflicting DDL (rename/type change/NOT NULL without default) is applied only when "
             f"every table makes the same change; waiting for {shown or 'the other tables'}")
 
 
 def readd_message(lock: LockState, m: Member, name: str, key: str, same_info: bool) -> str:
+    """``m`` re-adds column ``key`` whose drop is not complete downstream (dm PR #1510)."""
     if same_info:
         return (f"add column {name} that wasn't fully dropped in downstream: "
                 f"column `{name}` is dropped and re-added in the same DDL batch; the DROP is not "
@@ -53,7 +61,7 @@ def readd_message(lock: LockState, m: Member, name: str, key: str, same_info: bo
             + "); wait until every table drops it, or skip this DDL "
             "(`shardctl binlog skip TASK -s SOURCE`, or `shard-ddl-lock unlock LOCK_ID --action skip`)")
 
-    # ------------------------------------------------------------------ explanation
+
 def waiting_for(lock: LockState, t: TableRef, ready: dict[TableRef, bool] | None = None) -> str:
     """Why ``t`` keeps the lock open, in words ("" if it does not)."""
     m = lock.members.get(t)
@@ -80,7 +88,9 @@ def waiting_for(lock: LockState, t: TableRef, ready: dict[TableRef, bool] | None
         return "waiting for the worker to execute its Operation and mark it done"
     return ""
 
+
 def _schema_gap(lock: LockState, m: Member) -> str:
+    """What separates ``m``'s schema from the joined one, column by column."""
     j = lock.joined()
     if j is None:
         return "the tables' schemas cannot be joined (a conflict is pending)"

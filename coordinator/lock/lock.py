@@ -192,7 +192,7 @@ class Lock(LockState):
         return StepResult(False, Stage.SKIP_AND_WAIT, skip_message(self, m))
 
     def _check_add_drop(self, m: Member, prev: TableSchema, post: TableSchema,
-                       dropped_here: set[str], stmt: str) -> tuple[str | None, list[str]]:
+                        dropped_here: set[str], stmt: str) -> tuple[str | None, list[str]]:
         """Add/drop-column checks after an accepted statement (design doc §4.5).  Returns
         (error message or None, dropped column names)."""
         others = self._normal.distinct_except(m.schema)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import AbstractSet, Mapping
 
 from coordinator.etcdproto import DroppedStage, Info, LockKey, Stage, TableRef
 from coordinator.schema import SchemaConflict, TableSchema
@@ -254,7 +254,7 @@ class LockState:
         return new
 
     def _done_dropped(self, t: TableRef, cols: list[str],
-                     exec_drops: set[str]) -> tuple[list[tuple[str, DroppedStage]], list[str]]:
+                      exec_drops: set[str]) -> tuple[list[tuple[str, DroppedStage]], list[str]]:
         """Worker confirmed an Operation with ``cols``: returns (stage updates, cleared columns)."""
         updates: list[tuple[str, DroppedStage]] = []
         cleared: list[str] = []
@@ -280,13 +280,9 @@ class LockState:
         self._columns.setdefault(col.lower(), Drops())[t] = stage
 
     @property
-    def conflicts(self) -> frozenset[TableRef]:
-        """Members with a pending conflicting DDL."""
-        return frozenset(self._conflicts)
-
-    def normal_except(self, m: Member) -> list[TableSchema]:
-        """The distinct accepted schemas, one fewer copy of ``m``'s."""
-        return self._normal.distinct_except(m.schema)
+    def conflicts(self) -> AbstractSet[TableRef]:
+        """Members with a pending conflicting DDL (a read-only view: no copy per look-up)."""
+        return self._conflicts
 
 
 
