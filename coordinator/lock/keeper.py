@@ -1,14 +1,16 @@
 """LockKeeper: all optimistic locks of the master and the entry points the master calls.
 
-Pure logic.  Every entry point returns an ``LockChange`` listing what the master must persist
-(Operations, dropped-column records, tables to delete, whether the lock is resolved); the master
-writes it through ``coordinator.etcdproto.Store`` with its fence, then — only after a successful
+The keeper keeps the registry (locks, SourceTables), adds members, parses Infos, checks that a
+done mark or an unlock is for the current answer, and turns what a ``Lock`` decided (its
+``Effects``) into Operations; the decisions themselves are ``Lock``'s (lock.py).  Pure logic.
+
+Every entry point returns an ``LockChange`` listing what the master must persist (Operations,
+dropped-column records, tables to delete, whether the lock is resolved); the master writes it
+through ``coordinator.etcdproto.Store`` with its fence, then — only after a successful
 ``Store.remove_lock`` — calls ``drop_lock``.  See docs/lock-algorithm.md.
 """
 from __future__ import annotations
 
-import dataclasses
-import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -17,8 +19,11 @@ from coordinator.etcdproto import (DoneMark, DroppedColumn, DroppedStage, Info, 
 from coordinator.schema import SchemaError, TableSchema
 
 from .errors import BadAction, LockNotFound, TableNotInLock, UnlockRefused
-from .schema_bag import try_join_all
-from .lock import Answer, Drops, Lock, Member, change_sig
+from .lock import Answer, Effects, Lock, Member
+from .views import Expectation, LockOwner, LockSummary, LockView, expectation, lock_state, lock_view
+
+__all__ = ["Expectation", "LockChange", "LockKeeper", "LockOwner", "LockSummary", "LockView", "Rebuilt",
+           "SchemaSource"]
 
 SchemaSource = Callable[[LockKey, TableRef], "TableSchema | None"]
 
@@ -43,80 +48,6 @@ class LockChange:
 
 
 @dataclass
-class LockOwner:
-    """One table of a lock that sent it a DDL (an Info): dmctl's lock ``owner``.  DM names only
-    the conflicting ones; every one is listed here with where its DDL stands: ``conflict``
-    (detected, held at the DDL), ``held`` (skip-and-wait), ``error``, ``executing`` (its Operation
-    is not marked done yet), ``redirected`` (replaying a skipped DDL) or ``done`` (executed or
-    skipped; the table goes on while the lock waits for the others)."""
-    table: str
-    DDLs: list[str]
-    state: str
-    waiting_for: str = ""
-
-    def to_dict(self) -> dict:
-        return {"owner": self.table, "DDLs": self.DDLs, "state": self.state, "waitingFor": self.waiting_for}
-
-
-@dataclass
-class LockView:
-    """One lock as show-ddl-locks prints it; ``waiting`` explains every unfinished table."""
-    ID: str
-    task: str
-    mode: str
-    owner: str
-    DDLs: list[str]
-    synced: list[str]
-    unsynced: list[str]
-    state: str                   # syncing | conflict | resolved | error
-    error: str
-    waiting: list[tuple[str, str]]
-    owners: list[LockOwner] = field(default_factory=list)   # every table that sent a DDL
-    joined: str = ""             # CREATE TABLE of the joined schema ("" if none)
-
-    def to_dict(self) -> dict:
-        return {"ID": self.ID, "task": self.task, "mode": self.mode, "owner": self.owner,
-                "DDLs": self.DDLs, "synced": self.synced, "unsynced": self.unsynced,
-                "state": self.state, "error": self.error, "owners": [o.to_dict() for o in self.owners],
-                "waiting": [{"table": t, "reason": r} for t, r in self.waiting], "joined": self.joined}
-
-
-@dataclass
-class LockSummary:
-    """One lock as the gauges need it (``LockKeeper.summaries``)."""
-    ID: str
-    task: str
-    state: str
-    unsynced: int
-
-
-@dataclass
-class Expectation:
-    """What a lock says its downstream table holds right now (force-remove's schema check).
-
-    ``now`` is the join over the members of the schema the downstream has *confirmed* for each:
-    its accepted schema when its last Operation is done, else the schema before that outstanding
-    Operation (its worker may not have run the DDLs yet).  Not the lock's joined schema: that one
-    also contains pending conflicting DDLs (``skip-and-wait``) that were never run downstream, so
-    comparing with it would report them as corruption.  ``issued`` is the join of the accepted
-    schemas, i.e. the downstream once every issued Operation is executed; a downstream equal to
-    ``now`` or ``issued`` (or between them) agrees with the lock.  ``outstanding`` lists the
-    Operations not yet marked done (table, stage, DDLs), ``pending`` the blocked DDLs that were
-    never applied downstream (table, stage, DDLs), ``notes`` operator decisions that legitimately
-    make the downstream differ (a table unlocked with ``skip``).  ``error`` says why ``now`` or
-    ``issued`` cannot be computed (the accepted schemas do not join)."""
-    ID: str
-    down_table: tuple[str, str]
-    now: TableSchema | None
-    issued: TableSchema | None
-    outstanding: list[tuple[str, str, list[str]]] = field(default_factory=list)
-    pending: list[tuple[str, str, list[str]]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    error: str = ""
-    joined: TableSchema | None = None     # the lock's joined schema, pending conflicting DDLs included
-
-
-@dataclass
 class Rebuilt:
     """Result of ``LockKeeper.rebuild``: the keeper plus the final Operation of every member that
     has one (write each with ``skip_done=True``), dropped-column changes, resolved locks."""
@@ -126,27 +57,6 @@ class Rebuilt:
     dropped_deletes: list[tuple[LockKey, str]]
     resolved: list[LockKey]
     errors: list[str]
-
-
-_DROP_RE = re.compile(r"\bDROP\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?`?([^`\s,;]+)`?", re.I)
-
-
-def _wait_runner(lock: Lock, by: TableRef) -> str:
-    r = lock.members.get(by)
-    ddls = "; ".join(r.answer.ddls or r.answer.info.ddls) if r is not None and r.answer is not None else ""
-    return f"waiting for {by} to run the agreed change downstream ({ddls}) before replaying"
-
-
-def new_unique_auto_increment(prev: TableSchema, post: TableSchema) -> str | None:
-    """The name of a column ``post`` adds with AUTO_INCREMENT under a unique key (PRIMARY or
-    UNIQUE), else None: shards would each count it from 1 into one merged table (DM holds it)."""
-    for c in post.columns:
-        if not c.auto_increment or prev.column(c.name) is not None:
-            continue
-        for ix in post.indexes:
-            if ix.kind in ("primary", "unique") and ix.columns and ix.columns[0][0].lower() == c.key:
-                return c.name
-    return None
 
 
 class LockKeeper:
@@ -262,7 +172,8 @@ class LockKeeper:
                 out.operation = self._op(key, t, info, Stage.ERROR, [], out.ignored)
                 return out
             m = self._member(lock, t)
-            return self._answer(lock, m, info, Answer(info, Stage.ERROR, [], f"unreadable schema in Info: {e}"), out)
+            return self._apply(lock, t, lock.settle(m, info, Answer(info, Stage.ERROR, [], f"unreadable schema in Info: {e}")),
+                               out)
         lock = self._ensure_lock(key, before or (afters[-1] if afters else None))
         if lock is None:
             out.ignored = "Info carries no schema (no before/after); cannot create its lock"
@@ -273,217 +184,48 @@ class LockKeeper:
             if target_tables is None:
                 self._members_current.add(key)   # until SourceTables change
         m = self._member(lock, t)
-        if info.revision and info.revision < m.info_revision:
+        if not lock.receive(m, info):
             out.ignored = (f"Info revision {info.revision} of {t} is older than the handled "
                            f"revision {m.info_revision}")
             return out
-        m.info_revision = max(m.info_revision, info.revision)
-        lock.handled_revision = max(lock.handled_revision, info.revision)
-        m.error = ""
-        if not info.ignore_conflict:
-            m.note = ""      # an operator decision stands until the table sends its next DDL
         if info.ignore_conflict and not info.ddls and afters:
             # `binlog-schema update --sync`: the operator set this table's structure; the lock
             # takes it as the table's schema (no DDL, nothing to answer) and re-joins
-            lock.set_conflict(m, None)
-            lock.set_schema(m, afters[-1])
-            return self._answer(lock, m, info, Answer(info, Stage.NONE, [], "", afters=afters, before=before), out)
+            return self._apply(lock, t, lock.take_schema(m, info, before, afters), out)
         if len(info.ddls) != len(afters) or not afters:
-            return self._answer(lock, m, info, Answer(
+            return self._apply(lock, t, lock.settle(m, info, Answer(
                 info, Stage.ERROR, [], f"inconsistent Info: {len(info.ddls)} DDLs but {len(afters)} "
-                "after-schemas (worker bug; skip the event)"), out)
+                "after-schemas (worker bug; skip the event)")), out)
         if before is None:
-            return self._answer(lock, m, info, Answer(info, Stage.ERROR, [], "Info has no before-schema"), out)
-        again = self._replayed_answer(m, info, before, afters)
-        if again is not None:
-            return self._answer(lock, m, info, again, out)
-        applied, by = m.applied_by_other, m.applied_by
-        ans = self._try_sync(lock, m, info, before, afters, out)
-        if (applied is not None and by is not None and by != m.table and lock.gated_by(by)
-                and ans.stage is Stage.NONE and not ans.ddls):
-            # the replay of this table's change, which ``by`` was told to run downstream and has not
-            # run yet (its worker died in between, say): the rows after it do not fit the downstream
-            # yet.  Hold the table again until ``by`` is done; on one source the stream must get past
-            # this table to reach ``by``'s DDL.  Only ``by`` gates it: an unrelated running DDL does not.
-            m.applied_by_other, m.applied_by = applied, by
-            ans = Answer(info, Stage.SKIP_AND_WAIT, [], _wait_runner(lock, by), [], set(), afters, before, runner=by)
-            lock.queue_redirect(m.table, by)
-        return self._answer(lock, m, info, ans, out)
-
-    @staticmethod
-    def _replayed_answer(m: Member, info: Info, before: TableSchema, afters: list[TableSchema]) -> Answer | None:
-        """The answer to a re-sent Info (worker restart, recheck) that repeats the DDL the table's
-        current answer was decided for: that answer stands (invariant 2, docs/lock-algorithm.md).
-        Re-deciding it against today's lock would pick a new runner or return a statement that
-        already ran.  Done: the statements ran, so nothing runs again; not done: the same
-        statements (the worker's intent row absorbs a repeat), or the same hold."""
-        a = m.answer
-        if a is None or m.error or a.stage not in (Stage.NONE, Stage.UNLOCKED, Stage.SKIP_AND_WAIT):
-            return None
-        if a.info.ddls != info.ddls or a.before is None or len(a.afters) != len(afters):
-            return None
-        if a.before.lattice_key() != before.lattice_key() or any(
-                x.lattice_key() != y.lattice_key() for x, y in zip(a.afters, afters)):
-            return None
-        if a.stage is Stage.SKIP_AND_WAIT:
-            # still held on the same pending change: the same hold (a resolved one is re-decided)
-            return dataclasses.replace(a, info=info) if m.conflict is not None else None
-        if m.done:
-            return Answer(info, Stage.NONE, [], "already in effect: this DDL was answered and done before",
-                          [], set(), afters, before)
-        return dataclasses.replace(a, info=info)
+            return self._apply(lock, t, lock.settle(m, info, Answer(info, Stage.ERROR, [], "Info has no before-schema")),
+                               out)
+        return self._apply(lock, t, lock.on_info(m, info, before, afters), out)
 
     def _ensure_lock(self, key: LockKey, init: TableSchema | None) -> Lock | None:
         lock = self._locks.get(key)
         if lock is None and init is not None:
             lock = Lock(key, init)
             for dc in self._preload.pop(key, []):
-                lock.columns.setdefault(dc.column.lower(), Drops())[
-                    TableRef(dc.source, dc.up_schema, dc.up_table)] = DroppedStage(dc.stage)
+                lock.preload_dropped(dc.column, TableRef(dc.source, dc.up_schema, dc.up_table), DroppedStage(dc.stage))
             self._locks[key] = lock
         return lock
 
-    def _try_sync(self, lock: Lock, m: Member, info: Info, before: TableSchema,
-                  afters: list[TableSchema], out: LockChange) -> Answer:
-        prev = before
-        returned: list[str] = []
-        cols: list[str] = []
-        exec_drops: set[str] = set()
-        dropped_here: set[str] = set()
-        stage, msg = Stage.NONE, ""
-        for sql, post in zip(info.ddls, afters):
-            ai = new_unique_auto_increment(prev, post)
-            if ai is not None:
-                stage, msg = Stage.DETECTED, (
-                    f"there will be conflicts if DDLs {sql} are applied to the downstream: column `{ai}` is a "
-                    "new unique AUTO_INCREMENT column; every shard numbers it from 1, so the merged rows "
-                    "would collide on it. Add it without UNIQUE/AUTO_INCREMENT upstream, or decide with "
-                    f"`shardctl shard-ddl-lock unlock {lock.id} -s {m.table.source} -d {m.table.schema} "
-                    f"-t {m.table.table} --action skip|exec`, or `shardctl binlog skip {lock.key.task} "
-                    f"-s {m.table.source}`")
-                break
-            r = lock.step(m, prev, post)
-            if r.stage is not Stage.NONE:
-                stage, msg = r.stage, r.message
-                if stage is Stage.DETECTED:   # DM's phrase, which runbooks and alerts grep for
-                    msg = f"there will be conflicts if DDLs {sql} are applied to the downstream: {msg}"
-                break
-            err, drops = lock.check_add_drop(m, prev, post, dropped_here, sql)
-            if err:
-                stage, msg = Stage.ERROR, err
-                break
-            cols.extend(drops)
-            dropped_here.update(d.lower() for d in drops)
-            if r.changed:
-                returned.append(sql)
-                exec_drops.update(d.lower() for d in drops)
-            prev = post
-        if stage is Stage.NONE and cols:
-            new = lock.record_dropped(m.table, cols)
-            if new:
-                out.dropped_puts.append((m.table, new, DroppedStage.NOT_DONE))
-        if stage is not Stage.NONE:
-            if info.ignore_conflict:
-                lock.set_conflict(m, None)
-                lock.set_schema(m, afters[-1])
-            elif stage is not Stage.SKIP_AND_WAIT:
-                lock.set_conflict(m, None)
-                lock.set_schema(m, before)
-            returned = []
-        return Answer(info, stage, returned, msg, cols if stage is Stage.NONE else [],
-                      exec_drops, afters, before)
-
-    def _answer(self, lock: Lock, m: Member, info: Info, ans: Answer, out: LockChange) -> LockChange:
-        """Store the decision, build the caller's Operation and the follow-ups."""
-        if info.ignore_conflict:
-            # the table's schema is forced (an operator's `binlog skip` of a held DDL): its
-            # pending answer is withdrawn, it waits for nothing and the lock re-evaluates
-            m.note = ("schema set by the operator (binlog-schema update --sync)" if not info.ddls else
-                      "schema forced by an ignore-conflict Info (binlog skip of a held DDL)")
-            if m.table in lock.gates:
-                lock.handover(m.table)      # it was to run a resolution: another table runs it
-            lock.set_answer(m, None)
-            lock.set_done(m, True)
-        else:
-            lock.set_answer(m, ans)
-            lock.set_done(m, False)
-            out.operation = self._op_for(lock, m)
-        self._follow_up(lock, out, exclude=m.table)
-        return out
-
-    def _follow_up(self, lock: Lock, out: LockChange, exclude: TableRef | None = None) -> None:
-        """Redirects for resolved conflicts, then re-evaluate tables whose DDL was `detected`
-        (DM leaves them blocked until the operator acts; the lock has changed, so ask again)."""
-        self._drain_redirects(lock, out)
-        for _ in range(len(lock.members)):
-            progressed = False
-            for t in sorted(lock.detected - {exclude}, key=str):
-                m = lock.members[t]
-                a = m.answer
-                redo = LockChange(lock.key)
-                ans = self._try_sync(lock, m, a.info, a.before, a.afters, redo)
-                if ans.stage is Stage.DETECTED:
-                    continue
-                lock.set_answer(m, ans)
-                lock.set_done(m, False)
-                out.others.append(self._op_for(lock, m))
-                out.dropped_puts.extend(redo.dropped_puts)
-                self._drain_redirects(lock, out)
-                progressed = True
-            if not progressed:
-                break
+    def _apply(self, lock: Lock, t: TableRef, fx: Effects, out: LockChange) -> LockChange:
+        """Turn what ``lock`` changed into the Operations and records the master writes."""
+        if fx.answer is not None:
+            out.operation = self._op_for(lock, t, fx.answer)
+        out.others.extend(self._op_for(lock, x, a) for x, a in fx.others)
+        out.dropped_puts.extend(fx.dropped_puts)
+        out.dropped_deletes.extend(fx.dropped_deletes)
         out.handled_revision = lock.handled_revision
         out.resolved = lock.is_resolved()
         out.empty = not lock.members
+        return out
 
-    def _drain_redirects(self, lock: Lock, out: LockChange) -> None:
-        """Redirect the resolved tables whose resolving table has run its DDLs downstream (or runs
-        none): their replayed rows need the changed downstream.  The others stay queued until that
-        table's done mark (``mark_done``), or until it leaves the lock or its answer changes."""
-        for t, why in sorted(lock.uncarried.items(), key=lambda x: str(x[0])):
-            m = lock.members.get(t)
-            if m is not None and m.answer is not None:
-                a = m.answer
-                lock.set_answer(m, Answer(a.info, Stage.DETECTED, [], (
-                    f"there will be conflicts if DDLs {'; '.join(a.info.ddls)} are applied to the downstream: {why}. "
-                    f"Exit: `shardctl shard-ddl-lock unlock {lock.id} -s {t.source} -d {t.schema} -t {t.table} "
-                    "--action skip` (this table's values of the old column are not carried; the column is dropped "
-                    "downstream once no table has it), or make every table take the same path upstream"),
-                    [], set(), a.afters, a.before))
-                lock.set_done(m, False)
-                out.others.append(self._op_for(lock, m))
-        lock.uncarried.clear()
-        if not lock.redirects:
-            return
-        waiting: list[TableRef] = []
-        for t in lock.redirects:
-            by = lock.redirect_after.get(t)
-            m = lock.members.get(t)
-            if lock.gated_by(by):
-                waiting.append(t)
-                if m is not None and m.answer is not None and m.answer.stage is Stage.SKIP_AND_WAIT \
-                        and m.answer.runner != by:
-                    # the resolution is persisted with the held table's answer: a rebuild restores
-                    # who runs the change instead of re-deciding it
-                    a = m.answer
-                    lock.set_answer(m, Answer(a.info, Stage.SKIP_AND_WAIT, [], _wait_runner(lock, by), [], set(),
-                                              a.afters, a.before, runner=by))
-                    out.others.append(self._op_for(lock, m))
-                continue
-            lock.redirect_after.pop(t, None)
-            if m is None or m.answer is None:
-                continue
-            a = m.answer
-            lock.set_answer(m, Answer(a.info, Stage.RESOLVED, [], "conflict resolved: replay the skipped events",
-                                        [], set(), a.afters, a.before, runner=m.applied_by or by))
-            lock.set_done(m, False)
-            out.others.append(self._op_for(lock, m))
-        lock.redirects = waiting
-
-    def _op_for(self, lock: Lock, m: Member) -> Operation:
-        a = m.answer
-        return Operation(lock_id=lock.id, task=lock.key.task, source=m.table.source,
-                         up_schema=m.table.schema, up_table=m.table.table, down_schema=lock.key.down_schema,
+    @staticmethod
+    def _op_for(lock: Lock, t: TableRef, a: Answer) -> Operation:
+        return Operation(lock_id=lock.id, task=lock.key.task, source=t.source,
+                         up_schema=t.schema, up_table=t.table, down_schema=lock.key.down_schema,
                          down_table=lock.key.down_table, info_revision=a.info.revision, ddls=list(a.ddls),
                          stage=a.stage, message=a.message, done=False, cols=list(a.cols),
                          runner=str(a.runner) if a.runner is not None else "")
@@ -500,7 +242,7 @@ class LockKeeper:
         out = LockChange(op.lock)
         lock = self._locks.get(op.lock)
         m = lock.members.get(op.table) if lock else None
-        if m is None or m.answer is None:
+        if lock is None or m is None or m.answer is None:
             out.ignored = f"done Operation for {op.table} but lock {op.lock_id} or the table is unknown"
             return out
         if op.info_revision != m.answer.info.revision or op.stage is not m.answer.stage:
@@ -511,21 +253,7 @@ class LockKeeper:
         if op.stage in (Stage.DETECTED, Stage.SKIP_AND_WAIT, Stage.RESOLVED):
             out.ignored = f"a {op.stage.value} Operation cannot be done"
             return out
-        if not getattr(op, "ran", True) and m.table in lock.gates:
-            lock.handover(m.table)          # its statements did not run: another table runs the change
-        lock.set_done(m, True)
-        exec_drops = set(m.answer.exec_drops)
-        if not exec_drops and m.answer.ddls:   # the ddls of the answer ``op`` marks (same revision, stage)
-            exec_drops = {x.lower() for d in m.answer.ddls for x in _DROP_RE.findall(d)}
-        updates, cleared = lock.done_dropped(m.table, op.cols, exec_drops)
-        for col, stage in updates:
-            if col not in cleared:
-                out.dropped_puts.append((m.table, [col], stage))
-        out.dropped_deletes.extend(cleared)
-        self._drain_redirects(lock, out)     # held until this execution was done
-        out.handled_revision = lock.handled_revision
-        out.resolved = lock.is_resolved()
-        return out
+        return self._apply(lock, m.table, lock.mark_done(m, op.cols, getattr(op, "ran", True)), out)
 
     # ------------------------------------------------------------------ operator exits
     def unlock(self, lock_id: str | LockKey, source: str, schema: str, table: str, action: str = "skip") -> LockChange:
@@ -547,45 +275,7 @@ class LockKeeper:
             raise UnlockRefused(f"{t} in lock {lock.id} is not blocked (it has {stage}); nothing to unlock. "
                                 f"It is waiting for: {lock.waiting_for(t) or 'nothing'}",
                                 lock_id=lock.id, table=str(t))
-        out = LockChange(lock.key)
-        lock.set_conflict(m, None)
-        after = a.afters[-1] if a.afters else m.schema
-        others = lock.normal.distinct_except(m.schema)
-        if try_join_all(others + [after]) is not None:
-            lock.set_schema(m, after)
-            m.note = f"unlocked with {action}"
-        else:
-            m.note = (f"unlocked with {action}; its new schema cannot be joined with the others, the lock "
-                      "keeps its previous schema")
-        ddls = list(a.info.ddls) if action == "exec" else []
-        finish = self._orphan_drops(lock)
-        if finish:
-            # columns every table has now dropped, but whose DROP never ran downstream (the table
-            # that still had them was this one): its answer completes them
-            lock.record_dropped(t, finish)
-            out.dropped_puts.append((t, finish, DroppedStage.NOT_DONE))
-            ddls += [f"ALTER TABLE `{lock.key.down_schema}`.`{lock.key.down_table}` DROP COLUMN `{c}`" for c in finish]
-        lock.set_answer(m, Answer(a.info, Stage.UNLOCKED, ddls,
-                                  f"unlocked by operator: {action}" + (
-                                      f"; completes the drop of {', '.join(f'`{c}`' for c in finish)} (no table has "
-                                      "it any more)" if finish else ""), list(finish), set(finish), a.afters, a.before))
-        lock.set_done(m, False)
-        out.operation = self._op_for(lock, m)
-        lock.try_resolve(None)
-        self._follow_up(lock, out, exclude=t)
-        return out
-
-    @staticmethod
-    def _orphan_drops(lock: Lock) -> list[str]:
-        """Dropped columns no member has any more and nobody dropped downstream."""
-        out = []
-        for col, per in sorted(lock.columns.items()):
-            if per.count[DroppedStage.DONE]:
-                continue
-            if any(m.final.column(col) is not None or m.schema.column(col) is not None for m in lock.members.values()):
-                continue
-            out.append(col)
-        return out
+        return self._apply(lock, t, lock.unlock(m, action), LockChange(lock.key))
 
     def remove_table(self, lock_id: str | LockKey, t: TableRef, reason: str = "removed by operator") -> LockChange:
         """Take a shard table out of a lock (dropped upstream, or the operator decided it will never
@@ -594,13 +284,7 @@ class LockKeeper:
         if t not in lock.members:
             raise TableNotInLock(f"{t} is not a member of lock {lock.id}", lock_id=lock.id, table=str(t))
         out = LockChange(lock.key, removed_tables=[t])
-        lock.remove_member(t)
-        if lock.members:
-            lock.try_resolve(None)
-            self._follow_up(lock, out)
-        out.handled_revision = lock.handled_revision
-        out.empty = not lock.members
-        out.resolved = lock.is_resolved()
+        return self._apply(lock, t, lock.remove(t), out)
         return out
 
     def remove_sources(self, task: str, sources: Iterable[str]) -> list[LockChange]:
@@ -626,50 +310,21 @@ class LockKeeper:
             self.drop_lock(k)
         self._targets.clear()
         self._members_current.clear()
-        for k in [k for k in self._source_tables if k[0] == task]:
-            del self._source_tables[k]
+        for sk in [sk for sk in self._source_tables if sk[0] == task]:
+            del self._source_tables[sk]
         return keys
 
     def force_remove(self, lock_id: str | LockKey) -> LockView:
         """Forget one lock whatever its state (its task was stopped, or the operator gives up on
         it); the master deletes its records unguarded.  Checkpoints are untouched."""
         lock = self.get(lock_id)
-        view = self._view(lock)
+        view = lock_view(lock)
         self.drop_lock(lock.key)
         return view
 
     def expectation(self, lock_id: str | LockKey) -> Expectation:
         """The schema the lock's downstream table should have now (see ``Expectation``)."""
-        lock = self.get(lock_id)
-        confirmed, accepted = [], []
-        exp = Expectation(lock.id, (lock.key.down_schema, lock.key.down_table), None, None)
-        blocked = (Stage.DETECTED, Stage.SKIP_AND_WAIT, Stage.ERROR)
-        for t, m in sorted(lock.members.items(), key=lambda x: str(x[0])):
-            a = m.answer
-            accepted.append(m.schema)
-            if m.done or a is None:
-                confirmed.append(m.schema)
-            else:
-                confirmed.append(a.before if a.before is not None else m.schema)
-                if a.stage in blocked:
-                    exp.pending.append((str(t), a.stage.value, list(a.info.ddls)))
-                else:
-                    ddls = list(a.info.ddls) if a.stage is Stage.RESOLVED else list(a.ddls)
-                    exp.outstanding.append((str(t), a.stage.value, ddls))
-            if a is not None and a.stage is Stage.UNLOCKED and not a.ddls and a.info.ddls:
-                exp.notes.append(f"{t} was unlocked with skip: its DDLs {list(a.info.ddls)} were not run downstream")
-        if not confirmed:
-            confirmed = accepted = [lock.init_schema]
-        exp.now, exp.issued = try_join_all(confirmed), try_join_all(accepted)
-        exp.joined = lock.joined()
-        if exp.now is None or exp.issued is None:
-            exp.error = ("the schemas the lock accepted for its tables cannot be joined, so it has no single "
-                         "expected downstream schema")
-        bad = [lock.error] if lock.error else []
-        bad += [f"{t}: {m.error}" for t, m in sorted(lock.members.items(), key=lambda x: str(x[0])) if m.error]
-        if bad:
-            exp.error = "the lock is in state error, so its schemas are not reliable (" + "; ".join(bad)[:500] + ")"
-        return exp
+        return expectation(self.get(lock_id))
 
     def mark_error(self, key: LockKey, reason: str, table: TableRef | None = None) -> None:
         """Record a bad/inconsistent record for a lock (rebuild): the lock shows state ``error``."""
@@ -695,7 +350,7 @@ class LockKeeper:
             lock = self._locks[key]
             if srcs and not any(t.source in srcs for t in lock.members):
                 continue
-            out.append(self._view(lock))
+            out.append(lock_view(lock))
         return out
 
     def summaries(self) -> list[LockSummary]:
@@ -705,61 +360,7 @@ class LockKeeper:
         out = []
         for key, lock in self._locks.items():
             ready = lock.ready()
-            out.append(LockSummary(lock.id, key.task, self._state(lock), sum(1 for r in ready.values() if not r)))
-        return out
-
-    @staticmethod
-    def _state(lock: Lock) -> str:
-        if lock.error or any(m.error for m in lock.members.values()):
-            return "error"
-        if any(m.answer is not None and m.answer.stage in (Stage.DETECTED, Stage.SKIP_AND_WAIT, Stage.ERROR)
-               for m in lock.members.values()):
-            return "conflict"
-        return "resolved" if lock.is_resolved() else "syncing"
-
-    def _view(self, lock: Lock) -> LockView:
-        ready = lock.ready()
-        waiting = []
-        for t in sorted(lock.members, key=str):
-            r = lock.waiting_for(t, ready)
-            if r:
-                waiting.append((str(t), r))
-        owners = sorted(str(t) for t, m in lock.members.items()
-                        if m.answer is not None and m.answer.stage is Stage.DETECTED)
-        owner_ddls = []
-        if owners:
-            first = next(m for t, m in lock.members.items() if str(t) == owners[0])
-            owner_ddls = list(first.answer.info.ddls)
-        errs = [lock.error] if lock.error else []
-        errs += [f"{t}: {m.error}" for t, m in sorted(lock.members.items(), key=lambda x: str(x[0])) if m.error]
-        state = self._state(lock)
-        j = lock.joined()
-        return LockView(ID=lock.id, task=lock.key.task, mode="optimistic", owner=owners[0] if owners else "",
-                        DDLs=owner_ddls, synced=sorted(str(t) for t, r in ready.items() if r),
-                        unsynced=sorted(str(t) for t, r in ready.items() if not r), state=state,
-                        error="; ".join(errs), waiting=waiting, owners=self._owners(lock, dict(waiting)),
-                        joined=j.to_create_sql((lock.key.down_schema, lock.key.down_table)) if j and j.columns else "")
-
-    @staticmethod
-    def _owners(lock: Lock, waits: dict[str, str]) -> list[LockOwner]:
-        out = []
-        for t, m in sorted(lock.members.items(), key=lambda x: str(x[0])):
-            a = m.answer
-            if a is None:
-                continue
-            if m.error or a.stage is Stage.ERROR:
-                state = "error"
-            elif a.stage is Stage.DETECTED:
-                state = "conflict"
-            elif a.stage is Stage.SKIP_AND_WAIT:
-                state = "held"
-            elif a.stage is Stage.RESOLVED:
-                state = "redirected"
-            elif not m.done:
-                state = "executing"
-            else:
-                state = "done"
-            out.append(LockOwner(str(t), list(a.info.ddls), state, waits.get(str(t), "")))
+            out.append(LockSummary(lock.id, key.task, lock_state(lock), sum(1 for r in ready.values() if not r)))
         return out
 
     # ------------------------------------------------------------------ rebuild
@@ -782,33 +383,8 @@ class LockKeeper:
             self._add_members(lock, self.targets(info.lock))
             self._members_current.add(info.lock)
         m = lock.members.get(info.table) or lock.add_member(info.table, before)
-        post = afters[-1]
         runner = parse_table_ref(op.runner) if op.runner else None
-        m.info_revision = info.revision
-        lock.handled_revision = max(lock.handled_revision, info.revision)
-        lock.set_conflict(m, None)
-        if op.stage is Stage.UNLOCKED:
-            # as ``unlock`` decided: the new schema when it joins with the others, else the old one
-            lock.set_schema(m, post if try_join_all(lock.normal.distinct_except(m.schema) + [post]) else before)
-        elif op.stage in (Stage.NONE, Stage.RESOLVED):
-            lock.set_schema(m, post)
-        elif op.stage is Stage.SKIP_AND_WAIT and runner is None:
-            lock.set_schema(m, before)
-            lock.set_conflict(m, post)
-        elif op.stage is Stage.SKIP_AND_WAIT:
-            lock.set_schema(m, post)
-            lock.queue_redirect(m.table, runner)
-        else:
-            lock.set_schema(m, before)
-        if runner is not None and runner != m.table:
-            m.applied_by_other, m.applied_by = post, runner
-            lock.accepted.add(change_sig(before, post))
-        exec_drops = {x.lower() for d in op.ddls for x in _DROP_RE.findall(d)}
-        lock.set_answer(m, Answer(info, op.stage, list(op.ddls), op.message, list(op.cols), exec_drops, afters,
-                                  before, runner=runner))
-        lock.set_done(m, op.done)
-        if op.stage is Stage.UNLOCKED:
-            m.note = f"unlocked with {'exec' if op.ddls else 'skip'}"
+        lock.restore(m, info, before, afters, op.stage, list(op.ddls), op.message, list(op.cols), runner, op.done)
         return True
 
     @classmethod
@@ -831,9 +407,9 @@ class LockKeeper:
             k._preload.setdefault(lk, []).append(dc)
             persisted[(lk, dc.column.lower(), TableRef(dc.source, dc.up_schema, dc.up_table))] = DroppedStage(dc.stage)
         known_sources = set(k._source_tables)
-        ops = {}
-        for op in operations:
-            ops[(op.lock, op.table)] = op
+        ops: dict[tuple[LockKey, TableRef], Operation] = {}
+        for o in operations:
+            ops[(o.lock, o.table)] = o
         infos = sorted(infos, key=lambda i: i.revision)
         pending: list[Info] = []
         for info in infos:
@@ -841,18 +417,18 @@ class LockKeeper:
             if listed and (info.up_schema, info.up_table) not in k._source_tables[(info.task, info.source)].members(
                     info.down_schema, info.down_table):
                 continue   # the table left the task; its Info is stale (removed on the next cleanup)
-            op = ops.get((info.lock, info.table))
+            stored = ops.get((info.lock, info.table))
             try:
-                restored = op is not None and op.info_revision == info.revision and k._restore(info, op)
+                restored = stored is not None and stored.info_revision == info.revision and k._restore(info, stored)
             except Exception as e:  # noqa: BLE001 — one bad lock must not stop the master
                 errors.append(f"{info.lock.id}: restoring the answer of {info.table} failed: {e}")
-                k.mark_error(info.lock, f"restoring Operation revision {op.revision if op else 0} failed: {e}",
+                k.mark_error(info.lock, f"restoring Operation revision {stored.revision if stored else 0} failed: {e}",
                              info.table)
                 continue
             if not restored:
                 pending.append(info)
         for lock in k._locks.values():
-            k._drain_redirects(lock, LockChange(lock.key))   # runners already done release their redirects
+            lock.drain_redirects(Effects())   # runners already done release their redirects
         for info in pending:       # never answered (or answered for an older Info): decide now
             try:
                 k.handle_info(info)
@@ -860,8 +436,8 @@ class LockKeeper:
                 errors.append(f"{info.lock.id}: replaying Info of {info.table} failed: {e}")
                 k.mark_error(info.lock, f"replaying Info revision {info.revision} failed: {e}", info.table)
         for (lk, t), op in sorted(ops.items(), key=lambda x: x[1].revision):
-            lock = k._locks.get(lk)
-            m = lock.members.get(t) if lock else None
+            found = k._locks.get(lk)
+            m = found.members.get(t) if found else None
             if m is None or m.answer is None or op.info_revision != m.answer.info.revision:
                 continue
             try:
@@ -872,24 +448,25 @@ class LockKeeper:
             except Exception as e:  # noqa: BLE001
                 errors.append(f"{lk.id}: restoring Operation of {t} failed: {e}")
                 k.mark_error(lk, f"restoring Operation revision {op.revision} failed: {e}", t)
-        for e in bad:
-            p = e.parts
+        for rec in bad:
+            p = rec.parts
             if {"task", "down_schema", "down_table"} <= set(p):
                 lk = LockKey(p["task"], p["down_schema"], p["down_table"])
-                t = TableRef(p["source"], p["up_schema"], p["up_table"]) if "up_table" in p else None
-                k.mark_error(lk, f"unreadable record {e.etcd_key}: {e.message}", t)
-            errors.append(str(e))
-        out_ops, resolved = [], []
+                where = TableRef(p["source"], p["up_schema"], p["up_table"]) if "up_table" in p else None
+                k.mark_error(lk, f"unreadable record {rec.etcd_key}: {rec.message}", where)
+            errors.append(str(rec))
+        out_ops: list[Operation] = []
+        resolved: list[LockKey] = []
         final_cols: dict[tuple[LockKey, str, TableRef], DroppedStage] = {}
         for lk, lock in k._locks.items():
             for m in lock.members.values():
                 if m.answer is not None and not m.error:
-                    op = k._op_for(lock, m)
+                    op = k._op_for(lock, m.table, m.answer)
                     op.done = m.done
                     out_ops.append(op)
-            for col, per in lock.columns.items():
-                for t, st in per.items():
-                    final_cols[(lk, col, t)] = st
+            for col, per in lock.dropped_columns.items():
+                for t, stage in per.items():
+                    final_cols[(lk, col, t)] = stage
             if lock.is_resolved():
                 resolved.append(lk)
         for lk, pre in k._preload.items():   # dropped columns of locks that were not rebuilt: keep

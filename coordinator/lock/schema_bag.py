@@ -89,9 +89,9 @@ def try_join_all(schemas: Iterable[TableSchema]) -> TableSchema | None:
 class SchemaBag:
     """A multiset of schemas: distinct schema -> count, with a cached join."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._items: dict = {}   # key -> [schema, count]
-        self._joined = None      # cache: (ok, schema|error)
+        self._joined: TableSchema | SchemaConflict | None = None   # cache: the join or why it fails
 
     def add(self, s: TableSchema) -> None:
         e = self._items.get(key(s))
@@ -124,13 +124,12 @@ class SchemaBag:
         """Join of the bag (cached); raises SchemaConflict."""
         if self._joined is None:
             try:
-                self._joined = (True, join_all(self.distinct()))
+                self._joined = join_all(self.distinct())
             except SchemaConflict as e:
-                self._joined = (False, e)
-        ok, val = self._joined
-        if not ok:
-            raise val
-        return val
+                self._joined = e
+        if isinstance(self._joined, SchemaConflict):
+            raise self._joined
+        return self._joined
 
     def try_joined(self) -> TableSchema | None:
         try:

@@ -260,7 +260,8 @@ class TableSchema:
                    options=tuple((k, v) for k, v in d.get("options", ())),
                    name=d.get("name"))
 
-    def to_create_sql(self, table_name: str | None = None) -> str:
+    def to_create_sql(self, table_name: str | tuple[str, str] | None = None) -> str:
+        """``table_name``: ``t`` or ``(db, t)`` (``render.table_ref``); default: the schema's name."""
         return render.render_create_table(self, table_name or self.name or "t")
 
 

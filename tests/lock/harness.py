@@ -117,4 +117,4 @@ class Harness:
 
     def dropped(self) -> dict[str, dict[str, int]]:
         names = {v: k for k, v in self.refs.items()}
-        return {c: {names[t]: int(s) for t, s in per.items()} for c, per in self.lock.columns.items()}
+        return {c: {names[t]: int(s) for t, s in per.items()} for c, per in self.lock.dropped_columns.items()}

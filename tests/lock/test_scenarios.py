@@ -479,7 +479,7 @@ def test_s29_rebuild_restores_locks_done_flags_and_unlocks():
         ops[h.refs[n]] = h.last[n]
     dropped = [DroppedColumn(stage=s, task=LOCK.task, down_schema="db", down_table="t", column=c,
                              source=t.source, up_schema=t.schema, up_table=t.table)
-               for c, per in h.lock.columns.items() for t, s in per.items()]
+               for c, per in h.lock.dropped_columns.items() for t, s in per.items()]
     st = [SourceTablesFor(h)]
     rb = LockKeeper.rebuild(list(h.infos.values()), list(ops.values()), st, dropped)
     assert rb.errors == [] and rb.dropped_puts == [] and rb.dropped_deletes == []

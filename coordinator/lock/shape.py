@@ -1,0 +1,115 @@
+"""Schema predicates of the lock algorithm: what a statement changes and whether a table's schema
+already fits the joined one.  Pure functions of schemas; the decisions live in ``lock.Lock``."""
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+
+from coordinator.schema import TableSchema
+from coordinator.schema.lattice import join_type
+from coordinator.schema.model import Column
+
+
+def tolerated(s: TableSchema, j: TableSchema) -> bool:
+    """``s`` differs from the joined ``j`` only in column charsets/collations (which the join
+    tolerates, DM_040): the downstream needs no DDL for it."""
+    if s.column_keys() != j.column_keys() or {i.key: i.lattice_key() for i in s.indexes} != \
+            {i.key: i.lattice_key() for i in j.indexes}:
+        return False
+    for c in s.columns:
+        d = _col(j, c.key)      # same column keys: checked above
+        if d.lattice_key() != c.lattice_key() and (
+                _no_charset(c.type) != _no_charset(d.type) or replace(c, type=d.type).lattice_key() != d.lattice_key()):
+            return False
+    return True
+
+
+def fits(s: TableSchema, j: TableSchema) -> bool:
+    """Every row of ``s`` fits the joined ``j`` as it is (same columns and indexes; each type
+    equal or wider there, NULL allowed where ``s`` allows it; defaults may differ)."""
+    if s.column_keys() != j.column_keys() or {i.key for i in s.indexes} != {i.key for i in j.indexes}:
+        return False
+    for c in s.columns:
+        d = _col(j, c.key)      # same column keys: checked above
+        if c.nullable and not d.nullable:
+            return False
+        if _no_charset(c.type) != _no_charset(d.type):
+            try:
+                w = join_type(d.type, c.type)
+            except Exception:  # noqa: BLE001 — incompatible types
+                return False
+            if _no_charset(w) != _no_charset(d.type):
+                return False
+    return True
+
+
+def change_sig(prev: TableSchema, post: TableSchema) -> tuple:
+    """What a change does to columns and indexes, independent of everything else in the table:
+    (columns it removes or redefines, as they were; columns it adds or redefines, as they are;
+    index keys it removes; index keys it adds)."""
+    pk, qk = prev.column_keys(), post.column_keys()
+    gone = frozenset((k, _col(prev, k).lattice_key()) for k in pk
+                     if k not in qk or _col(prev, k).lattice_key() != _col(post, k).lattice_key())
+    came = frozenset((k, _col(post, k).lattice_key()) for k in qk
+                     if k not in pk or _col(prev, k).lattice_key() != _col(post, k).lattice_key())
+    pi, qi = {i.key for i in prev.indexes}, {i.key for i in post.indexes}
+    return gone, came, frozenset(pi - qi), frozenset(qi - pi)
+
+
+def lossy(prev: TableSchema, post: TableSchema) -> bool:
+    """The change removes or redefines a column that holds values (a rename, a type change):
+    reaching its shape any other way loses or mixes those values downstream."""
+    return bool(change_sig(prev, post)[0])
+
+
+def _shape_change(prev: TableSchema, post: TableSchema) -> str:
+    gone, came, _, _ = change_sig(prev, post)
+    names = [_col(prev, k).name for k, _ in sorted(gone)]
+    new = [_col(post, k).name for k, _ in sorted(came)]
+    return f"column(s) {', '.join(f'`{n}`' for n in names)} -> {', '.join(f'`{n}`' for n in new) or 'none'}"
+
+
+def _describe(c: Column) -> str:
+    """A column as the waiting text shows it: type, charset/collation, NULL-ness and default (two
+    columns that differ only in charset or default must not print the same)."""
+    t = c.type
+    out = t.sql()
+    if t.charset:
+        out += f" CHARACTER SET {t.charset}"
+    if t.collation:
+        out += f" COLLATE {t.collation}"
+    out += "" if c.nullable else " NOT NULL"
+    if c.default is not None:
+        out += f" DEFAULT {c.default}"
+    return out
+
+
+def _narrowed_to(prev: TableSchema, post: TableSchema, joined: TableSchema) -> bool:
+    """Every column and index the statement ``prev -> post`` drops is gone from ``joined``, and
+    every column it narrows has exactly its new definition there: running it downstream then
+    keeps the downstream at least as wide as every member (invariant 4, docs/lock-algorithm.md)."""
+    pk, qk = prev.column_keys(), post.column_keys()
+    for x in pk - qk:
+        if joined.column(x) is not None:
+            return False
+    for x in pk & qk:
+        pc, qc = _col(prev, x), _col(post, x)
+        if pc.lattice_key() != qc.lattice_key():
+            jc = joined.column(x)
+            if jc is None or jc.lattice_key() != qc.lattice_key():
+                return False
+    gone = {i.key for i in prev.indexes} - {i.key for i in post.indexes}
+    return not (gone & {i.key for i in joined.indexes})
+
+
+@functools.lru_cache(maxsize=4096)
+def _no_charset(t) -> tuple:
+    """A column type's identity without its charset and collation (memoised: types are frozen,
+    and a big lock compares the same few per Info)."""
+    return replace(t, charset=None, collation=None).lattice_key()
+
+def _col(s: TableSchema, key: str) -> Column:
+    """The column ``key`` of ``s``, which the caller knows is there (taken from its own keys)."""
+    c = s.column(key)
+    assert c is not None, key
+    return c

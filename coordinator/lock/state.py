@@ -1,0 +1,323 @@
+"""One optimistic shard-DDL lock's state: its member tables with their schemas, pending
+conflicting DDLs and answers, the redirect queue and dropped-column bookkeeping, kept consistent
+by the setters here (the derived sets and bags are indexes a big lock cannot afford to rescan).
+``lock.Lock`` adds the decision algorithm on top; nothing outside the package touches the
+private state.  Pure logic: no etcd, no I/O.
+
+Per member table the lock keeps its *normal* schema (last accepted), optionally a *conflict*
+schema (what its pending conflicting DDL would produce), ``final`` = conflict or normal, whether
+its last Operation was marked done, and its last answer (the Info and the Operation written for
+it).  The joined schema of ``final`` is where every table is heading; a table is *ready* when its
+final schema equals that join; the lock is *synced* when all are ready and *resolved* when
+synced and every issued Operation is done.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import AbstractSet, Mapping
+
+from coordinator.etcdproto import DroppedStage, Info, LockKey, Stage, TableRef
+from coordinator.schema import SchemaConflict, TableSchema
+
+from .schema_bag import SchemaBag, eq, try_join_all
+from .shape import fits, tolerated
+
+
+@dataclass
+class Answer:
+    """The decision for a member's latest Info, i.e. the Operation the master writes."""
+    info: Info
+    stage: Stage
+    ddls: list[str]
+    message: str = ""
+    cols: list[str] = field(default_factory=list)
+    exec_drops: set[str] = field(default_factory=set)   # dropped columns whose DROP is in ddls
+    afters: list[TableSchema] = field(default_factory=list)
+    before: TableSchema | None = None
+    runner: TableRef | None = None      # held/redirected: the table that runs the agreed change
+
+
+@dataclass
+class Member:
+    table: TableRef
+    schema: TableSchema
+    conflict: TableSchema | None = None
+    done: bool = True            # no Operation outstanding (members without Infos count as done)
+    info_revision: int = 0       # highest Info revision handled for this table
+    answer: Answer | None = None
+    error: str = ""              # a bad record / unreadable Info for this table
+    note: str = ""               # operator decisions worth showing (unlock/force)
+    # this table's pending conflicting change, already run downstream by the table whose DDL
+    # resolved the conflict: its replay after the redirect must not run it a second time
+    applied_by_other: TableSchema | None = None
+    applied_by: TableRef | None = None     # the table whose Operation runs ``applied_by_other``
+
+    @property
+    def final(self) -> TableSchema:
+        return self.conflict if self.conflict is not None else self.schema
+
+
+@dataclass
+class StepResult:
+    changed: bool
+    stage: Stage
+    message: str = ""
+
+
+class LockState:
+    """The state of one lock and its invariant-keeping setters (``Lock`` decides)."""
+
+    def __init__(self, key: LockKey, init_schema: TableSchema):
+        self.key = key
+        self.id = key.id
+        self.init_schema = init_schema
+        self.members: dict[TableRef, Member] = {}
+        self._normal = SchemaBag()
+        self._finals = SchemaBag()
+        self._conflicts: set[TableRef] = set()
+        self._detected: set[TableRef] = set()    # members whose current answer is `detected`
+        self._not_done: set[TableRef] = set()    # members with an Operation not yet done
+        self._running: set[TableRef] = set()     # members told to run DDLs downstream, not done yet
+        self._columns: dict[str, Drops] = {}
+        self.handled_revision = 0
+        self.error = ""             # lock-level problem (bad records at rebuild)
+        self._redirects: list[TableRef] = []   # filled by resolve(), drained by Lock.drain_redirects
+        # a queued redirect waits for the table whose answer runs the agreed change downstream,
+        # until that table's next done mark: the redirected table's replayed rows need the change
+        self._redirect_after: dict[TableRef, TableRef] = {}
+        self._gates: set[TableRef] = set()     # resolving tables not marked done since they resolved
+        # conflicting changes (``change_sig``) the downstream already made: a table catching up on
+        # one runs nothing; a table reaching the same shape another way cannot carry its values
+        self._accepted: set[tuple] = set()
+        # held tables whose agreed shape was reached by another table's ordinary statements: their
+        # values of the renamed/retyped columns cannot be carried downstream -> a conflict with exits
+        self._uncarried: dict[TableRef, str] = {}
+
+    # ------------------------------------------------------------------ membership
+    def add_member(self, t: TableRef, schema: TableSchema | None) -> Member:
+        m = self.members.get(t)
+        if m is None:
+            m = Member(t, schema or self.init_schema)
+            self.members[t] = m
+            self._normal.add(m.schema)
+            self._finals.add(m.final)
+        return m
+
+    def _remove_member(self, t: TableRef) -> list[str]:
+        """Forget ``t``; returns the dropped-column names that had an entry for it."""
+        m = self.members.pop(t, None)
+        if m is None:
+            return []
+        self._normal.remove(m.schema)
+        self._finals.remove(m.final)
+        self._conflicts.discard(t)
+        self._detected.discard(t)
+        self._not_done.discard(t)
+        self._running.discard(t)
+        if t in self._gates:
+            self._handover(t)
+        if t in self._redirects:
+            self._redirects.remove(t)
+        self._redirect_after.pop(t, None)
+        cols: list[str] = []
+        for col, per in list(self._columns.items()):
+            if per.pop(t, None) is not None:
+                cols.append(col)
+            if not per:
+                del self._columns[col]
+        return cols
+
+    def _set_schema(self, m: Member, s: TableSchema) -> None:
+        self._normal.remove(m.schema)
+        self._finals.remove(m.final)
+        m.schema = s
+        self._normal.add(m.schema)
+        self._finals.add(m.final)
+
+    def _set_conflict(self, m: Member, s: TableSchema | None) -> None:
+        self._finals.remove(m.final)
+        m.conflict = s
+        self._finals.add(m.final)
+        (self._conflicts.add if s is not None else self._conflicts.discard)(m.table)
+
+    def _set_answer(self, m: Member, a: Answer | None) -> None:
+        m.answer = a
+        (self._detected.add if a is not None and a.stage is Stage.DETECTED else self._detected.discard)(m.table)
+        self._track_running(m)
+
+    def _set_done(self, m: Member, done: bool) -> None:
+        m.done = done
+        if done:
+            self._gates.discard(m.table)
+        (self._not_done.discard if done else self._not_done.add)(m.table)
+        self._track_running(m)
+
+    def _track_running(self, m: Member) -> None:
+        a = m.answer
+        running = a is not None and a.stage in (Stage.NONE, Stage.UNLOCKED) and bool(a.ddls) and not m.done
+        (self._running.add if running else self._running.discard)(m.table)
+
+    def _queue_redirect(self, t: TableRef, after: TableRef | None) -> None:
+        """Redirect ``t`` once ``after`` (if any) has run its answer's DDLs downstream."""
+        if t not in self._redirects:
+            self._redirects.append(t)
+        if after is not None and after != t:
+            self._redirect_after[t] = after
+            self._gates.add(after)
+        else:
+            self._redirect_after.pop(t, None)
+
+    def _handover(self, gone: TableRef) -> None:
+        """The runner of a resolution leaves, or its answer will not run (dropped upstream, the
+        operator skipped its DDL or set its schema), before running the agreed change: the first
+        table queued behind it runs it instead (its redirect is released now and its replay runs
+        the change); the others wait for that one (invariant 1: nobody replays past a change
+        that never ran)."""
+        self._gates.discard(gone)
+        queued = sorted((t for t, by in self._redirect_after.items() if by == gone and t != gone), key=str)
+        g = self.members.get(gone)
+        if not queued or (g is not None and gone not in self._running and not _replays(g)):
+            return
+        new = queued[0]
+        self._redirect_after.pop(new, None)
+        m = self.members[new]
+        m.applied_by_other, m.applied_by = None, None       # its replay runs the change itself
+        for t in queued[1:]:
+            self._redirect_after[t] = new
+            if self.members[t].applied_by == gone:
+                self.members[t].applied_by = new
+        if queued[1:]:
+            self._gates.add(new)
+
+    def gated_by(self, t: TableRef | None) -> bool:
+        """``t`` resolved a conflict and its answer still has DDLs to run downstream (not done
+        since): redirects and replays of the change wait for it."""
+        if t is None or t not in self._gates:
+            return False
+        m = self.members.get(t)
+        # running its answer's DDLs, or still to replay the held DDL it was chosen to run
+        return t in self._running or (m is not None and _replays(m))
+
+    # ------------------------------------------------------------------ sync state
+    def joined(self) -> TableSchema | None:
+        return self._finals.try_joined() if len(self._finals) else None
+
+    def ready(self) -> dict[TableRef, bool]:
+        j = self.joined()
+        cache: dict = {}
+        out = {}
+        for t, m in self.members.items():
+            k = m.final.lattice_key()
+            if k not in cache:
+                cache[k] = j is not None and (eq(m.final, j) or tolerated(m.final, j))
+            out[t] = cache[k] or (bool(m.note) and m.conflict is None and (j is None or fits(m.final, j)))
+        return out
+
+    def is_synced(self) -> bool:
+        """Every member at the joined schema, up to what the join tolerates without a DDL
+        (charset/collation: DM_040), or -- for a table whose schema the operator set (unlock,
+        ``binlog skip``, ``binlog-schema update --sync``) -- inside it (DM_130): no DDL will ever
+        come from such a table, and waiting for one left the lock open forever (invariant 6)."""
+        j = self.joined()
+        if j is not None and all(eq(s, j) or tolerated(s, j) for s in self._finals.distinct()):
+            return True
+        # the slow path, only when the fast one fails: join the others without the forced tables
+        forced = [m for m in self.members.values() if m.note and m.conflict is None]
+        if not forced:
+            return False
+        rest = {m.final.lattice_key(): m.final for m in self.members.values() if not (m.note and m.conflict is None)}
+        j = try_join_all(list(rest.values())) if rest else forced[0].final
+        return j is not None and all(eq(s, j) or tolerated(s, j) for s in rest.values()) and \
+            all(fits(m.final, j) for m in forced)
+
+    def join_error(self) -> str:
+        """Why the final schemas do not join ("" when they do)."""
+        try:
+            self._finals.joined()
+        except SchemaConflict as e:
+            return str(e)
+        return ""
+
+    def is_resolved(self) -> bool:
+        return (bool(self.members) and not self._conflicts and not self._not_done and self.is_synced()
+                and not any(m.error for m in self.members.values()))
+
+    # ------------------------------------------------------------------ dropped columns
+    def _record_dropped(self, t: TableRef, cols: list[str]) -> list[str]:
+        new = []
+        for c in cols:
+            per = self._columns.setdefault(c.lower(), Drops())
+            if t not in per:
+                per[t] = DroppedStage.NOT_DONE
+                new.append(c.lower())
+        return new
+
+    def _done_dropped(self, t: TableRef, cols: list[str],
+                      exec_drops: set[str]) -> tuple[list[tuple[str, DroppedStage]], list[str]]:
+        """Worker confirmed an Operation with ``cols``: returns (stage updates, cleared columns)."""
+        updates: list[tuple[str, DroppedStage]] = []
+        cleared: list[str] = []
+        for c in cols:
+            key = c.lower()
+            per = self._columns.get(key)
+            if not per or t not in per:
+                continue
+            per[t] = DroppedStage.DONE if key in exec_drops else DroppedStage.PARTIAL
+            updates.append((key, per[t]))
+            if not per.count[DroppedStage.NOT_DONE] and per.count[DroppedStage.DONE]:
+                del self._columns[key]
+                cleared.append(key)
+        return updates, cleared
+
+    @property
+    def dropped_columns(self) -> Mapping[str, Mapping[TableRef, DroppedStage]]:
+        """Dropped column -> table -> stage (read-only: rebuild and views compare and show it)."""
+        return self._columns
+
+    def preload_dropped(self, col: str, t: TableRef, stage: DroppedStage) -> None:
+        """A stored dropped-column record of a lock being created (rebuild)."""
+        self._columns.setdefault(col.lower(), Drops())[t] = stage
+
+    @property
+    def conflicts(self) -> AbstractSet[TableRef]:
+        """Members with a pending conflicting DDL (a read-only view: no copy per look-up)."""
+        return self._conflicts
+
+
+
+def _replays(m: Member) -> bool:
+    """``m`` is held or redirected: it still has to replay its DDL (a runner chosen to run the
+    agreed change in its replay has not yet)."""
+    return m.answer is not None and m.answer.stage in (Stage.RESOLVED, Stage.SKIP_AND_WAIT)
+
+
+class Drops(dict):
+    """One dropped column's tables -> their ``DroppedStage``, with a count per stage: the check
+    "nobody still NOT_DONE and somebody DONE" after each done mark scanned every table, which
+    made a big lock's DROP COLUMN quadratic."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count: Counter = Counter()
+
+    def __setitem__(self, t: TableRef, stage: DroppedStage) -> None:
+        old = self.get(t)
+        if old is not None:
+            self.count[old] -= 1
+        super().__setitem__(t, stage)
+        self.count[stage] += 1
+
+    def __delitem__(self, t: TableRef) -> None:
+        self.count[self[t]] -= 1
+        super().__delitem__(t)
+
+    def pop(self, t, *default):  # type: ignore[override]
+        if t in self:
+            stage = super().pop(t)
+            self.count[stage] -= 1
+            return stage
+        if default:
+            return default[0]
+        raise KeyError(t)
+
