@@ -53,6 +53,10 @@ class Operation(Record):
     # and their redirects): the resolution is persisted with the answers, so a rebuild restores
     # its runner instead of re-deciding it (docs/lock-algorithm.md, invariant 2)
     runner: str = ""
+    # on a ``skip-and-wait`` that holds a table only until another table's running answer is done
+    # (that answer drops a column this table's DDL adds: run in the other order, the DROP would
+    # remove it): that table.  Not a resolution: the replay is decided afresh
+    runs_after: str = ""
     revision: int = _meta()
 
     # The names are set once, at creation: both are kept after the first use (a big lock's

@@ -228,7 +228,8 @@ class LockKeeper:
                          up_schema=t.schema, up_table=t.table, down_schema=lock.key.down_schema,
                          down_table=lock.key.down_table, info_revision=a.info.revision, ddls=list(a.ddls),
                          stage=a.stage, message=a.message, done=False, cols=list(a.cols),
-                         runner=str(a.runner) if a.runner is not None else "")
+                         runner=str(a.runner) if a.runner is not None else "",
+                         runs_after=str(a.runs_after) if a.runs_after is not None else "")
 
     @staticmethod
     def _op(key: LockKey, t: TableRef, info: Info, stage: Stage, ddls: list[str], msg: str) -> Operation:
@@ -384,7 +385,9 @@ class LockKeeper:
             self._members_current.add(info.lock)
         m = lock.members.get(info.table) or lock.add_member(info.table, before)
         runner = parse_table_ref(op.runner) if op.runner else None
-        lock.restore(m, info, before, afters, op.stage, list(op.ddls), op.message, list(op.cols), runner, op.done)
+        after = parse_table_ref(op.runs_after) if op.runs_after else None
+        lock.restore(m, info, before, afters, op.stage, list(op.ddls), op.message, list(op.cols), runner, op.done,
+                     runs_after=after)
         return True
 
     @classmethod

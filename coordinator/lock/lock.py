@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from coordinator.etcdproto import DroppedStage, Info, Stage, TableRef
 from coordinator.schema import TableSchema
+from coordinator.schema.lattice import join_type
 
 from .explain import detected_message, readd_message, skip_message, wait_runner, waiting_for
 from .schema_bag import cmp, eq, join2, try_join_all
@@ -209,8 +210,11 @@ class Lock(LockState):
             for x in sorted(post_cols - prev_cols):
                 pc = _col(post, x)
                 oc = old.column(x)
-                # charset/collation may differ (DM tolerates it); lengths and types may not
-                if oc is not None and _no_charset(oc.type) != _no_charset(pc.type):
+                # charset/collation may differ (DM tolerates it).  A wider or incompatible definition is
+                # refused: the downstream keeps the one it has.  A narrower one fits in it (e.g. others
+                # widened the column since they added it): this table has not widened yet, the lock
+                # waits for that like for any other change
+                if oc is not None and not _fits_type(pc.type, oc.type):
                     return (f"ADD COLUMN `{pc.name}` as {pc.type.sql()} but other tables of the lock have it "
                             f"as {oc.type.sql()}; downstream keeps the first definition (add columns with "
                             "different field lengths/types is refused: make the definitions equal)"), []
@@ -250,7 +254,30 @@ class Lock(LockState):
             m.applied_by_other, m.applied_by = applied, by
             ans = Answer(info, Stage.SKIP_AND_WAIT, [], wait_runner(self, by), [], set(), afters, before, runner=by)
             self._queue_redirect(m.table, by)
+        elif ans.stage is Stage.NONE and ans.ddls:
+            first = self._order_conflict(m, ans)
+            if first is not None:
+                # decided after ``first``'s DROP of a column this DDL adds, but the two workers run in
+                # any order: run first, the ADD would be dropped again.  Hold this table until
+                # ``first`` is done; its replay is decided afresh (found by tests/sim)
+                self._set_schema(m, before)
+                ans = Answer(info, Stage.SKIP_AND_WAIT, [], (
+                    f"waiting for {first} to run its DDLs downstream first "
+                    f"({'; '.join(_ddls_of(self.members[first]))}): they drop or add a column this DDL adds "
+                    "or drops"), [], set(), afters, before, runs_after=first)
+                self._queue_redirect(m.table, first)
         return self.settle(m, info, ans, fx)
+
+    def _order_conflict(self, m: Member, a: Answer) -> TableRef | None:
+        """Another member whose answer is still running (not done) drops a column ``m``'s answer
+        ``a`` adds, or adds one it drops: the two workers run in any order, and in the wrong one
+        the column is dropped again or comes back."""
+        adds, drops = _added_columns(a.ddls), {x.lower() for d in a.ddls for x in _DROP_RE.findall(d)}
+        for t in sorted(self._running - {m.table}, key=str):
+            r = self.members[t].answer
+            if r is not None and ((adds & r.exec_drops) or (drops & _added_columns(r.ddls))):
+                return t
+        return None
 
     def _replayed_answer(self, m: Member, info: Info, before: TableSchema,
                          afters: list[TableSchema]) -> Answer | None:
@@ -501,7 +528,7 @@ class Lock(LockState):
     # ------------------------------------------------------------------ rebuild
     def restore(self, m: Member, info: Info, before: TableSchema, afters: list[TableSchema],
                 stage: Stage, ddls: list[str], message: str, cols: list[str], runner: TableRef | None,
-                done: bool) -> None:
+                done: bool, runs_after: TableRef | None = None) -> None:
         """Take the stored answer to ``info`` as ``m``'s answer: the persisted resolution stands
         (invariant 2) instead of being re-decided by a replay whose order would pick another runner."""
         post = afters[-1]
@@ -513,6 +540,9 @@ class Lock(LockState):
             self._set_schema(m, post if try_join_all(self._normal.distinct_except(m.schema) + [post]) else before)
         elif stage in (Stage.NONE, Stage.RESOLVED):
             self._set_schema(m, post)
+        elif stage is Stage.SKIP_AND_WAIT and runs_after is not None:
+            self._set_schema(m, before)               # held for ordering only: decided afresh on replay
+            self._queue_redirect(m.table, runs_after)
         elif stage is Stage.SKIP_AND_WAIT and runner is None:
             self._set_schema(m, before)
             self._set_conflict(m, post)
@@ -526,7 +556,7 @@ class Lock(LockState):
             self._accepted.add(change_sig(before, post))
         exec_drops = {x.lower() for d in ddls for x in _DROP_RE.findall(d)}
         self._set_answer(m, Answer(info, stage, list(ddls), message, list(cols), exec_drops, afters,
-                                  before, runner=runner))
+                                  before, runner=runner, runs_after=runs_after))
         self._set_done(m, done)
         if stage is Stage.UNLOCKED:
             m.note = f"unlocked with {'exec' if ddls else 'skip'}"
@@ -547,3 +577,27 @@ def new_unique_auto_increment(prev: TableSchema, post: TableSchema) -> str | Non
             if ix.kind in ("primary", "unique") and ix.columns and ix.columns[0][0].lower() == c.key:
                 return c.name
     return None
+
+
+_ADD_RE = re.compile(r"\bADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?`?([^`\s,;(]+)`?", re.I)
+_NOT_COLUMNS = {"index", "key", "unique", "primary", "constraint", "foreign", "fulltext", "spatial", "partition",
+                "check", "vector"}
+
+
+def _fits_type(new, have) -> bool:
+    """Values of type ``new`` fit a column of type ``have`` (charset and collation aside)."""
+    if _no_charset(new) == _no_charset(have):
+        return True
+    try:
+        return _no_charset(join_type(have, new)) == _no_charset(have)
+    except Exception:  # noqa: BLE001 — incompatible types
+        return False
+
+
+def _added_columns(ddls: list[str]) -> set[str]:
+    """Columns the statements add (``ADD [COLUMN] name``; indexes and constraints left out)."""
+    return {x.lower() for d in ddls for x in _ADD_RE.findall(d) if x.lower() not in _NOT_COLUMNS}
+
+
+def _ddls_of(m: Member) -> list[str]:
+    return list(m.answer.ddls) if m.answer is not None else []

@@ -79,7 +79,7 @@ def _describe(c: Column) -> str:
     if t.collation:
         out += f" COLLATE {t.collation}"
     out += "" if c.nullable else " NOT NULL"
-    if c.default is not None:
+    if c.default is not None and c.default.upper() != "NULL":
         out += f" DEFAULT {c.default}"
     return out
 

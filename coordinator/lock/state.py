@@ -36,6 +36,7 @@ class Answer:
     afters: list[TableSchema] = field(default_factory=list)
     before: TableSchema | None = None
     runner: TableRef | None = None      # held/redirected: the table that runs the agreed change
+    runs_after: TableRef | None = None  # held until this table's running answer is done (ordering)
 
 
 @dataclass
@@ -90,6 +91,7 @@ class LockState:
         # conflicting changes (``change_sig``) the downstream already made: a table catching up on
         # one runs nothing; a table reaching the same shape another way cannot carry its values
         self._accepted: set[tuple] = set()
+
         # held tables whose agreed shape was reached by another table's ordinary statements: their
         # values of the renamed/retyped columns cannot be carried downstream -> a conflict with exits
         self._uncarried: dict[TableRef, str] = {}

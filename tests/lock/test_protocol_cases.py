@@ -215,3 +215,19 @@ def test_case5_the_runners_schema_set_by_the_operator_hands_the_change_over():
     forced = h.make_info("C", RENAME, before=h.init, ignore_conflict=True)
     out = h.send("C", info=forced)
     assert ("a", Stage.RESOLVED) in [(o.table.table, o.stage) for o in out.others]
+
+
+def test_a_table_adding_a_column_others_widened_since_is_not_an_error():
+    """The chaos run's lagging worker: A adds `w INT` and widens it to BIGINT before B's worker
+    sends B's `ADD COLUMN w INT`.  B's definition equals the one the column was added with: B has
+    not widened yet (the lock waits for it), it is not a different definition (DM's s19 refusal,
+    `VARCHAR(5)` against `VARCHAR(4)` added, still holds)."""
+    h = Harness(T)
+    h.send("A", "ALTER TABLE t ADD COLUMN w INT")
+    h.send("A", "ALTER TABLE t MODIFY COLUMN w BIGINT")
+    b = h.send("B", "ALTER TABLE t ADD COLUMN w INT")
+    assert b.operation.stage is Stage.NONE, b.operation.message
+    assert not h.lock.is_synced()                  # B has not widened
+    h.send("A", "ALTER TABLE t DROP COLUMN w")
+    assert ddls(h.send("B", "ALTER TABLE t DROP COLUMN w")) == ["ALTER TABLE t DROP COLUMN w"]
+    assert h.lock.is_resolved()

@@ -26,10 +26,14 @@ PLANS: dict[str, list[list[str]]] = {
     "rename-all": [["RENAME COLUMN b TO b2"]],
     "index": [["ADD INDEX ix_k (k)"]],
     "drop-index-readd": [["ADD INDEX ix_k (k)", "DROP INDEX ix_k"]],
+    # a table adding a column after others widened it (the chaos run's lagging worker)
+    "add-widen-drop": [["ADD COLUMN c9 INT", "DROP COLUMN c9"], ["ADD COLUMN c9 INT", "MODIFY COLUMN c9 BIGINT",
+                                                                "DROP COLUMN c9"]],
 }
 # plans touching the same column are exclusive
 _COLUMN = {"widen": "r", "widen-drop": "r", "narrow": "r", "rename": "b", "rename-all": "b",
-           "index": "k", "drop-index-readd": "k", "vwiden-drop": "v", "add": "c1", "drop": "a"}
+           "index": "k", "drop-index-readd": "k", "vwiden-drop": "v", "add": "c1", "drop": "a",
+           "add-widen-drop": "c9"}
 
 
 def plans(rng: random.Random, count: int, exclude: tuple[str, ...] = ()) -> list[str]:
