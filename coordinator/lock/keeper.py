@@ -451,6 +451,15 @@ class LockKeeper:
             except Exception as e:  # noqa: BLE001
                 errors.append(f"{lk.id}: restoring Operation of {t} failed: {e}")
                 k.mark_error(lk, f"restoring Operation revision {op.revision} failed: {e}", t)
+        for dc in dropped_columns:
+            # a not-done drop of a table whose worker has sent a later DDL since: its done mark was
+            # missed by a master restart (the later Info overwrote the answer it marked)
+            lk, t = LockKey(dc.task, dc.down_schema, dc.down_table), TableRef(dc.source, dc.up_schema, dc.up_table)
+            found = k._locks.get(lk)
+            m = found.members.get(t) if found else None
+            if found is not None and m is not None and dc.stage == DroppedStage.NOT_DONE and dc.revision \
+                    and m.info_revision > dc.revision:
+                found.confirm_stale_drop(dc.column, t)
         for rec in bad:
             p = rec.parts
             if {"task", "down_schema", "down_table"} <= set(p):

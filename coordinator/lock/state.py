@@ -277,6 +277,16 @@ class LockState:
         """Dropped column -> table -> stage (read-only: rebuild and views compare and show it)."""
         return self._columns
 
+    def confirm_stale_drop(self, col: str, t: TableRef) -> None:
+        """``t``'s worker has sent a later DDL than the one whose Operation dropped ``col``, so
+        that Operation was done (a worker sends its next DDL only after its done mark and its
+        checkpoint): a ``not-done`` stage whose done mark a master restart missed becomes
+        ``partial`` (whether it ran the DROP is not known; the column stays recorded until a
+        table that ran it confirms)."""
+        per = self._columns.get(col.lower())
+        if per is not None and per.get(t) is DroppedStage.NOT_DONE:
+            per[t] = DroppedStage.PARTIAL
+
     def preload_dropped(self, col: str, t: TableRef, stage: DroppedStage) -> None:
         """A stored dropped-column record of a lock being created (rebuild)."""
         self._columns.setdefault(col.lower(), Drops())[t] = stage

@@ -31,6 +31,7 @@ class SimStore:
         self.ops: dict[tuple[LockKey, TableRef], Operation] = {}
         self.marks: dict[tuple[LockKey, TableRef], int] = {}      # done mark -> Operation mod revision
         self.dropped: dict[tuple[LockKey, str, TableRef], DroppedStage] = {}
+        self.dropped_rev: dict[tuple[LockKey, str, TableRef], int] = {}   # each record's mod revision
         self.events: list[tuple[str, object]] = []                # the master's watch, in order
 
     def _next(self) -> int:
@@ -85,9 +86,10 @@ class SimStore:
         return Put(True)
 
     def put_dropped(self, lock: LockKey, t: TableRef, cols: list[str], stage: DroppedStage) -> None:
+        rev = self._next()
         for c in cols:
             self.dropped[(lock, c.lower(), t)] = stage
-        self._next()
+            self.dropped_rev[(lock, c.lower(), t)] = rev
 
     def delete_dropped(self, lock: LockKey, col: str) -> None:
         for k in [k for k in self.dropped if k[0] == lock and k[1] == col.lower()]:
@@ -115,6 +117,7 @@ class SimStore:
     def listing(self) -> tuple[list[Info], list[Operation], list[DroppedColumn]]:
         ops = [self.get_operation(*k) for k in self.ops]
         dcs = [DroppedColumn(stage=st, task=lk.task, down_schema=lk.down_schema, down_table=lk.down_table,
-                             column=col, source=t.source, up_schema=t.schema, up_table=t.table)
+                             column=col, source=t.source, up_schema=t.schema, up_table=t.table,
+                             revision=self.dropped_rev.get((lk, col, t), 0))
                for (lk, col, t), st in self.dropped.items()]
         return list(self.infos.values()), [o for o in ops if o is not None], dcs
