@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from coordinator.etcdproto import DroppedStage, Info, Stage, TableRef
 from coordinator.schema import TableSchema
-from coordinator.schema.lattice import join_type
 
 from .explain import detected_message, readd_message, skip_message, wait_runner, waiting_for
 from .schema_bag import cmp, eq, join2, try_join_all
@@ -210,11 +209,12 @@ class Lock(LockState):
             for x in sorted(post_cols - prev_cols):
                 pc = _col(post, x)
                 oc = old.column(x)
-                # charset/collation may differ (DM tolerates it).  A wider or incompatible definition is
-                # refused: the downstream keeps the one it has.  A narrower one fits in it (e.g. others
-                # widened the column since they added it): this table has not widened yet, the lock
-                # waits for that like for any other change
-                if oc is not None and not _fits_type(pc.type, oc.type):
+                # charset/collation may differ (DM tolerates it); lengths and types may not (DM_110: the
+                # downstream keeps the first definition).  Compared with the type the column was first
+                # added as: other tables widening it since is a change this table has not made yet
+                if oc is None:
+                    self._added_as.setdefault(x, pc.type)
+                elif _no_charset(self._added_as.get(x, oc.type)) != _no_charset(pc.type):
                     return (f"ADD COLUMN `{pc.name}` as {pc.type.sql()} but other tables of the lock have it "
                             f"as {oc.type.sql()}; downstream keeps the first definition (add columns with "
                             "different field lengths/types is refused: make the definitions equal)"), []
@@ -534,6 +534,7 @@ class Lock(LockState):
         post = afters[-1]
         m.info_revision = info.revision
         self.handled_revision = max(self.handled_revision, info.revision)
+        self.note_added(before, afters)
         self._set_conflict(m, None)
         if stage is Stage.UNLOCKED:
             # as ``unlock`` decided: the new schema when it joins with the others, else the old one
@@ -553,6 +554,11 @@ class Lock(LockState):
             self._set_schema(m, before)
         if runner is not None and runner != m.table:
             m.applied_by_other, m.applied_by = post, runner
+            self._accepted.add(change_sig(before, post))
+        elif stage in (Stage.NONE, Stage.RESOLVED) and len(afters) == 1 \
+                and cmp(before, post) is None and lossy(before, post):
+            # an accepted rename/retype: the downstream has (or is getting) it, so a table catching up
+            # on it later runs nothing rather than being told its values cannot be carried (DM_155)
             self._accepted.add(change_sig(before, post))
         exec_drops = {x.lower() for d in ddls for x in _DROP_RE.findall(d)}
         self._set_answer(m, Answer(info, stage, list(ddls), message, list(cols), exec_drops, afters,
@@ -582,16 +588,6 @@ def new_unique_auto_increment(prev: TableSchema, post: TableSchema) -> str | Non
 _ADD_RE = re.compile(r"\bADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?`?([^`\s,;(]+)`?", re.I)
 _NOT_COLUMNS = {"index", "key", "unique", "primary", "constraint", "foreign", "fulltext", "spatial", "partition",
                 "check", "vector"}
-
-
-def _fits_type(new, have) -> bool:
-    """Values of type ``new`` fit a column of type ``have`` (charset and collation aside)."""
-    if _no_charset(new) == _no_charset(have):
-        return True
-    try:
-        return _no_charset(join_type(have, new)) == _no_charset(have)
-    except Exception:  # noqa: BLE001 — incompatible types
-        return False
 
 
 def _added_columns(ddls: list[str]) -> set[str]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import AbstractSet, Mapping
 
 from coordinator.etcdproto import DroppedStage, Info, LockKey, Stage, TableRef
-from coordinator.schema import SchemaConflict, TableSchema
+from coordinator.schema import ColumnType, SchemaConflict, TableSchema
 
 from .schema_bag import SchemaBag, eq, try_join_all
 from .shape import fits, tolerated
@@ -91,6 +91,9 @@ class LockState:
         # conflicting changes (``change_sig``) the downstream already made: a table catching up on
         # one runs nothing; a table reaching the same shape another way cannot carry its values
         self._accepted: set[tuple] = set()
+        # column key -> its type when first added (``check_add_drop``); a rebuild learns it from the
+        # Infos it sees (``note_added``) and otherwise compares with the joined type, as DM does
+        self._added_as: dict[str, ColumnType] = {}
 
         # held tables whose agreed shape was reached by another table's ordinary statements: their
         # values of the renamed/retyped columns cannot be carried downstream -> a conflict with exits
@@ -270,6 +273,7 @@ class LockState:
             if not per.count[DroppedStage.NOT_DONE] and per.count[DroppedStage.DONE]:
                 del self._columns[key]
                 cleared.append(key)
+                self._added_as.pop(key, None)
         return updates, cleared
 
     @property
@@ -286,6 +290,15 @@ class LockState:
         per = self._columns.get(col.lower())
         if per is not None and per.get(t) is DroppedStage.NOT_DONE:
             per[t] = DroppedStage.PARTIAL
+
+    def note_added(self, before: TableSchema, afters: list[TableSchema]) -> None:
+        """Rebuild: the columns an Info's statements add, with the type they are added as."""
+        prev = before
+        for post in afters:
+            for c in post.columns:
+                if prev.column(c.key) is None:
+                    self._added_as.setdefault(c.key, c.type)
+            prev = post
 
     def preload_dropped(self, col: str, t: TableRef, stage: DroppedStage) -> None:
         """A stored dropped-column record of a lock being created (rebuild)."""

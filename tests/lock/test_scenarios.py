@@ -318,25 +318,13 @@ def test_s18_add_then_revert_on_one_table():
 
 
 def test_s19_same_column_with_different_lengths_is_an_error():
-    """A wider (or incompatible) definition than the downstream's is refused, as DM does.  DM also
-    refuses a narrower one; here it fits the downstream column, so the table is only behind (the
-    lock waits for it to widen, and says so) -- the chaos run's lagging worker adds the column after
-    the others widened it, which DM turns into an error an operator must clear."""
-    h = Harness(ID)
-    assert ret(h.send("A", "ALTER TABLE t ADD COLUMN c1 VARCHAR(4)")) == ["ALTER TABLE t ADD COLUMN c1 VARCHAR(4)"]
-    b = h.send("B", "ALTER TABLE t ADD COLUMN c1 VARCHAR(5)")
-    assert ret(b) == [] and stage(b) is Stage.ERROR
-    assert "c1" in b.operation.message and "different" in b.operation.message
-    assert h.k.locks()[0].state == "conflict"
-    h = Harness(ID)
-    h.send("A", "ALTER TABLE t ADD COLUMN c1 VARCHAR(5)")
-    b = h.send("B", "ALTER TABLE t ADD COLUMN c1 VARCHAR(4)")
-    assert stage(b) is Stage.NONE and not h.synced()
-    assert "column `c1` is varchar(4) here; the joined schema has varchar(5)" in h.lock.waiting_for(h.refs["B"])
-    assert ret(h.send("B", "ALTER TABLE t MODIFY COLUMN c1 VARCHAR(5)")) and h.synced()
-    h.send("B", "ALTER TABLE t ADD COLUMN c2 INT NULL")
-    c = h.send("A", "ALTER TABLE t ADD COLUMN c2 VARCHAR(3)")             # incompatible: refused
-    assert stage(c) in (Stage.DETECTED, Stage.ERROR) and ret(c) == []
+    for first, second in (("VARCHAR(4)", "VARCHAR(5)"), ("VARCHAR(5)", "VARCHAR(4)")):
+        h = Harness(ID)
+        assert ret(h.send("A", f"ALTER TABLE t ADD COLUMN c1 {first}")) == [f"ALTER TABLE t ADD COLUMN c1 {first}"]
+        b = h.send("B", f"ALTER TABLE t ADD COLUMN c1 {second}")
+        assert ret(b) == [] and stage(b) is Stage.ERROR
+        assert "c1" in b.operation.message and "different" in b.operation.message
+        assert h.k.locks()[0].state == "conflict"
 
 
 def test_s20_re_adding_a_partially_dropped_column_is_refused():

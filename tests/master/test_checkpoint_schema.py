@@ -22,12 +22,22 @@ def test_reads_table_info_from_checkpoint_row(etcd_client, etcd_prefix, downstre
     store.put_task(fence, TaskRecord(task="cps", yaml=TASK_YAML.format(meta=downstream_db.name, **p), sources=["s1"]))
     schema = parse_create_table("CREATE TABLE t (id int NOT NULL, c varchar(20) DEFAULT NULL, PRIMARY KEY (id))")
     downstream_db.execute("CREATE TABLE cps_syncer_checkpoint (id VARCHAR(64), cp_schema VARCHAR(128), "
-                          "cp_table VARCHAR(128), table_info LONGTEXT)")
-    downstream_db.execute("INSERT INTO cps_syncer_checkpoint VALUES ('s1','db1','t1',%s), ('s1','db1','t2','null')",
-                          (json.dumps(schema.to_json()),))
+                          "cp_table VARCHAR(128), binlog_name VARCHAR(128), binlog_pos BIGINT, table_info LONGTEXT, "
+                          "ddl_intent LONGTEXT)")
+    after = parse_create_table("CREATE TABLE t (id int NOT NULL, c varchar(20) DEFAULT NULL, d int, PRIMARY KEY (id))")
+    finished = json.dumps({"pos": {"file": "mysql-bin.000002", "pos": 900, "gtid": ""}, "finished": True,
+                           "table_info": json.dumps(after.to_json())})
+    downstream_db.execute("INSERT INTO cps_syncer_checkpoint VALUES ('s1','db1','t1','mysql-bin.000002',4,%s,NULL), "
+                          "('s1','db1','t2','mysql-bin.000002',4,'null',NULL), "
+                          "('s1','db1','t3','mysql-bin.000002',4,%s,%s)",
+                          (json.dumps(schema.to_json()), json.dumps(schema.to_json()), finished))
     src = CheckpointSchemaSource(store)
     lock = LockKey("cps", "db", "t")
     assert src(lock, TableRef("s1", "db1", "t1")).same_as(schema)
+    # a DDL finished (rule 8b) past the checkpoint: the schema after it, also when read in bulk
+    assert src(lock, TableRef("s1", "db1", "t3")).same_as(after)
+    many = src.many(lock, [TableRef("s1", "db1", f"t{i}") for i in range(1, 9)])     # 8 tables: one query
+    assert many[TableRef("s1", "db1", "t3")].same_as(after) and many[TableRef("s1", "db1", "t1")].same_as(schema)
     assert src(lock, TableRef("s1", "db1", "t2")) is None          # JSON null: use the init schema
     assert src(lock, TableRef("s1", "db1", "missing")) is None     # no row
     assert src(LockKey("other-task", "db", "t"), TableRef("s1", "db1", "t1")) is None  # no task config

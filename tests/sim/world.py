@@ -131,7 +131,7 @@ class World:
         self.cursor = len(self.store.events)
 
     def operator_unlock(self) -> bool:
-        """The exit a lock names for a table blocked in ``detected``/``error``: unlock --action skip."""
+        """The exit a lock names for a table blocked in ``detected``/``error``: unlock (skip/exec)."""
         lock = self.keeper.find(LOCK)
         if lock is None:
             return False
@@ -140,8 +140,11 @@ class World:
                 w = self.by_table[t]
                 if w.phase not in ("paused", "held"):
                     continue
-                self._persist(self.keeper.unlock(LOCK, t.source, t.schema, t.table, "skip"))
-                self.log.append(f"operator: unlock {t} skip")
+                # the exit the message names: skip a conflict whose values cannot be carried; exec
+                # an error (e.g. an ADD the lock refused after a restart forgot the column's first type)
+                action = "skip" if m.answer.stage is Stage.DETECTED else "exec"
+                self._persist(self.keeper.unlock(LOCK, t.source, t.schema, t.table, action))
+                self.log.append(f"operator: unlock {t} {action}")
                 return True
         return False
 
