@@ -292,12 +292,18 @@ class LockState:
             per[t] = DroppedStage.PARTIAL
 
     def note_added(self, before: TableSchema, afters: list[TableSchema]) -> None:
-        """Rebuild: the columns an Info's statements add, with the type they are added as."""
+        """Rebuild: the columns an Info's statements add, with the type they are added as, and the
+        columns it retypes, with the type they had before (the Info that added them may have been
+        overwritten by this later one of the same table).  Infos come in revision order, so the
+        earliest one seen wins."""
         prev = before
         for post in afters:
             for c in post.columns:
-                if prev.column(c.key) is None:
+                p = prev.column(c.key)
+                if p is None:
                     self._added_as.setdefault(c.key, c.type)
+                elif p.type != c.type:
+                    self._added_as.setdefault(c.key, p.type)
             prev = post
 
     def preload_dropped(self, col: str, t: TableRef, stage: DroppedStage) -> None:

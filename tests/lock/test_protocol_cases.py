@@ -231,3 +231,14 @@ def test_a_table_adding_a_column_others_widened_since_is_not_an_error():
     h.send("A", "ALTER TABLE t DROP COLUMN w")
     assert ddls(h.send("B", "ALTER TABLE t DROP COLUMN w")) == ["ALTER TABLE t DROP COLUMN w"]
     assert h.lock.is_resolved()
+
+
+def test_a_rebuilt_master_still_knows_the_type_a_widened_column_was_added_as():
+    """The master restarts after A added `w INT` and widened it (A's stored Info is now the
+    MODIFY): B's later `ADD COLUMN w INT` is still only behind, not a different definition."""
+    h = Harness(T)
+    h.send("A", "ALTER TABLE t ADD COLUMN w INT")
+    h.send("A", "ALTER TABLE t MODIFY COLUMN w BIGINT")
+    rb = _rebuild(h)
+    out = rb.keeper.handle_info(h.make_info("B", "ALTER TABLE t ADD COLUMN w INT"))
+    assert out.operation.stage is Stage.NONE, out.operation.message
