@@ -16,7 +16,7 @@ from coordinator.schema import TableSchema
 
 from .explain import detected_message, readd_message, skip_message, wait_runner, waiting_for
 from .schema_bag import cmp, eq, join2, try_join_all
-from .shape import _col, _narrowed_to, _no_charset, _shape_change, change_sig, lossy
+from .shape import _added_columns, _col, _narrowed_to, _no_charset, _shape_change, change_sig, lossy
 from .state import Answer, Drops, LockState, Member, StepResult
 
 __all__ = ["Answer", "Drops", "Effects", "Lock", "Member", "StepResult", "new_unique_auto_increment"]
@@ -273,6 +273,12 @@ class Lock(LockState):
         ``a`` adds, or adds one it drops: the two workers run in any order, and in the wrong one
         the column is dropped again or comes back."""
         adds, drops = _added_columns(a.ddls), {x.lower() for d in a.ddls for x in _DROP_RE.findall(d)}
+        own_adds, own_drops = self._run_cols.get(m.table, (frozenset(), frozenset()))
+        # counted per column (``LockState._track_running``): a big lock's thousands of running ADDs
+        # are not walked per Info; only a real overlap looks for the table
+        if not any(self._run_drops[c] - (c in own_drops) > 0 for c in adds) and \
+                not any(self._run_adds[c] - (c in own_adds) > 0 for c in drops):
+            return None
         for t in sorted(self._running - {m.table}, key=str):
             r = self.members[t].answer
             if r is not None and ((adds & r.exec_drops) or (drops & _added_columns(r.ddls))):
@@ -583,16 +589,6 @@ def new_unique_auto_increment(prev: TableSchema, post: TableSchema) -> str | Non
             if ix.kind in ("primary", "unique") and ix.columns and ix.columns[0][0].lower() == c.key:
                 return c.name
     return None
-
-
-_ADD_RE = re.compile(r"\bADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?`?([^`\s,;(]+)`?", re.I)
-_NOT_COLUMNS = {"index", "key", "unique", "primary", "constraint", "foreign", "fulltext", "spatial", "partition",
-                "check", "vector"}
-
-
-def _added_columns(ddls: list[str]) -> set[str]:
-    """Columns the statements add (``ADD [COLUMN] name``; indexes and constraints left out)."""
-    return {x.lower() for d in ddls for x in _ADD_RE.findall(d) if x.lower() not in _NOT_COLUMNS}
 
 
 def _ddls_of(m: Member) -> list[str]:

@@ -2,6 +2,8 @@
 already fits the joined one.  Pure functions of schemas; the decisions live in ``lock.Lock``."""
 from __future__ import annotations
 
+import re
+
 import functools
 from dataclasses import replace
 
@@ -113,3 +115,13 @@ def _col(s: TableSchema, key: str) -> Column:
     c = s.column(key)
     assert c is not None, key
     return c
+
+
+_ADD_RE = re.compile(r"\bADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?`?([^`\s,;(]+)`?", re.I)
+_NOT_COLUMNS = {"index", "key", "unique", "primary", "constraint", "foreign", "fulltext", "spatial", "partition",
+                "check", "vector"}
+
+
+def _added_columns(ddls: list[str]) -> set[str]:
+    """Columns the statements add (``ADD [COLUMN] name``; indexes and constraints left out)."""
+    return {x.lower() for d in ddls for x in _ADD_RE.findall(d) if x.lower() not in _NOT_COLUMNS}

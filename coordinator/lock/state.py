@@ -21,7 +21,7 @@ from coordinator.etcdproto import DroppedStage, Info, LockKey, Stage, TableRef
 from coordinator.schema import ColumnType, SchemaConflict, TableSchema
 
 from .schema_bag import SchemaBag, eq, try_join_all
-from .shape import fits, tolerated
+from .shape import _added_columns, fits, tolerated
 
 
 @dataclass
@@ -80,6 +80,10 @@ class LockState:
         self._detected: set[TableRef] = set()    # members whose current answer is `detected`
         self._not_done: set[TableRef] = set()    # members with an Operation not yet done
         self._running: set[TableRef] = set()     # members told to run DDLs downstream, not done yet
+        # columns the running answers add / drop, counted (the ordering hold's overlap test)
+        self._run_cols: dict[TableRef, tuple[frozenset[str], frozenset[str]]] = {}
+        self._run_adds: Counter[str] = Counter()
+        self._run_drops: Counter[str] = Counter()
         self._columns: dict[str, Drops] = {}
         self.handled_revision = 0
         self.error = ""             # lock-level problem (bad records at rebuild)
@@ -120,6 +124,10 @@ class LockState:
         self._detected.discard(t)
         self._not_done.discard(t)
         self._running.discard(t)
+        gone = self._run_cols.pop(t, None)
+        if gone is not None:
+            self._run_adds.subtract(gone[0])
+            self._run_drops.subtract(gone[1])
         if t in self._gates:
             self._handover(t)
         if t in self._redirects:
@@ -162,6 +170,16 @@ class LockState:
         a = m.answer
         running = a is not None and a.stage in (Stage.NONE, Stage.UNLOCKED) and bool(a.ddls) and not m.done
         (self._running.add if running else self._running.discard)(m.table)
+        old = self._run_cols.pop(m.table, None)
+        if old is not None:
+            self._run_adds.subtract(old[0])
+            self._run_drops.subtract(old[1])
+        if running and a is not None:
+            cols = (frozenset(_added_columns(a.ddls)), frozenset(a.exec_drops))
+            if cols[0] or cols[1]:
+                self._run_cols[m.table] = cols
+                self._run_adds.update(cols[0])
+                self._run_drops.update(cols[1])
 
     def _queue_redirect(self, t: TableRef, after: TableRef | None) -> None:
         """Redirect ``t`` once ``after`` (if any) has run its answer's DDLs downstream."""

@@ -159,7 +159,8 @@ def test_dm_exec_error_skip_case(scenario):
         skips += 1
         # the skipped sources restart; their status says Error until the new subtask reports, so
         # wait for that before looking for the next refusal (else the same one is skipped twice)
-        sc.c.wait(lambda: all(x["stage"] != "Error" or sid not in stopped for sid, x in sc.subtasks().items()),
+        sc.c.wait(lambda stopped=stopped: all(x["stage"] != "Error" or sid not in stopped
+                                              for sid, x in sc.subtasks().items()),
                   90, "the skipped sources running again")
         assert skips <= 2, "more skips than sources"
     assert skips >= 1
