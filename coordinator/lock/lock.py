@@ -234,7 +234,7 @@ class Lock(LockState):
         self.handled_revision = max(self.handled_revision, info.revision)
         m.error = ""
         if not info.ignore_conflict:
-            m.note = ""      # an operator decision stands until the table sends its next DDL
+            self._set_note(m, "")      # an operator decision stands until the table sends its next DDL
         return True
 
     def on_info(self, m: Member, info: Info, before: TableSchema, afters: list[TableSchema]) -> Effects:
@@ -374,8 +374,8 @@ class Lock(LockState):
         if info.ignore_conflict:
             # the table's schema is forced (an operator's `binlog skip` of a held DDL): its
             # pending answer is withdrawn, it waits for nothing and the lock re-evaluates
-            m.note = ("schema set by the operator (binlog-schema update --sync)" if not info.ddls else
-                      "schema forced by an ignore-conflict Info (binlog skip of a held DDL)")
+            self._set_note(m, "schema set by the operator (binlog-schema update --sync)" if not info.ddls else
+                           "schema forced by an ignore-conflict Info (binlog skip of a held DDL)")
             if m.table in self._gates:
                 self._handover(m.table)      # it was to run a resolution: another table runs it
             self._set_answer(m, None)
@@ -487,10 +487,10 @@ class Lock(LockState):
         others = self._normal.distinct_except(m.schema)
         if try_join_all(others + [after]) is not None:
             self._set_schema(m, after)
-            m.note = f"unlocked with {action}"
+            self._set_note(m, f"unlocked with {action}")
         else:
-            m.note = (f"unlocked with {action}; its new schema cannot be joined with the others, the lock "
-                      "keeps its previous schema")
+            self._set_note(m, f"unlocked with {action}; its new schema cannot be joined with the others, the lock "
+                              "keeps its previous schema")
         ddls = list(a.info.ddls) if action == "exec" else []
         finish = self._orphan_drops()
         if finish:
@@ -571,7 +571,7 @@ class Lock(LockState):
                                   before, runner=runner, runs_after=runs_after))
         self._set_done(m, done)
         if stage is Stage.UNLOCKED:
-            m.note = f"unlocked with {'exec' if ddls else 'skip'}"
+            self._set_note(m, f"unlocked with {'exec' if ddls else 'skip'}")
 
     # ------------------------------------------------------------------ explanation
     def waiting_for(self, t: TableRef, ready: dict[TableRef, bool] | None = None) -> str:

@@ -82,6 +82,7 @@ class LockState:
         self._running: set[TableRef] = set()     # members told to run DDLs downstream, not done yet
         # columns the running answers add / drop, counted (the ordering hold's overlap test)
         self._run_cols: dict[TableRef, tuple[frozenset[str], frozenset[str]]] = {}
+        self._noted: set[TableRef] = set()     # members carrying an operator note (``is_synced``'s slow path)
         self._run_adds: Counter[str] = Counter()
         self._run_drops: Counter[str] = Counter()
         self._columns: dict[str, Drops] = {}
@@ -124,6 +125,7 @@ class LockState:
         self._detected.discard(t)
         self._not_done.discard(t)
         self._running.discard(t)
+        self._noted.discard(t)
         gone = self._run_cols.pop(t, None)
         if gone is not None:
             self._run_adds.subtract(gone[0])
@@ -165,6 +167,10 @@ class LockState:
             self._gates.discard(m.table)
         (self._not_done.discard if done else self._not_done.add)(m.table)
         self._track_running(m)
+
+    def _set_note(self, m: Member, note: str) -> None:
+        m.note = note
+        (self._noted.add if note else self._noted.discard)(m.table)
 
     def _track_running(self, m: Member) -> None:
         a = m.answer
@@ -246,6 +252,8 @@ class LockState:
         if j is not None and all(eq(s, j) or tolerated(s, j) for s in self._finals.distinct()):
             return True
         # the slow path, only when the fast one fails: join the others without the forced tables
+        if not self._noted:
+            return False            # no operator decision: nothing more to look at (a big lock's usual case)
         forced = [m for m in self.members.values() if m.note and m.conflict is None]
         if not forced:
             return False
