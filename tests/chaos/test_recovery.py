@@ -13,6 +13,8 @@ import json
 import signal
 import time
 import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pymysql
@@ -106,57 +108,81 @@ def _one_source_task(svc, tmp_path: Path) -> tuple[str, Path, Path]:
     return db, src, task
 
 
-def test_worker_reports_waiting_for_downstream_and_catches_up(svc, prefix, tmp_path):
+@dataclass
+class _Run:
+    """One incremental task on source1 replicating table ``t`` through a real master and worker."""
+    db: str
+    addr: str
+    master: Proc
+    worker: Proc
+    up: dict
+    down: dict
+
+    @property
+    def procs(self) -> list[Proc]:
+        return [self.master, self.worker]
+
+    def rows(self) -> int:
+        with pymysql.connect(**self.down, database=self.db, connect_timeout=2) as c, c.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM t")
+            return cur.fetchone()[0]
+
+    def insert(self, lo: int, hi: int) -> None:
+        with pymysql.connect(**self.up, database=self.db, autocommit=True) as c, c.cursor() as cur:
+            cur.executemany("INSERT INTO t VALUES (%s, %s)", [(i, i) for i in range(lo, hi)])
+
+    def sub(self) -> dict:
+        rc, doc = shardctl_doc(self.addr, "query-status", self.db)
+        return next((st for s in doc.get("sources", []) for st in s.get("subTaskStatus") or []), {}) \
+            if isinstance(doc, dict) else {}
+
+
+@contextmanager
+def _running_task(svc, prefix: str, tmp_path: Path):
+    """Master + worker (lease TTL 3 s) running the task, its first 10 rows downstream; stopped and
+    dropped afterwards, with every private server started again."""
     up, down = svc["mysql"]["source1"], svc["mysql"]["downstream"]
     db, src, task = _one_source_task(svc, tmp_path)
     m, addr, metrics = _master(svc, prefix, tmp_path)
     w = Proc("worker", [SHARDCTL, "worker", "--etcd", svc["etcd"], "--source", str(src), "--name", "w1",
                         "--prefix", prefix, "--ttl", "3", "--spark-master", "local[1]"], tmp_path)
-    procs = [m, w]
-
-    def sub():
-        rc, doc = shardctl_doc(addr, "query-status", db)
-        return next((st for s in doc.get("sources", []) for st in s.get("subTaskStatus") or []), {}) \
-            if isinstance(doc, dict) else {}
-
-    def down_rows():
-        with pymysql.connect(**down, database=db, connect_timeout=2) as c, c.cursor() as cur:
-            cur.execute("SELECT COUNT(*) FROM t")
-            return cur.fetchone()[0]
-
-    def insert(lo, hi):
-        with pymysql.connect(**up, database=db, autocommit=True) as c, c.cursor() as cur:
-            cur.executemany("INSERT INTO t VALUES (%s, %s)", [(i, i) for i in range(lo, hi)])
+    run = _Run(db, addr, m, w, up, down)
     try:
-        _wait(lambda: _is_leader(metrics), 60, "master leader", procs)
+        _wait(lambda: _is_leader(metrics), 60, "master leader", run.procs)
         w.start()
         _wait(lambda: shardctl_doc(addr, "operate-source", "show")[0] == 0 and "w1" in json.dumps(
-            shardctl_doc(addr, "operate-source", "show")[1]), 90, "s1 bound to w1", procs)
+            shardctl_doc(addr, "operate-source", "show")[1]), 90, "s1 bound to w1", run.procs)
         rc, out = shardctl_doc(addr, "start-task", str(task))
         assert rc == 0, out
-        insert(0, 10)
-        _wait(lambda: down_rows() == 10, 180, "first rows downstream", procs)
-        RECOVERY.kill_downstream()
-        insert(10, 20)
-        want = f"downstream {down['host']}:{down['port']} unreachable"
-        st = _wait(lambda: (s := sub()) and want in s.get("waitingFor", "") and s, 120,
-                   f"query-status waitingFor '{want}'", procs)
-        assert st["stage"] == "Running", st          # not an error an operator must fix
-        assert w.alive() and m.alive()
-        RECOVERY.start_downstream()
-        _wait(lambda: down_rows() == 20, 120, "rows written while the downstream was down", procs)
-        _wait(lambda: (s := sub()) and s.get("stage") == "Running" and not s.get("waitingFor")
-              and not s.get("error"), 60, "status clean again", procs)
-        assert w.alive() and m.alive()
+        run.insert(0, 10)
+        _wait(lambda: run.rows() == 10, 180, "first rows downstream", run.procs)
+        yield run
     finally:
         RECOVERY.start_downstream()
+        RECOVERY.start_etcd()
         shardctl_doc(addr, "stop-task", db)
-        for p in procs:
+        for p in run.procs:
             p.kill(signal.SIGTERM)
         for params in (up, down):
             with pymysql.connect(**params, autocommit=True) as c, c.cursor() as cur:
                 cur.execute(f"DROP DATABASE IF EXISTS {db}")
                 cur.execute(f"DROP DATABASE IF EXISTS {db}_meta")
+
+
+def test_worker_reports_waiting_for_downstream_and_catches_up(svc, prefix, tmp_path):
+    with _running_task(svc, prefix, tmp_path) as r:
+        RECOVERY.kill_downstream()
+        r.insert(10, 20)
+        want = f"downstream {r.down['host']}:{r.down['port']} unreachable"
+        st = _wait(lambda: (s := r.sub()) and want in s.get("waitingFor", "") and s, 120,
+                   f"query-status waitingFor '{want}'", r.procs)
+        assert st["stage"] == "Running", st          # not an error an operator must fix
+        assert r.worker.alive() and r.master.alive()
+        RECOVERY.start_downstream()
+        _wait(lambda: r.rows() == 20, 120, "rows written while the downstream was down", r.procs)
+        _wait(lambda: (s := r.sub()) and s.get("stage") == "Running" and not s.get("waitingFor")
+              and not s.get("error"), 60, "status clean again", r.procs)
+        assert r.worker.alive() and r.master.alive()
 
 
 def test_worker_started_while_etcd_is_down_waits_for_it(svc, prefix, tmp_path):
@@ -191,46 +217,14 @@ def test_worker_started_while_etcd_is_down_waits_for_it(svc, prefix, tmp_path):
 def test_an_etcd_restart_longer_than_the_lease_ttl_does_not_restart_subtasks(svc, prefix, tmp_path):
     """Issue 28 case 8: etcd keeps leases across its restart, so a worker must not judge its lease
     lost by its own clock and restart every subtask; rows keep flowing once etcd is back."""
-    up, down = svc["mysql"]["source1"], svc["mysql"]["downstream"]
-    db, src, task = _one_source_task(svc, tmp_path)
-    m, addr, metrics = _master(svc, prefix, tmp_path)
-    w = Proc("worker", [SHARDCTL, "worker", "--etcd", svc["etcd"], "--source", str(src), "--name", "w1",
-                        "--prefix", prefix, "--ttl", "3", "--spark-master", "local[1]"], tmp_path)
-    procs = [m, w]
-
-    def rows() -> int:
-        with pymysql.connect(**down, database=db, connect_timeout=2) as c, c.cursor() as cur:
-            cur.execute("SELECT COUNT(*) FROM t")
-            return cur.fetchone()[0]
-
-    def insert(lo, hi):
-        with pymysql.connect(**up, database=db, autocommit=True) as c, c.cursor() as cur:
-            cur.executemany("INSERT INTO t VALUES (%s, %s)", [(i, i) for i in range(lo, hi)])
-    try:
-        _wait(lambda: _is_leader(metrics), 60, "master leader", procs)
-        w.start()
-        _wait(lambda: shardctl_doc(addr, "operate-source", "show")[0] == 0 and "w1" in json.dumps(
-            shardctl_doc(addr, "operate-source", "show")[1]), 90, "s1 bound to w1", procs)
-        rc, out = shardctl_doc(addr, "start-task", str(task))
-        assert rc == 0, out
-        insert(0, 10)
-        _wait(lambda: rows() == 10, 180, "first rows downstream", procs)
+    with _running_task(svc, prefix, tmp_path) as r:
         RECOVERY.kill_etcd()
-        insert(10, 20)
+        r.insert(10, 20)
         time.sleep(8)                       # more than twice the worker's lease TTL (3 s)
         RECOVERY.start_etcd()
-        insert(20, 30)
-        _wait(lambda: rows() == 30, 120, "rows written around the etcd restart", procs)
-        log = w.output()
+        r.insert(20, 30)
+        _wait(lambda: r.rows() == 30, 120, "rows written around the etcd restart", r.procs)
+        log = r.worker.output()
         assert "registration lost" not in log, log[-3000:]
         assert log.count("starting subtask") == 1, log[-3000:]
-        assert w.alive() and m.alive()
-    finally:
-        RECOVERY.start_etcd()
-        shardctl_doc(addr, "stop-task", db)
-        for p in procs:
-            p.kill(signal.SIGTERM)
-        for params in (up, down):
-            with pymysql.connect(**params, autocommit=True) as c, c.cursor() as cur:
-                cur.execute(f"DROP DATABASE IF EXISTS {db}")
-                cur.execute(f"DROP DATABASE IF EXISTS {db}_meta")
+        assert r.worker.alive() and r.master.alive()

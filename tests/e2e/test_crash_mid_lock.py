@@ -92,16 +92,8 @@ def test_workers_killed_before_the_last_shard_runs_the_rename(services, etcd_cli
         sc = Scenario(c, {"s1": source1_db, "s2": source2_db}, downstream_db, tmp_path, shards=FOUR, rows=0,
                       columns="id INT PRIMARY KEY, b INT")
         sc.start()
-        n = 100
-        for sid, t in (("s1", "orders_01"), ("s1", "orders_02"), ("s2", "orders_01")):
-            sc.dbs[sid].execute(f"ALTER TABLE {t} CHANGE b c INT")
-            for sid2, t2 in (("s1", "orders_01"), ("s1", "orders_02"), ("s2", "orders_01"), ("s2", "orders_02")):
-                n += 1
-                sc.dbs[sid2].execute(f"INSERT INTO {t2} VALUES ({ID_BASE[sid2] + n}, {n})")
-        c.wait(lambda: "skip-and-wait" in json.dumps(c.ctl("shard-ddl-lock", sc.name)[1]), 90, "the rename held")
-        sc.dbs["s2"].execute("ALTER TABLE orders_02 CHANGE b c INT")
         # s2's Operation says "run it"; its worker sleeps in the failpoint before running it: kill both
-        c.wait(lambda: _owner_state(sc, "orders_02") == "executing", 60, "s2's orders_02 told to run the rename")
+        n = _rename_on_three_then_the_fourth_told_to_run(c, sc)
         for sid in ("s1", "s2"):
             c.workers[sid].kill(signal.SIGKILL)
         for sid in ("s1", "s2"):
