@@ -24,6 +24,11 @@ __all__ = ["Answer", "Drops", "Effects", "Lock", "Member", "StepResult", "new_un
 _DROP_RE = re.compile(r"\bDROP\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?`?([^`\s,;]+)`?", re.I)
 
 
+def _dropped_columns(ddls: list[str]) -> set[str]:
+    """Columns (lower case) the statements drop."""
+    return {x.lower() for d in ddls for x in _DROP_RE.findall(d)}
+
+
 @dataclass
 class Effects:
     """What one lock call changed, in order, for the keeper to persist: ``answer`` is the caller's
@@ -272,7 +277,7 @@ class Lock(LockState):
         """Another member whose answer is still running (not done) drops a column ``m``'s answer
         ``a`` adds, or adds one it drops: the two workers run in any order, and in the wrong one
         the column is dropped again or comes back."""
-        adds, drops = _added_columns(a.ddls), {x.lower() for d in a.ddls for x in _DROP_RE.findall(d)}
+        adds, drops = _added_columns(a.ddls), _dropped_columns(a.ddls)
         own_adds, own_drops = self._run_cols.get(m.table, (frozenset(), frozenset()))
         # counted per column (``LockState._track_running``): a big lock's thousands of running ADDs
         # are not walked per Info; only a real overlap looks for the table
@@ -466,7 +471,7 @@ class Lock(LockState):
         self._set_done(m, True)
         exec_drops = set(a.exec_drops)
         if not exec_drops and a.ddls:   # the ddls of the answer ``op`` marks (same revision, stage)
-            exec_drops = {x.lower() for d in a.ddls for x in _DROP_RE.findall(d)}
+            exec_drops = _dropped_columns(a.ddls)
         updates, cleared = self._done_dropped(m.table, cols, exec_drops)
         for col, stage in updates:
             if col not in cleared:
@@ -566,7 +571,7 @@ class Lock(LockState):
             # an accepted rename/retype: the downstream has (or is getting) it, so a table catching up
             # on it later runs nothing rather than being told its values cannot be carried (DM_155)
             self._accepted.add(change_sig(before, post))
-        exec_drops = {x.lower() for d in ddls for x in _DROP_RE.findall(d)}
+        exec_drops = _dropped_columns(ddls)
         self._set_answer(m, Answer(info, stage, list(ddls), message, list(cols), exec_drops, afters,
                                   before, runner=runner, runs_after=runs_after))
         self._set_done(m, done)
