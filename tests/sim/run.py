@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from .scripts import plans, table_events
 from .store import Violation
-from .world import World
+from .world import LOCK, World
 
 
 @dataclass
@@ -58,7 +58,7 @@ def apply(world: World, action: str) -> bool:
 
 def state_key(world: World) -> tuple:
     """What distinguishes two states of the protocol (for counting the distinct states covered)."""
-    lock = world.keeper.find(world.workers[0].t and __import__("tests.sim.world", fromlist=["LOCK"]).LOCK)
+    lock = world.keeper.find(LOCK)
     members = ()
     if lock is not None:
         members = tuple(sorted((str(t), m.schema.lattice_key(), m.conflict is not None,
