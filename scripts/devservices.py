@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Local development services for shardmerge: one etcd, two upstream MariaDB, one downstream.
+"""Local development services for shardmerge: one etcd, two upstream MariaDB, one downstream
+MariaDB, and the same three roles on MySQL 9.7 (run from a Debian-unstable chroot, because
+Debian 12 has no MySQL server and 9.7 needs a newer libc than the host's).
 
 Stdlib only, so it runs before the project's venv exists (CI calls it first).  Every
 server listens on loopback with ports that avoid the defaults (3306, 2379), keeps its
@@ -61,10 +63,45 @@ MARIADBS = (
 APT_PACKAGES = {"etcd": "etcd-server", "etcdctl": "etcd-client",
                 "mariadbd": "mariadb-server", "mariadb": "mariadb-client",
                 "openssl": "openssl",   # the security tests make their own certificates
+                "debootstrap": "debootstrap",   # the MySQL chroot (ensure_mysql_root)
                 "pt-online-schema-change": "percona-toolkit",   # the online-DDL tests run the real tool
                 "promtool": "prometheus",   # tests/monitoring checks and unit-tests deploy/monitoring/alerts.yml
                 "chromium": "chromium", "chromedriver": "chromium-driver"}   # the web page test drives a real browser
 
+
+
+@dataclass(frozen=True)
+class MySQL:
+    """A MySQL server run inside the chroot at ``MYSQL_ROOT``.  Its data lives in the chroot
+    (``/var/lib/shardmerge-sets/<port>``): the server sees only the chroot's files, and the port
+    already tells the sets apart."""
+    name: str
+    port: int
+    server_id: int
+    binlog: bool
+
+    @property
+    def inner(self) -> str:
+        return f"/var/lib/shardmerge-sets/{self.port}"
+
+    @property
+    def dir(self) -> Path:
+        return MYSQL_ROOT / self.inner.lstrip("/")
+
+    @property
+    def pidfile(self) -> Path:
+        return self.dir / "mysqld.pid"
+
+
+# Where the MySQL chroot lives: once per machine (about 3 minutes to make, mostly download),
+# shared by every clone and every private set.
+MYSQL_ROOT = Path(os.environ.get("SHARDMERGE_MYSQL_ROOT", "/var/lib/shardmerge/mysql-root"))
+MYSQL_SUITE = "sid"          # Debian unstable: mysql-server-core 9.7
+MYSQLS = (
+    MySQL("mysql1", 33071 + _OFFSET, 301, True),
+    MySQL("mysql2", 33072 + _OFFSET, 302, True),
+    MySQL("mysql-downstream", 33073 + _OFFSET, 400, False),
+)
 
 # The private sets of tests/chaos/services.py (chaos run, recovery tests) sit at these offsets
 # above this set's; their ports are reserved together with ours.
@@ -77,7 +114,8 @@ def reserve_ports() -> None:
     connections: the MariaDB ports lie in Linux's ephemeral range (32768-60999), and a client
     socket that happens to sit on one makes a server start fail with "address in use".
     Best effort: needs root (CI runs as root); elsewhere the ports are simply not reserved."""
-    base = [ETCD_CLIENT_PORT, ETCD_PEER_PORT, ETCD_CLIENT_PORT + 2] + [m.port for m in MARIADBS]
+    base = ([ETCD_CLIENT_PORT, ETCD_PEER_PORT, ETCD_CLIENT_PORT + 2] + [m.port for m in MARIADBS]
+            + [m.port for m in MYSQLS])
     want = {p + extra for p in base for extra in (0, *PRIVATE_SET_OFFSETS)}
     try:
         lo, hi = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
@@ -253,13 +291,130 @@ def _stop_pid(what: str, pidfile: Path, timeout: float = 30) -> None:
     pidfile.unlink(missing_ok=True)
 
 
+# ---------------------------------------------------------------- MySQL (chroot)
+_MOUNTS = ("proc", "sys", "dev")
+
+
+def _apt_mirror() -> str:
+    """The Debian mirror the host's apt already uses (the only network this machine has)."""
+    for f in [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]:
+        try:
+            words = f.read_text().split()
+        except OSError:
+            continue
+        url = next((w for w in words if w.startswith("http") and "security" not in w), None)
+        if url:
+            return url
+    return "http://deb.debian.org/debian"
+
+
+def _run(cmd: list[str], what: str, timeout: float = 1800) -> None:
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                       env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+    if r.returncode != 0:
+        raise ServiceError(f"{what} failed ({' '.join(cmd)}): {(r.stderr or r.stdout).strip()[-2000:]}")
+
+
+def _chroot(*args: str) -> list[str]:
+    return ["chroot", str(MYSQL_ROOT), *args]
+
+
+def ensure_mysql_root() -> None:
+    """Make the chroot with MySQL once (idempotent: a marker file says it is complete) and
+    mount /proc, /sys and /dev into it (again after a reboot)."""
+    marker = MYSQL_ROOT / ".shardmerge-mysql-ready"
+    if os.geteuid() != 0:
+        if marker.exists():
+            return _mount_chroot()
+        raise ServiceError(f"the MySQL chroot {MYSQL_ROOT} does not exist and making it needs root "
+                           "(debootstrap, chroot); run scripts/bootstrap as root once")
+    if not marker.exists():
+        if not _which("debootstrap"):
+            _run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "debootstrap"], "installing debootstrap")
+        if not (MYSQL_ROOT / "usr" / "bin" / "apt-get").exists():
+            log(f"making the MySQL chroot at {MYSQL_ROOT} (debootstrap {MYSQL_SUITE}, once per machine, ~3 min)")
+            shutil.rmtree(MYSQL_ROOT, ignore_errors=True)
+            MYSQL_ROOT.parent.mkdir(parents=True, exist_ok=True)
+            _run(["debootstrap", "--variant=minbase", MYSQL_SUITE, str(MYSQL_ROOT), _apt_mirror()], "debootstrap")
+        _mount_chroot()
+        shutil.copy("/etc/resolv.conf", MYSQL_ROOT / "etc" / "resolv.conf")
+        log("installing mysql-server-core and mysql-client in the chroot")
+        _run(_chroot("apt-get", "-o", "Acquire::Check-Valid-Until=false", "update", "-qq"), "apt-get update in the chroot")
+        _run(_chroot("apt-get", "install", "-y", "-qq", "--no-install-recommends", "mysql-server-core", "mysql-client"),
+             "installing MySQL in the chroot")
+        marker.write_text(subprocess.run(_chroot("mysqld", "--version"), capture_output=True, text=True).stdout)
+    _mount_chroot()
+
+
+def _mount_chroot() -> None:
+    for d in _MOUNTS:
+        target = MYSQL_ROOT / d
+        if subprocess.run(["mountpoint", "-q", str(target)]).returncode != 0:
+            target.mkdir(exist_ok=True)
+            _run(["mount", "--bind", f"/{d}", str(target)], f"mounting /{d} into the MySQL chroot")
+
+
+def _mysql_args(m: MySQL) -> list[str]:
+    args = [f"--datadir={m.inner}/data", f"--port={m.port}", f"--bind-address={HOST}",
+            f"--socket={m.inner}/mysqld.sock", f"--pid-file={m.inner}/mysqld.pid",
+            f"--log-error={m.inner}/error.log", "--mysqlx=OFF", "--secure-file-priv=",
+            f"--server-id={m.server_id}", "--skip-name-resolve", "--max-connections=400",
+            "--innodb-buffer-pool-size=96M", "--innodb-redo-log-capacity=128M",
+            # dev speed, as for MariaDB: a killed mysqld still loses nothing committed
+            "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0", "--performance-schema-max-table-instances=400"]
+    if m.binlog:
+        args += ["--log-bin=mysql-bin", "--binlog-format=ROW", "--binlog-row-image=FULL",
+                 "--binlog-row-metadata=FULL", "--gtid-mode=ON", "--enforce-gtid-consistency=ON",
+                 "--binlog-expire-logs-seconds=172800"]
+    else:
+        args += ["--skip-log-bin"]
+    return args
+
+
+def _mysql_client(m: MySQL, sql: str) -> subprocess.CompletedProcess:
+    return subprocess.run(_chroot("mysql", "--no-defaults", f"--socket={m.inner}/mysqld.sock", "-uroot", "-N",
+                                  "-e", sql), capture_output=True, text=True, timeout=30)
+
+
+def mysql_ready(m: MySQL) -> bool:
+    return _port_open(m.port) and _mysql_client(m, "SELECT 1").returncode == 0
+
+
+def start_mysql(m: MySQL) -> None:
+    m.dir.mkdir(parents=True, exist_ok=True)
+    if _pid_alive(m.pidfile) and mysql_ready(m):
+        return
+    if _port_open(m.port):
+        raise ServiceError(f"port {m.port} ({m.name}) is taken by a process that is not ours")
+    if not (m.dir / "data" / "mysql").exists():
+        shutil.rmtree(m.dir / "data", ignore_errors=True)
+        r = subprocess.run(_chroot("mysqld", "--no-defaults", "--initialize-insecure", "--user=root",
+                                   f"--datadir={m.inner}/data"), capture_output=True, text=True)
+        if r.returncode != 0:
+            raise ServiceError(f"mysqld --initialize for {m.name} failed: {r.stderr[-2000:]}")
+    with open(m.dir / "stdout.log", "ab") as out:
+        subprocess.Popen(_chroot("mysqld", "--no-defaults", "--user=root", *_mysql_args(m)),
+                         stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True)
+    _wait(f"MySQL {m.name} on port {m.port}", lambda: mysql_ready(m), 90, m.dir / "error.log")
+    r = _mysql_client(m, f"CREATE USER IF NOT EXISTS '{USER}'@'{HOST}' IDENTIFIED BY '{PASSWORD}';"
+                         f"GRANT ALL PRIVILEGES ON *.* TO '{USER}'@'{HOST}' WITH GRANT OPTION;")
+    if r.returncode != 0:
+        raise ServiceError(f"creating user on {m.name} failed: {r.stderr}")
+
+
+def _with_mysql() -> bool:
+    """MySQL servers are part of the set unless SHARDMERGE_SERVICES_MYSQL=0 (private sets of
+    the chaos harness, helpers that need MariaDB only)."""
+    return os.environ.get("SHARDMERGE_SERVICES_MYSQL", "1") != "0"
+
+
 # ---------------------------------------------------------------- commands
 def addresses() -> dict:
     """The endpoints tests, examples and the quick start connect to."""
     return {
         "etcd": f"{HOST}:{ETCD_CLIENT_PORT}",
         "mysql": {m.name: {"host": HOST, "port": m.port, "user": USER, "password": PASSWORD}
-                  for m in MARIADBS},
+                  for m in (*MARIADBS, *(MYSQLS if _with_mysql() else ()))},
         "dir": str(STATE),
     }
 
@@ -267,6 +422,8 @@ def addresses() -> dict:
 def status() -> dict:
     up = {"etcd": etcd_healthy()}
     up.update({m.name: mariadb_ready(m) for m in MARIADBS})
+    if _with_mysql():
+        up.update({m.name: mysql_ready(m) for m in MYSQLS})
     return up
 
 
@@ -277,6 +434,10 @@ def start() -> dict:
     start_etcd()
     for m in MARIADBS:
         start_mariadb(m)
+    if _with_mysql():
+        ensure_mysql_root()
+        for my in MYSQLS:
+            start_mysql(my)
     info = addresses()
     (STATE / "addresses.json").write_text(json.dumps(info, indent=2))
     return info
@@ -285,12 +446,16 @@ def start() -> dict:
 def stop() -> None:
     for m in MARIADBS:
         _stop_pid(f"MariaDB {m.name}", m.pidfile)
+    for my in MYSQLS:
+        _stop_pid(f"MySQL {my.name}", my.pidfile)
     _stop_pid("etcd", _etcd_dir() / "etcd.pid")
 
 
 def reset() -> None:
     stop()
     shutil.rmtree(STATE, ignore_errors=True)
+    for my in MYSQLS:
+        shutil.rmtree(my.dir, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
