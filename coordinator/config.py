@@ -250,7 +250,7 @@ class SourceConfig:
     source_id: str
     db: DBConfig
     enable_gtid: bool = True
-    flavor: str = "mariadb"
+    flavor: str = ""          # "mysql", "mariadb", or "" (DM's default: detected from the server)
     server_id: int = 0
     warnings: tuple[str, ...] = ()
     filters: tuple[EventRule, ...] = ()     # DM's source-level binlog event filters (every task of the source)
@@ -266,9 +266,10 @@ def parse_source(text: str, file: str = "<source>") -> SourceConfig:
     sid = root.get("source-id", str, required=True)
     if not sid.strip():
         raise ConfigError("`source-id` must not be empty", file=file, key="source-id")
-    flavor = root.get("flavor", str, default="mariadb").lower() or "mariadb"   # DM's "": detected
-    if flavor not in ("mysql", "mariadb"):
-        raise ConfigError(f"`flavor` must be mysql or mariadb, got {flavor!r}", file=file, key="flavor")
+    flavor = root.get("flavor", str, default="").strip().lower()    # DM's "": detected from the server
+    if flavor not in ("", "mysql", "mariadb"):
+        raise ConfigError(f"`flavor` must be mysql, mariadb or empty (detected from the server), got {flavor!r}",
+                          file=file, key="flavor")
     rules = []
     for i, item in enumerate(root.get("filters", list, default=[])):
         rules.append(parse_rule(f"source-filter-{i}", _Node(item, f"filters[{i}]", file, warnings)))

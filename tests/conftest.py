@@ -105,6 +105,28 @@ def source2_db(services, request):
     _drop_db(db)
 
 
+@pytest.fixture
+def mysql1_db(services, request):
+    """A fresh database on the first MySQL upstream (scripts/devservices.py's MySQL set)."""
+    db = _fresh_db(services, "mysql1", request)
+    yield db
+    _drop_db(db)
+
+
+@pytest.fixture
+def mysql2_db(services, request):
+    db = _fresh_db(services, "mysql2", request)
+    yield db
+    _drop_db(db)
+
+
+@pytest.fixture
+def mysql_downstream_db(services, request):
+    db = _fresh_db(services, "mysql-downstream", request)
+    yield db
+    _drop_db(db)
+
+
 @pytest.fixture(scope="session")
 def etcd_client(services):
     from coordinator.etcd_client import connect

@@ -1,7 +1,7 @@
 """Binlog positions and the events the syncer hands around (one source, one task).
 
 A :class:`Position` is a point *between* events of one upstream server: binlog file + offset
-(the total order the syncer compares with) plus the MariaDB GTID set reached there (what an
+(the total order the syncer compares with) plus the GTID set reached there (MariaDB or MySQL form) (what an
 operator or a failover uses).  Every change carries the position at the END of its
 transaction, so "position <= table checkpoint" means "this transaction is already applied".
 """
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from coordinator.errors import ShardMergeError
+from worker import gtid
 
 
 class PositionError(ShardMergeError):
@@ -30,7 +31,7 @@ def _file_key(name: str) -> tuple[str, int]:
 class Position:
     file: str = ""
     pos: int = 0
-    gtid: str = ""   # MariaDB GTID set, "domain-server-seq[,...]"; may be "" when unknown
+    gtid: str = ""   # GTID set as the server prints it (worker.gtid: MariaDB or MySQL); "" when unknown
 
     @cached_property
     def key(self) -> tuple:
@@ -72,30 +73,18 @@ class Position:
         return cls(d.get("file", ""), int(d.get("pos", 0)), d.get("gtid", ""))
 
 
-def parse_gtid_set(text: str, what: str = "GTID set") -> dict[int, str]:
-    """MariaDB GTID set text -> {domain: "domain-server-seq"} (one entry per domain)."""
-    out: dict[int, str] = {}
-    for part in (text or "").replace("\n", "").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        bits = part.split("-")
-        if len(bits) != 3 or not all(b.isdigit() for b in bits):
-            raise PositionError(f"{what} {text!r} is not a MariaDB GTID list "
-                                f"(expected domain-server-seq[,...], e.g. 101-101-57)")
-        out[int(bits[0])] = part
-    return out
+def parse_gtid_set(text: str, what: str = "GTID set") -> dict[str, str]:
+    """GTID set text of either flavor -> {stream key: its part} (MariaDB domain, MySQL UUID);
+    see :mod:`worker.gtid`."""
+    try:
+        return gtid.entries(text, what)
+    except gtid.GtidError as e:
+        raise PositionError(str(e)) from None
 
 
-def format_gtid_set(domains: dict[int, str]) -> str:
-    return ",".join(domains[d] for d in sorted(domains))
-
-
-def advance_gtid_set(text: str, gtid: str) -> str:
-    """The set after the transaction with ``gtid`` (replaces that domain's entry)."""
-    d = parse_gtid_set(text)
-    d[int(gtid.split("-", 1)[0])] = gtid
-    return format_gtid_set(d)
+def advance_gtid_set(text: str, gtid_: str) -> str:
+    """The set after the transaction with ``gtid_`` (see :func:`worker.gtid.advance`)."""
+    return gtid.advance(text, gtid_)
 
 
 # Kinds of row changes and statement events (see worker.binlog.source).

@@ -47,6 +47,7 @@ from coordinator.etcdproto.keys import DEFAULT_PREFIX
 from coordinator.obs import ObsServer, logger
 from coordinator.retry import DOWNSTREAM_REFUSING, RetryExhausted, WaitBoard, refusal_code, retry
 from coordinator.routing import TableMapper
+from worker import gtid
 from worker.binlog.doorbell import wait_for_binlog
 from worker.load import KeyCollision, SchemaChangedDuringLoad, run_full_load
 from worker.schema_tracker import SchemaTracker
@@ -81,17 +82,12 @@ class WorkerError(ShardMergeError):
 
 
 def gtid_behind(upstream: str, applied: str) -> int:
-    """Sum over GTID domains of (upstream seq_no - applied seq_no); MariaDB sets
-    ``domain-server-seq`` joined by commas."""
-    def parse(text: str) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for part in filter(None, (p.strip() for p in (text or "").split(","))):
-            bits = part.split("-")
-            if len(bits) == 3 and bits[2].isdigit():
-                out[bits[0]] = max(out.get(bits[0], 0), int(bits[2]))
-        return out
-    up, done = parse(upstream), parse(applied)
-    return sum(max(0, n - done.get(d, 0)) for d, n in up.items())
+    """Transactions in ``upstream``'s GTID set past ``applied`` (summed over MariaDB domains or
+    MySQL UUIDs); 0 when either is unreadable."""
+    try:
+        return sum(gtid.subtract_count(upstream or "", applied or "").values())
+    except gtid.GtidError:
+        return 0
 
 
 # ----------------------------------------------------------------------------- one subtask

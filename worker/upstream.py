@@ -1,33 +1,59 @@
-"""Questions the worker asks an upstream server: its binlog end and GTID state, whether it is a
-MariaDB with row binlogs, whether a checkpoint still names a point of its binlog, a table's
-``SHOW CREATE TABLE``.  Shared by the syncer, the full load and the process."""
+"""Questions the worker asks an upstream server: its flavor (MySQL or MariaDB), its binlog end
+and GTID state, whether its row binlogs carry what replication needs, whether a checkpoint still
+names a point of its binlog, a table's ``SHOW CREATE TABLE``.  Shared by the syncer, the full
+load and the process.  The two flavors differ here and in :mod:`worker.gtid` only."""
 from __future__ import annotations
 
 import pymysql
 
 from coordinator.sql import show_create_table
+from worker import gtid
 from worker.events import Position
 from worker.sync.errors import SyncError, UpstreamChanged
+
+
+def server_flavor(cur) -> str:
+    """``mysql`` or ``mariadb``, from ``VERSION()`` (MariaDB always names itself there)."""
+    cur.execute("SELECT VERSION()")
+    return gtid.MARIADB if "mariadb" in str(cur.fetchone()[0]).lower() else gtid.MYSQL
 
 
 def master_status(db_kwargs: dict) -> Position:
     """The upstream's current binlog end with the exact GTID state there (a new connection; a
     loop asking often keeps an :class:`UpstreamEnd` instead)."""
     with pymysql.connect(**db_kwargs) as c, c.cursor() as cur:
-        return _master_status(cur)
+        return _master_status(cur, server_flavor(cur))
 
 
-def _master_status(cur) -> Position:
+def _binlog_status_row(cur) -> tuple:
+    """MySQL 8.2+ renamed ``SHOW MASTER STATUS`` to ``SHOW BINARY LOG STATUS`` (9.x has only
+    the new name; MariaDB and MySQL before 8.2 only the old one)."""
+    try:
+        cur.execute("SHOW BINARY LOG STATUS")
+    except pymysql.err.ProgrammingError:
+        cur.execute("SHOW MASTER STATUS")
+    row = cur.fetchone()
+    if not row:
+        raise SyncError("upstream has no binary log (SHOW BINARY LOG STATUS is empty); enable log_bin")
+    return row
+
+
+def _master_status(cur, flavor: str = gtid.MARIADB) -> Position:
+    if flavor == gtid.MYSQL:
+        # one statement gives file, position and the executed set at that point together
+        row = _binlog_status_row(cur)
+        return Position(row[0], int(row[1]), gtid.canonical((row[4] or "") if len(row) > 4 else ""))
+    return _mariadb_status(cur)
+
+
+def _mariadb_status(cur) -> Position:
     """``@@gtid_binlog_pos`` read before and after ``SHOW MASTER STATUS``: when both agree no
     transaction got a GTID in between, so it is the state at that position.  Otherwise ask
     ``BINLOG_GTID_POS``, which scans the binlog file (~0.1 s per 300 MB; too slow for every
     batch and idle poll)."""
     cur.execute("SELECT @@gtid_binlog_pos")
     (before,) = cur.fetchone()
-    cur.execute("SHOW MASTER STATUS")
-    row = cur.fetchone()
-    if not row:
-        raise SyncError("upstream has no binary log (SHOW MASTER STATUS is empty); enable log_bin")
+    row = _binlog_status_row(cur)
     cur.execute("SELECT @@gtid_binlog_pos")
     (after,) = cur.fetchone()
     file, pos = row[0], int(row[1])
@@ -42,6 +68,7 @@ class UpstreamEnd:
     def __init__(self, db_kwargs: dict):
         self.db_kwargs = db_kwargs
         self._conn: pymysql.connections.Connection | None = None
+        self._flavor: str | None = None
 
     def position(self) -> Position:
         for attempt in (0, 1):
@@ -49,7 +76,9 @@ class UpstreamEnd:
                 if self._conn is None:
                     self._conn = pymysql.connect(**self.db_kwargs, autocommit=True)
                 with self._conn.cursor() as cur:
-                    return _master_status(cur)
+                    if self._flavor is None:
+                        self._flavor = server_flavor(cur)
+                    return _master_status(cur, self._flavor)
             except (pymysql.err.OperationalError, pymysql.err.InterfaceError):
                 self.close()
                 if attempt:
@@ -57,7 +86,7 @@ class UpstreamEnd:
         raise AssertionError("unreachable")
 
     def close(self) -> None:
-        conn, self._conn = self._conn, None
+        conn, self._conn, self._flavor = self._conn, None, None
         if conn is not None:
             try:
                 conn.close()
@@ -66,36 +95,60 @@ class UpstreamEnd:
 
 
 def gtid_at(cur, file: str, pos: int) -> str:
-    """The GTID state exactly at file:pos (MariaDB ``BINLOG_GTID_POS``; "" if unknown)."""
-    cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
-    (gtid,) = cur.fetchone()
-    return gtid or ""
+    """The GTID state exactly at file:pos ("" if unknown)."""
+    return _gtid_at(cur, server_flavor(cur), file, pos) or ""
 
 
-def require_mariadb(version: str, source_id: str, where: str = "") -> None:
-    """Positions are MariaDB GTIDs (``@@gtid_binlog_pos``, ``BINLOG_GTID_POS``): a MySQL server
-    would fail later with an unknown-variable error, so say it up front."""
-    if "mariadb" not in version.lower():
-        raise SyncError(f"upstream {where or source_id} runs {version!r}, which is not MariaDB; replication "
-                        "reads MariaDB GTIDs and supports MariaDB upstreams only (10.5 or later)", source=source_id)
+def _gtid_at(cur, flavor: str, file: str, pos: int) -> str | None:
+    """The GTID state at file:pos; None when that is not an event boundary of an existing file.
+    MariaDB has ``BINLOG_GTID_POS``.  MySQL has no such function: the file's Previous_gtids
+    event plus the GTIDs of the transactions before ``pos`` (``SHOW BINLOG EVENTS``, a scan of
+    one file; asked at start and when a position has no GTID, never per batch)."""
+    if flavor == gtid.MARIADB:
+        cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
+        (at,) = cur.fetchone()
+        return at
+    try:
+        cur.execute("SHOW BINLOG EVENTS IN %s", (file,))
+    except pymysql.MySQLError:
+        return None
+    state, pending, boundary = "", "", pos == 4
+    for row in cur.fetchall():
+        start, kind, end, info = int(row[1]), row[2], int(row[4]), row[5] or ""
+        if start >= pos:
+            break
+        if kind == "Previous_gtids":
+            state = gtid.canonical(info)
+        elif kind == "Gtid":
+            pending = info.split("'")[1] if "'" in info else ""
+        elif pending and (kind == "Xid" or (kind == "Query" and info.strip().upper() != "BEGIN")):
+            state, pending = gtid.advance(state, pending), ""   # a commit, or a DDL (its own transaction)
+        boundary = boundary or end == pos
+    return state if boundary else None
 
 
-def _gtid_domains(state: str) -> dict[str, str]:
-    return {g.split("-", 1)[0]: g for g in (x.strip() for x in state.split(",")) if g.count("-") == 2}
+def require_flavor(actual: str, configured: str, source_id: str, where: str = "") -> None:
+    """A source config that names a flavor must name the server's (DM's empty flavor is
+    detected): positions of one flavor mean nothing on the other."""
+    if configured and configured != actual:
+        raise SyncError(f"upstream {where or source_id} is {actual}, but the source config says flavor: {configured}; "
+                        f"set `flavor: {actual}` (or leave it empty to detect it) in the source config", source=source_id)
 
 
 def check_checkpoint_on_upstream(db_kwargs: dict, pos: Position, source_id: str) -> None:
     """The GTID state at the checkpoint's file:pos on the upstream must be the one recorded
-    with it (every domain recorded): otherwise the server behind the source is not the one the
+    with it (every stream recorded): otherwise the server behind the source is not the one the
     checkpoint came from, and reading on from file:pos would skip or repeat changes (DM pain
-    #26: a MariaDB failover).  Checkpoints without a GTID are not checked."""
+    #26: a failover).  Checkpoints without a GTID are not checked."""
     if not pos.gtid or not pos.file:
         return
     with pymysql.connect(**db_kwargs) as c, c.cursor() as cur:
-        cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (pos.file, pos.pos))
-        (at,) = cur.fetchone()
-    want = _gtid_domains(pos.gtid)
-    have = _gtid_domains(at or "")
+        at = _gtid_at(cur, server_flavor(cur), pos.file, pos.pos)
+    want = gtid.entries(pos.gtid)
+    try:
+        have = gtid.entries(at or "")
+    except gtid.GtidError:
+        have = {}
     if at is not None and all(have.get(d) == g for d, g in want.items()):
         return
     found = (f"{pos.file}:{pos.pos} is not a position in its binlog (file missing or purged, or not an "
@@ -108,16 +161,36 @@ def check_checkpoint_on_upstream(db_kwargs: dict, pos: Position, source_id: str)
         source=source_id, position=str(pos))
 
 
-def check_upstream(db_kwargs: dict, source_id: str) -> None:
-    """The row images must carry column names and full rows (DML is named from the image)."""
+# MySQL settings whose events this worker cannot read (worker.binlog.source._UNREADABLE)
+_MYSQL_UNREADABLE = (("binlog_transaction_compression", ("OFF", "0"), "OFF"),
+                     ("binlog_row_value_options", ("",), "''"))
+
+
+def check_upstream(db_kwargs: dict, source_id: str, flavor: str = "") -> str:
+    """The row images must carry column names and full rows (DML is named from the image), and
+    on MySQL nothing may be written in a form the reader cannot decode.  Returns the flavor."""
     with pymysql.connect(**db_kwargs) as c, c.cursor() as cur:
-        cur.execute("SELECT VERSION()")
-        require_mariadb(cur.fetchone()[0], source_id, f"{db_kwargs.get('host')}:{db_kwargs.get('port')}")
-        cur.execute("SELECT @@binlog_format, @@binlog_row_image, @@binlog_row_metadata")
-        fmt, image, meta = cur.fetchone()
+        actual = server_flavor(cur)
+        require_flavor(actual, flavor, source_id, f"{db_kwargs.get('host')}:{db_kwargs.get('port')}")
+        try:
+            cur.execute("SELECT @@binlog_format, @@binlog_row_image, @@binlog_row_metadata")
+            fmt, image, meta = cur.fetchone()
+        except pymysql.err.OperationalError:   # MySQL 5.7 has no binlog_row_metadata
+            raise SyncError("upstream has no binlog_row_metadata (MySQL 5.7 or older): the binlog does not name "
+                            "columns; use MySQL 8.0+ or MariaDB 10.5+", source=source_id) from None
+        bad = []
+        if actual == gtid.MYSQL:
+            for var, ok, fix in _MYSQL_UNREADABLE:
+                cur.execute(f"SELECT @@{var}")
+                v = str(cur.fetchone()[0])
+                if v.upper() not in ok:
+                    bad.append(f"{var}={v} (set it to {fix})")
     if (fmt, image, meta) != ("ROW", "FULL", "FULL"):
         raise SyncError(f"upstream binlog settings are binlog_format={fmt}, binlog_row_image={image}, "
                         f"binlog_row_metadata={meta}; set them to ROW, FULL, FULL", source=source_id)
+    if bad:
+        raise SyncError("upstream writes binlog events the reader cannot decode: " + "; ".join(bad), source=source_id)
+    return actual
 
 
 def show_create(conn, schema: str, table: str) -> str | None:

@@ -52,7 +52,8 @@ def _source_items(conn, src: SourceConfig, inst, task: TaskConfig, where: str,
     grants = current_grants(conn)
     found = shards.discover(conn, src.source_id, TableMapper(inst, task.meta_schema))
     if task.task_mode != "incremental":
-        items.append(upstream.dump_privilege(grants, [(s.schema, s.table) for s, _ in found], where))
+        items.append(upstream.dump_privilege(grants, [(s.schema, s.table) for s, _ in found], where,
+                                             mysql=upstream.is_mysql(conn)))
     if task.task_mode != "full":
         items.append(upstream.replication_privilege(grants, where))
     for st, (ts, tt) in found:

@@ -1,5 +1,6 @@
-"""Checks of one upstream server: version, server_id, the binlog settings the worker decodes
-(log_bin, ROW, FULL row image, FULL row metadata), GTID, and the privileges of the source's user.
+"""Checks of one upstream server (MySQL 8.0+ or MariaDB 10.5+): version, server_id, the binlog
+settings the worker decodes (log_bin, ROW, FULL row image, FULL row metadata; on MySQL no
+compressed transactions and no partial JSON updates), GTID, and the privileges of the source's user.
 
 Binlog, GTID and replication-privilege checks run only when the task replicates the binlog
 (``task-mode`` all / incremental); the dump privilege only when it loads (all / full), as DM.
@@ -12,10 +13,12 @@ from .grants import Grants
 from .result import FAIL, WARN, CheckItem
 
 
-def _vars(conn, names: tuple[str, ...]) -> dict[str, str | None]:
-    """Global server variables (None for a variable this server does not have)."""
+def _vars(conn, names: tuple[str, ...], mysql: bool = False) -> dict[str, str | None]:
+    """Global server variables (None for a variable this server does not have).  MySQL serves
+    them from performance_schema (information_schema.GLOBAL_VARIABLES is gone since 5.7)."""
+    table = "performance_schema.global_variables" if mysql else "information_schema.GLOBAL_VARIABLES"
     with conn.cursor() as cur:
-        cur.execute("SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_VARIABLES "
+        cur.execute(f"SELECT VARIABLE_NAME, VARIABLE_VALUE FROM {table} "
                     "WHERE VARIABLE_NAME IN (" + ", ".join(["%s"] * len(names)) + ")",
                     [n.upper() for n in names])
         got = {k.lower(): v for k, v in cur.fetchall()}
@@ -23,22 +26,46 @@ def _vars(conn, names: tuple[str, ...]) -> dict[str, str | None]:
 
 
 _SET = "SET GLOBAL {var} = {value}; and in the server's config file ({var} = {value}) so a restart keeps it"
+_PERSIST = "SET PERSIST {var} = {value} (kept across restarts), or {var} = {value} in the server's config file"
+
+
+def is_mysql(conn) -> bool:
+    """A MySQL server, not a MariaDB (MariaDB always names itself in VERSION())."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT VERSION()")
+        return "mariadb" not in str(cur.fetchone()[0]).lower()
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    nums = []
+    for part in version.split("-")[0].split(".")[:3]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        nums.append(int(digits or 0))
+    return tuple(nums)
 
 
 def server_checks(conn, src: SourceConfig, mode: str, where: str) -> list[CheckItem]:
     """The server-level items for one source (``where`` names it in ``extra``)."""
     with conn.cursor() as cur:
         cur.execute("SELECT VERSION()")
-        version = cur.fetchone()[0]
+        version = str(cur.fetchone()[0])
+    mysql = "mariadb" not in version.lower()
     v = _vars(conn, ("server_id", "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata",
-                     "gtid_strict_mode"))
+                     "gtid_strict_mode", "gtid_mode", "enforce_gtid_consistency", "binlog_transaction_compression",
+                     "binlog_row_value_options"), mysql)
     items = []
-    it = CheckItem("mysql_version", "check whether the upstream is a MariaDB shardmerge can replicate",
+    flavor = "mysql" if mysql else "mariadb"
+    it = CheckItem("mysql_version", "check whether the upstream is a MySQL or MariaDB shardmerge can replicate",
                    extra=f"{where}, version {version}")
-    if "mariadb" not in version.lower():
-        it.problem(FAIL, f"version {version!r} is not MariaDB; shardmerge reads MariaDB GTIDs and binlog "
-                         f"metadata and supports MariaDB 10.5 or later upstreams",
-                   "point the source at a MariaDB server (10.5 or later)")
+    if src.flavor and src.flavor != flavor:
+        it.problem(FAIL, f"the server is {flavor} {version}, but the source config says `flavor: {src.flavor}`",
+                   f"set `flavor: {flavor}` in the source config, or leave it empty to detect it")
+    if mysql and _version_tuple(version) < (8, 0, 1):
+        it.problem(FAIL, f"MySQL {version} has no binlog_row_metadata: its row events do not name their columns, "
+                         f"which the worker needs", "upgrade the upstream to MySQL 8.0 or later (tested: 9.7)")
+    elif not mysql and _version_tuple(version) < (10, 5):
+        it.problem(FAIL, f"MariaDB {version} has no binlog_row_metadata: its row events do not name their columns",
+                   "upgrade the upstream to MariaDB 10.5 or later (tested: 10.11)")
     items.append(it)
 
     it = CheckItem("mysql_server_id", "check whether the upstream has a server_id", extra=where)
@@ -67,12 +94,17 @@ def server_checks(conn, src: SourceConfig, mode: str, where: str) -> list[CheckI
         it = CheckItem(f"mysql_{var}", f"check whether the upstream's {var} is {want}", extra=where)
         got = v[var]
         if got is None:
-            it.problem(FAIL, f"the server has no {var} variable (MariaDB older than 10.5?); {why}",
-                       "upgrade the upstream to MariaDB 10.5 or later")
+            it.problem(FAIL, f"the server has no {var} variable (MySQL before 8.0 or MariaDB before 10.5?); {why}",
+                       "upgrade the upstream to MySQL 8.0+ or MariaDB 10.5+")
         elif got.upper() != want:
             it.problem(FAIL, f"{var} is {got}, and should be {want}: {why}",
-                       _SET.format(var=var, value=want) + "; sessions keep their old value until they reconnect")
+                       (_PERSIST if mysql else _SET).format(var=var, value=want)
+                       + "; sessions keep their old value until they reconnect")
         items.append(it)
+    if mysql:
+        items += _mysql_unreadable(v, where)
+        items.append(_mysql_gtid(v, src, where))
+        return items
 
     it = CheckItem("mysql_gtid", "check whether the upstream's GTIDs identify binlog positions unambiguously",
                    extra=where)
@@ -87,6 +119,39 @@ def server_checks(conn, src: SourceConfig, mode: str, where: str) -> list[CheckI
     return items
 
 
+def _mysql_unreadable(v: dict, where: str) -> list[CheckItem]:
+    """MySQL binlog forms the reader cannot decode: a compressed transaction hides its rows in
+    one payload event, a partial JSON update carries a diff instead of the after image."""
+    items = []
+    for var, ok, value, why in (
+            ("binlog_transaction_compression", ("OFF", "0"), "OFF",
+             "compressed transactions (TRANSACTION_PAYLOAD events) cannot be decoded by the binlog reader"),
+            ("binlog_row_value_options", ("",), "''",
+             "partial JSON updates carry a diff, not the row's after image the worker applies")):
+        it = CheckItem(f"mysql_{var}", f"check whether the upstream's {var} is {value}", extra=where)
+        got = v[var]
+        if got is not None and got.upper() not in ok:
+            it.problem(FAIL, f"{var} is {got!r}: {why}", _PERSIST.format(var=var, value=value))
+        items.append(it)
+    return items
+
+
+def _mysql_gtid(v: dict, src: SourceConfig, where: str) -> CheckItem:
+    it = CheckItem("mysql_gtid", "check whether the upstream's GTIDs identify binlog positions", extra=where)
+    mode, enforce = (v["gtid_mode"] or "OFF").upper(), (v["enforce_gtid_consistency"] or "OFF").upper()
+    if mode != "ON":
+        it.problem(FAIL, f"gtid_mode is {mode}: checkpoints, restarts and failovers locate positions by GTID",
+                   "SET PERSIST enforce_gtid_consistency = ON; then step gtid_mode up one value at a time "
+                   "(OFF_PERMISSIVE, ON_PERMISSIVE, ON) with SET PERSIST gtid_mode = ...")
+    elif enforce != "ON":
+        it.problem(FAIL, f"enforce_gtid_consistency is {enforce} with gtid_mode ON",
+                   _PERSIST.format(var="enforce_gtid_consistency", value="ON"))
+    if not src.enable_gtid:
+        it.problem(WARN, "the source config has `enable-gtid: false`; shardmerge records GTIDs with every "
+                         "checkpoint anyway", "set `enable-gtid: true` in the source config")
+    return it
+
+
 def replication_privilege(grants: Grants, where: str) -> CheckItem:
     it = CheckItem("source db replication privilege checker",
                    "check replication privileges of the source DB", extra=where)
@@ -94,14 +159,19 @@ def replication_privilege(grants: Grants, where: str) -> CheckItem:
         it.problem(FAIL, "lack of REPLICATION SLAVE privilege (needed to read the binlog)",
                    "GRANT REPLICATION SLAVE ON *.* TO the source's user")
     if not any(grants.has_global(p) for p in ("BINLOG MONITOR", "REPLICATION CLIENT", "SUPER")):
-        it.problem(FAIL, "lack of BINLOG MONITOR (REPLICATION CLIENT) privilege (needed for SHOW MASTER STATUS)",
-                   "GRANT BINLOG MONITOR ON *.* TO the source's user")
+        it.problem(FAIL, "lack of REPLICATION CLIENT (MariaDB: BINLOG MONITOR) privilege (needed for "
+                         "SHOW BINARY LOG STATUS / SHOW MASTER STATUS)",
+                   "GRANT REPLICATION CLIENT ON *.* TO the source's user (MariaDB: GRANT BINLOG MONITOR)")
     return it
 
 
-def dump_privilege(grants: Grants, tables: list[tuple[str, str]], where: str) -> CheckItem:
-    """SELECT on every table the full load reads (a consistent snapshot needs no RELOAD or LOCK)."""
+def dump_privilege(grants: Grants, tables: list[tuple[str, str]], where: str, mysql: bool = False) -> CheckItem:
+    """SELECT on every table the full load reads.  On MariaDB a consistent snapshot needs no
+    lock; on MySQL it is opened under FLUSH TABLES WITH READ LOCK (worker.load.snapshot): RELOAD."""
     it = CheckItem("source db dump privilege checker", "check dump privileges of the source DB", extra=where)
+    if mysql and not grants.has_global("RELOAD"):
+        it.problem(FAIL, "lack of RELOAD privilege (a MySQL snapshot's binlog position is read under "
+                         "FLUSH TABLES WITH READ LOCK, held for milliseconds)", "GRANT RELOAD ON *.* TO the source's user")
     missing = [f"`{s}`.`{t}`" for s, t in tables if not grants.on_table("SELECT", s, t)]
     if missing:
         more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""

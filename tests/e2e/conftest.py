@@ -226,11 +226,9 @@ class _Falsy(dict):
 
 
 def _master_status(db) -> tuple[str, int, str]:
-    with db.connect(None) as c, c.cursor() as cur:
-        cur.execute("SHOW MASTER STATUS")
-        f, p = cur.fetchone()[:2]
-        cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (f, p))
-        return f, int(p), cur.fetchone()[0] or ""
+    from worker.upstream import master_status
+    pos = master_status(db.params)
+    return pos.file, pos.pos, pos.gtid
 
 
 @pytest.fixture

@@ -86,6 +86,11 @@ def _run(sc, case: Case, step: tuple) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_dm_case(scenario, case: Case):
+    run_case(scenario, case)
+
+
+def run_case(scenario, case: Case) -> None:
+    """One case on the ``scenario`` factory's cluster (whichever servers it runs on)."""
     shards = {sid: tuple(_sql(t) for t in tabs) for sid, tabs in case.tables.items()}
     sc = scenario(columns=case.columns, rows=0, shards={"s1": shards.get("s1", ()), "s2": shards.get("s2", ())},
                   table_options=case.table_options, mode=case.mode)

@@ -90,8 +90,9 @@ def db_params(params: dict) -> dict:
     return {k: params[k] for k in ("host", "port", "user", "password")}
 
 
-def write_source_file(path: Path, sid: str, params: dict) -> str:
-    """A source config (MariaDB, GTID) for one upstream server; returns its path."""
-    path.write_text(yaml.safe_dump({"source-id": sid, "enable-gtid": True, "flavor": "mariadb",
+def write_source_file(path: Path, sid: str, params: dict, flavor: str = "") -> str:
+    """A source config (GTID; the flavor detected from the server unless given) for one
+    upstream server; returns its path."""
+    path.write_text(yaml.safe_dump({"source-id": sid, "enable-gtid": True, "flavor": flavor,
                                     "from": db_params(params)}))
     return str(path)

@@ -3,7 +3,7 @@
 A caught-up syncer used to sleep ``poll_interval`` (0.5 s) before asking the upstream again, so
 a DDL arriving then waited up to that long before coordination even began.  ``wait`` opens a
 blocking binlog dump from the syncer's GTID state and returns at the first new GTID event (every
-MariaDB transaction, DML or DDL, starts with one), or after ``timeout``, or when ``stop`` is set;
+transaction of either flavor, DML or DDL, starts with one), or after ``timeout``, or when ``stop`` is set;
 the server's heartbeats give control back every ``heartbeat`` seconds to look at ``stop`` and
 ``wake`` (a held table's redirect asks the syncer to rewind).
 Nothing is decoded but event headers; the dump is closed on return (the batch reader reads the
@@ -33,23 +33,23 @@ def wait_for_binlog(db_kwargs: dict, at: Position, timeout: float, stop: threadi
         return not stop.wait(timeout)
     # the protocol library is loaded where the binlog is read (as in source.decode_range)
     from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.event import HeartbeatLogEvent, MariadbGtidEvent
-    from worker.binlog.source import dump_position
+    from pymysqlreplication.event import GtidEvent, HeartbeatLogEvent, MariadbGtidEvent
+    from worker.binlog.source import by_gtid, dump_position
     # by file/pos where it can (no GTID scan of the binlog file); a wrong position only wakes
     # the syncer early, and a failed one is tried again by GTID
     hows = [dump_position(at)]
     if "log_file" in hows[0]:
-        hows.append({"auto_position": at.gtid, "is_mariadb": True})
+        hows.append(by_gtid(at))
     for i, how in enumerate(hows):
         stream = None
         try:
             stream = BinLogStreamReader(connection_settings={**db_kwargs, "port": int(db_kwargs["port"])},
                                         server_id=random.randint(1_000_000, 2_000_000_000), blocking=True,
-                                        slave_heartbeat=heartbeat, only_events=[MariadbGtidEvent, HeartbeatLogEvent],
+                                        slave_heartbeat=heartbeat, only_events=[MariadbGtidEvent, GtidEvent, HeartbeatLogEvent],
                                         **how)
             while not stop.is_set() and not wake() and time.monotonic() < deadline:
                 ev = stream.fetchone()
-                if isinstance(ev, MariadbGtidEvent):
+                if isinstance(ev, (MariadbGtidEvent, GtidEvent)):
                     return True
             return not stop.is_set()
         except Exception as e:  # noqa: BLE001 — any failure falls back to the plain sleep

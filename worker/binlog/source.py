@@ -46,6 +46,7 @@ from coordinator.errors import ShardMergeError
 from coordinator.routing import TableMapper
 from worker.binlog.fast_rows import RowDecoder
 from coordinator import gc_tuning
+from worker import gtid
 from worker.events import DELETE, INSERT, Position, UPDATE, advance_gtid_set, parse_gtid_set
 
 STALL_SECONDS = 60
@@ -171,25 +172,42 @@ class _Failed:
 
 
 # ------------------------------------------------------------------ decoding
+_TRANSACTION_PAYLOAD, _PARTIAL_UPDATE_ROWS = 40, 39
+# MySQL events whose rows cannot be read here; replication stops with the fix instead of
+# losing them (the precheck refuses both settings before a task starts).
+_UNREADABLE = {
+    _TRANSACTION_PAYLOAD: "a compressed transaction (TRANSACTION_PAYLOAD_EVENT): the upstream has "
+                          "binlog_transaction_compression=ON; set it OFF (SET PERSIST "
+                          "binlog_transaction_compression=OFF) and resume from the checkpoint",
+    _PARTIAL_UPDATE_ROWS: "a partial JSON update (PARTIAL_UPDATE_ROWS_EVENT): the upstream has "
+                          "binlog_row_value_options=PARTIAL_JSON; set it to '' (SET PERSIST "
+                          "binlog_row_value_options='') and resume from the checkpoint",
+}
+
 class _Reposition(Exception):
     """The dump positioned by file/pos is not where the start GTID state says: start over by GTID."""
 
 
 def dump_position(start: Position) -> dict:
     """How to position a binlog dump at ``start``: by file/pos when it has them and one GTID
-    domain (the first transaction read is then checked against the GTID state,
-    :func:`gtid_follows`), else by the GTID state.  MariaDB finds a GTID by scanning the binlog
-    file from its start: ~60 ms at 180 MB, ~0.35 s in a full 1 GB file, on every batch."""
+    stream (a MariaDB domain, a MySQL UUID; the first transaction read is then checked against
+    the GTID state, :func:`gtid_follows`), else by the GTID state.  A server finds a GTID by
+    scanning binlog files: on MariaDB ~60 ms at 180 MB, ~0.35 s in a full 1 GB file, on every
+    batch; MySQL skips files by their Previous_gtids but scans the last one alike."""
     if start.file and start.pos >= 4 and len(parse_gtid_set(start.gtid or "")) == 1:
         return {"log_file": start.file, "log_pos": start.pos, "resume_stream": True, "is_mariadb": False}
-    return {"auto_position": start.gtid or "", "is_mariadb": True}
+    return by_gtid(start)
 
 
-def gtid_follows(state: str, gtid: str) -> bool:
-    """``gtid`` is the next transaction of its domain after the GTID state ``state``."""
-    d, _, seq = gtid.split("-")
-    last = parse_gtid_set(state).get(int(d))
-    return last is not None and int(last.rsplit("-", 1)[1]) + 1 == int(seq)
+def by_gtid(start: Position) -> dict:
+    """Dump arguments positioning by the GTID state ``start.gtid`` (MySQL's form needs
+    COM_BINLOG_DUMP_GTID, MariaDB's the slave_connect_state variable)."""
+    return {"auto_position": start.gtid or "", "is_mariadb": gtid.flavor_of(start.gtid) != gtid.MYSQL}
+
+
+def gtid_follows(state: str, gtid_: str) -> bool:
+    """``gtid_`` is the next transaction of its stream after the GTID state ``state``."""
+    return gtid.follows(state, gtid_)
 
 
 def decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None, *, max_events: int = 0,
@@ -212,8 +230,8 @@ def decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None,
             return
         except _Reposition:
             pass
-    yield from _decode_range(db_kwargs, mapper, start, end, {"auto_position": start.gtid or "", "is_mariadb": True},
-                             max_events, source_id, server_id, split_rows)
+    yield from _decode_range(db_kwargs, mapper, start, end, by_gtid(start), max_events, source_id, server_id,
+                             split_rows)
 
 
 def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None, how: dict, max_events: int,
@@ -221,8 +239,8 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
     # the protocol library is loaded where the binlog is decoded (decoder process, Spark executor)
     import pymysql
     from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.event import MariadbGtidEvent, QueryEvent, XidEvent
-    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+    from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, NotImplementedEvent, QueryEvent, XidEvent
+    from pymysqlreplication.row_event import DeleteRowsEvent, PartialUpdateRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
     end = end or Position()
     server_id = server_id or random.randint(1_000_000, 2_000_000_000)
@@ -231,8 +249,10 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
     # mid-stream on larger ranges.  Every event is taken (no only_events) so the end check runs
     # after each one; heartbeats let a stalled read notice it.  By GTID, MariaDB positions the
     # dump by the start GTID state (it ignores file/pos); file/pos bound the end and order events.
+    # Events the library does not decode are handed out too (not dropped): a compressed
+    # transaction (MySQL's binlog_transaction_compression) must stop the read, not vanish.
     stream = BinLogStreamReader(connection_settings=settings, server_id=server_id, blocking=bool(end.file),
-                                slave_heartbeat=1, **how)
+                                slave_heartbeat=1, filter_non_implemented_events=False, **how)
     unchecked = "log_file" in how     # by file/pos: the first GTID read must follow the start state
     gtid_set = start.gtid or ""
     boundary = Position(start.file, start.pos, gtid_set)
@@ -287,13 +307,19 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
                 if unchecked:              # e.g. the file was purged: nothing handed out yet
                     raise _Reposition() from None
                 raise
-            if isinstance(ev, MariadbGtidEvent):
+            if isinstance(ev, (MariadbGtidEvent, GtidEvent)):
                 if unchecked:
                     unchecked = False
                     if not gtid_follows(gtid_set, ev.gtid):
                         raise _Reposition()
                 txn, txn_gtid, txn_rows, keyed, split = [], ev.gtid, 0, True, False
                 continue
+            if isinstance(ev, NotImplementedEvent) and ev.event_type in _UNREADABLE:
+                raise BinlogReadError(f"{_UNREADABLE[ev.event_type]} at {here()}", source=source_id,
+                                      position=str(here()))
+            if isinstance(ev, PartialUpdateRowsEvent):
+                raise BinlogReadError(f"{_UNREADABLE[_PARTIAL_UPDATE_ROWS]} at {here()}", source=source_id,
+                                      position=str(here()))
             if isinstance(ev, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
                 ref = table_ref(ev)
                 if ref is None:

@@ -162,7 +162,7 @@ class FullLoad:
                             f"it. Remove the task's meta (stop-task --remove-meta) to load from scratch, or "
                             f"run the task with task-mode: incremental", task=self.task.name, source=self.sid)
         if self.task.task_mode == "all":
-            check_upstream(self.up_kwargs, self.sid)
+            check_upstream(self.up_kwargs, self.sid, self.source.flavor)
         conn = connect_reader(self.up_kwargs, streaming=False)
         try:
             plan_pos, tables = self._discover_at_position(conn, master_status)

@@ -1,4 +1,4 @@
-"""Consistent snapshots of an upstream MariaDB, each with the binlog position it corresponds to.
+"""Consistent snapshots of an upstream, each with the binlog position it corresponds to.
 
 ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` on MariaDB (>= 5.3, checked on 10.11) fixes the
 InnoDB read view *and* the binlog position together: the status variables
@@ -6,6 +6,11 @@ InnoDB read view *and* the binlog position together: the status variables
 transaction the snapshot contains, whatever commits later.  No ``FLUSH TABLES WITH READ
 LOCK`` and no other global lock is taken; each snapshot only holds an InnoDB read view (undo
 is kept while it is open) and metadata locks on the tables it reads.
+
+MySQL has no such status variables (its binlog end moves before a commit becomes visible, so
+reading the position around the snapshot is not exact either): there the snapshot is opened
+under ``FLUSH TABLES WITH READ LOCK``, held only while the snapshot starts and the position is
+read (milliseconds; needs RELOAD), as DM's dump does.
 
 Spark tasks cannot share one connection's snapshot, so every chunk reader opens its own: each
 chunk is consistent at its own position.  ``worker.load`` turns those positions into checkpoints
@@ -49,25 +54,47 @@ def connect_reader(db_kwargs: dict, *, streaming: bool = True):
         kw["cursorclass"] = pymysql.cursors.SSCursor
     conn = pymysql.connect(**kw)
     with conn.cursor() as cur:
-        cur.execute("SET SESSION time_zone = '+00:00', SESSION tx_isolation = 'REPEATABLE-READ'")
+        cur.execute("SET SESSION time_zone = '+00:00'")
+        cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
     return conn
 
 
 def open_snapshot(conn, source_id: str = "") -> Position:
     """Start a consistent-snapshot transaction on ``conn``; the binlog position (and GTID set)
     the snapshot corresponds to."""
+    from worker import gtid
+    from worker.upstream import _master_status, server_flavor
     with conn.cursor() as cur:
+        if server_flavor(cur) == gtid.MYSQL:
+            return _mysql_snapshot(cur, source_id, _master_status)
         cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
         cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
         vals = {k.lower(): v for k, v in cur.fetchall()}
         f, p = vals.get("binlog_snapshot_file", ""), vals.get("binlog_snapshot_position")
         if not f or p is None:
-            raise SnapshotError("upstream reports no Binlog_snapshot_file/position: full load needs MariaDB "
-                                "with log_bin enabled (MySQL would need FLUSH TABLES WITH READ LOCK, "
-                                "which shardmerge does not take)", source=source_id)
+            raise SnapshotError("upstream reports no Binlog_snapshot_file/position: enable log_bin "
+                                "(a full load needs the snapshot's binlog position)", source=source_id)
         cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (f, int(p)))
-        gtid = cur.fetchone()[0] or ""
-    return Position(f, int(p), gtid)
+        gtid_ = cur.fetchone()[0] or ""
+    return Position(f, int(p), gtid_)
+
+
+def _mysql_snapshot(cur, source_id: str, status) -> Position:
+    try:
+        cur.execute("FLUSH TABLES WITH READ LOCK")
+    except pymysql.err.OperationalError as e:
+        if e.args and e.args[0] in (1227, 1045):     # access denied: no RELOAD
+            raise SnapshotError(f"a consistent snapshot of a MySQL upstream needs FLUSH TABLES WITH READ LOCK, "
+                                f"which the user may not run ({e.args[1]}); GRANT RELOAD ON *.* to it",
+                                source=source_id) from None
+        raise
+    try:
+        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+        from worker import gtid
+        pos = status(cur, gtid.MYSQL)
+    finally:
+        cur.execute("UNLOCK TABLES")      # the snapshot's read view stays; only the global lock goes
+    return pos
 
 
 _AUTO_INC = re.compile(r"\s+AUTO_INCREMENT=\d+")

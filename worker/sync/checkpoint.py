@@ -132,9 +132,12 @@ class CheckpointStore(MetaStore):
     # Each method is one ``_transaction``; ``rollback_on`` names the errors a method rolls back
     # explicitly (the server discards any other's transaction when the connection closes).
     def _upgrade(self, cur: Cursor) -> None:
-        # tables made before fencing get the column (a no-op when it is there)
-        cur.execute(f"ALTER TABLE {self.fq} ADD COLUMN IF NOT EXISTS {FENCE_COLUMN} "
-                    f"BIGINT NOT NULL DEFAULT 0")
+        # tables made before fencing get the column; looked up first, because MySQL has no
+        # ADD COLUMN IF NOT EXISTS (a MySQL downstream)
+        cur.execute("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+                    "AND COLUMN_NAME = %s", (self.meta_schema, table_name(self.task), FENCE_COLUMN))
+        if not cur.fetchone()[0]:
+            cur.execute(f"ALTER TABLE {self.fq} ADD COLUMN {FENCE_COLUMN} BIGINT NOT NULL DEFAULT 0")
 
     def claim(self) -> None:
         """Fencing: make this writer's epoch the source's (see ``worker.sync.fence``); raises

@@ -172,7 +172,7 @@ class Syncer:
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Position:
         """(Re)build every piece of in-memory state from the checkpoints (rule 9)."""
-        check_upstream(self.up_kwargs, self.source.source_id)
+        check_upstream(self.up_kwargs, self.source.source_id, self.source.flavor)
         # many short connections follow (checkpoint flushes, DDLs, apply tasks): connect cheaply
         self.up_kwargs = resolve_tls(self.up_kwargs)
         self.upstream_end.close()

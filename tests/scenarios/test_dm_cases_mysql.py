@@ -1,0 +1,87 @@
+"""The DM-derived scenarios with MySQL upstreams: two MySQL 9.7 sources (``mysql1``, ``mysql2``),
+and a mixed task (MySQL and MariaDB sources merged into one target), on real processes.
+
+DM's cases come from MySQL; here they run in their original form against a real MySQL server
+(scripts/devservices.py's MySQL set).  The CI run takes every other case of the registry (40+;
+the set is fixed by position, so it is the same on every run) with two MySQL sources and a
+handful of mixed ones; ``SHARDMERGE_MYSQL_CASES=all`` (``scripts/test-mysql``) runs all of them.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+
+import pytest
+
+from tests.e2e.conftest import Cluster, Scenario
+from tests.support.cluster import running
+
+from .case import Case
+from .registry import CASES
+from .test_dm_cases import run_case
+
+ALL = os.environ.get("SHARDMERGE_MYSQL_CASES", "") == "all"
+MYSQL_CASES = CASES if ALL else CASES[::2]
+# Cases whose statements only MySQL and MariaDB both take; the mixed task runs these.
+_MIXED = ("add_column_on_two_sources_with_writes_between", "dm046_drop_a_column_on_every_shard",
+          "dm050_rename_one_column_to_two_names", "dm062_widen_the_key_to_bigint",
+          "dm105_add_two_indexes_in_opposite_orders", "dm113_add_two_columns_in_one_statement")
+MIXED_CASES = CASES if ALL else tuple(c for c in CASES if c.name in _MIXED)
+
+
+def _scenario_factory(cluster, dbs: dict, down, tmp_path):
+    made: list[Scenario] = []
+
+    def make(**kw) -> Scenario:
+        s = Scenario(cluster, dbs, down, tmp_path, **kw)
+        made.append(s)
+        return s
+    return make, made
+
+
+def _cleanup(cluster, made) -> None:
+    for s in made:
+        s.stop_writers()
+        with contextlib.suppress(Exception):
+            cluster.ctl("stop-task", s.name)
+    cluster.task_name = ""
+
+
+# ----------------------------------------------------------------------------- two MySQL sources
+@pytest.fixture(scope="module")
+def mysql_cluster(services, etcd_client, tmp_path_factory):
+    with running(lambda prefix, work: Cluster(services, prefix, work, sources={"s1": "mysql1", "s2": "mysql2"}),
+                 etcd_client, "e2e-mysql", tmp_path_factory.mktemp("e2e-mysql")) as c:
+        yield c
+
+
+@pytest.fixture
+def mysql_scenario(mysql_cluster, mysql1_db, mysql2_db, downstream_db, tmp_path):
+    make, made = _scenario_factory(mysql_cluster, {"s1": mysql1_db, "s2": mysql2_db}, downstream_db, tmp_path)
+    yield make
+    _cleanup(mysql_cluster, made)
+
+
+@pytest.mark.parametrize("case", MYSQL_CASES, ids=[c.name for c in MYSQL_CASES])
+def test_dm_case_on_two_mysql_sources(mysql_scenario, case: Case):
+    run_case(mysql_scenario, case)
+
+
+# ----------------------------------------------------------------------------- MySQL + MariaDB
+@pytest.fixture(scope="module")
+def mixed_cluster(services, etcd_client, tmp_path_factory):
+    with running(lambda prefix, work: Cluster(services, prefix, work, sources={"s1": "mysql1", "s2": "source2"}),
+                 etcd_client, "e2e-mixed", tmp_path_factory.mktemp("e2e-mixed")) as c:
+        yield c
+
+
+@pytest.fixture
+def mixed_scenario(mixed_cluster, mysql1_db, source2_db, downstream_db, tmp_path):
+    make, made = _scenario_factory(mixed_cluster, {"s1": mysql1_db, "s2": source2_db}, downstream_db, tmp_path)
+    yield make
+    _cleanup(mixed_cluster, made)
+
+
+@pytest.mark.parametrize("case", MIXED_CASES, ids=[c.name for c in MIXED_CASES])
+def test_dm_case_on_a_mysql_and_a_mariadb_source(mixed_scenario, case: Case):
+    run_case(mixed_scenario, case)

@@ -1,0 +1,186 @@
+"""GTID sets of both server flavors, as text in and text out.
+
+A position's GTID state is kept as the server prints it, so checkpoints, ``meta`` and
+``query-status`` show what an operator can paste into the server:
+
+- **MariaDB**: one ``domain-server-seq`` per replication domain, joined by commas
+  (``0-1-57,101-101-9``); a transaction's GTID is one such triple and replaces its domain's entry.
+- **MySQL**: per server UUID, the intervals of transaction numbers executed
+  (``3e11fa47-...:1-5:7-9,4a1c...:1-3``; ``gtid_executed``/``gtid_purged`` form); a
+  transaction's GTID is ``uuid:n`` and is added to its UUID's intervals.  MySQL 8.4+ tagged
+  GTIDs (``uuid:tag:n``) keep the tag as part of the key.
+
+The flavor is read off the text (MySQL's has colons), so code that only moves positions around
+never needs to be told which server it talks to.  The *key* of an entry (a MariaDB domain, a
+MySQL UUID with its tag) is what "one stream of transactions" means for both flavors.
+"""
+from __future__ import annotations
+
+from coordinator.errors import ShardMergeError
+
+MARIADB, MYSQL = "mariadb", "mysql"
+
+
+class GtidError(ShardMergeError):
+    """A GTID or GTID set is malformed; names the text and where it came from."""
+
+
+def flavor_of(text: str) -> str | None:
+    """``mysql``, ``mariadb``, or None for an empty set."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    return MYSQL if ":" in text else MARIADB
+
+
+# ------------------------------------------------------------------ MariaDB
+def _mariadb_entries(text: str, what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in text.replace("\n", "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        bits = part.split("-")
+        if len(bits) != 3 or not all(b.isdigit() for b in bits):
+            raise GtidError(f"{what} {text!r} is not a GTID set: expected MariaDB's domain-server-seq[,...] "
+                            "(e.g. 0-1-57) or MySQL's uuid:1-5[:7-9][,...]")
+        out[bits[0]] = part
+    return out
+
+
+# ------------------------------------------------------------------ MySQL
+Intervals = list[tuple[int, int]]     # sorted, disjoint, inclusive
+
+
+def _merge(iv: Intervals) -> Intervals:
+    out: Intervals = []
+    for a, b in sorted(iv):
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _split_sid(part: str, what: str, text: str) -> tuple[str, list[str]]:
+    bits = part.split(":")
+    uuid = bits[0].strip().lower()
+    if len(uuid.replace("-", "")) != 32 or any(c not in "0123456789abcdef-" for c in uuid):
+        raise GtidError(f"{what} {text!r}: {bits[0]!r} is not a server UUID (MySQL GTIDs are uuid:1-5[:7-9])")
+    rest = [b.strip() for b in bits[1:]]
+    if rest and rest[0] and not rest[0][0].isdigit():     # MySQL 8.4+ tag: uuid:tag:1-5
+        return f"{uuid}:{rest[0].lower()}", rest[1:]
+    return uuid, rest
+
+
+def parse_mysql(text: str, what: str = "GTID set") -> dict[str, Intervals]:
+    """``uuid:1-5:7,uuid2:3`` -> {uuid: [(1, 5), (7, 7)], uuid2: [(3, 3)]} (merged)."""
+    out: dict[str, Intervals] = {}
+    for part in text.replace("\n", "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        key, ranges = _split_sid(part, what, text)
+        iv = out.setdefault(key, [])
+        for r in ranges:
+            a, _, b = r.partition("-")
+            if not a.isdigit() or (b and not b.isdigit()) or int(a) < 1 or (b and int(b) < int(a)):
+                raise GtidError(f"{what} {text!r}: {r!r} is not an interval of transaction numbers "
+                                "(expected n or n-m with 1 <= n <= m)")
+            iv.append((int(a), int(b or a)))
+    return {k: _merge(v) for k, v in out.items()}
+
+
+def format_mysql(sets: dict[str, Intervals]) -> str:
+    return ",".join(k + "".join(f":{a}" if a == b else f":{a}-{b}" for a, b in iv)
+                    for k, iv in sorted(sets.items()) if iv)
+
+
+def _mysql_gtid(gtid: str) -> tuple[str, int]:
+    key, _, n = gtid.strip().rpartition(":")
+    if not key or not n.isdigit():
+        raise GtidError(f"GTID {gtid!r} is not a MySQL GTID (uuid:n)")
+    k, _ = _split_sid(key + ":1", "GTID", gtid)
+    return k, int(n)
+
+
+# ------------------------------------------------------------------ both
+def entries(text: str, what: str = "GTID set") -> dict[str, str]:
+    """Set text -> {stream key: that stream's part of the text} (MariaDB domain or MySQL UUID)."""
+    text = text or ""
+    if flavor_of(text) == MYSQL:
+        return {k: format_mysql({k: iv}) for k, iv in parse_mysql(text, what).items()}
+    return _mariadb_entries(text, what)
+
+
+def canonical(text: str, what: str = "GTID set") -> str:
+    """The set in one normal form (sorted keys, merged intervals), for comparing and storing."""
+    if flavor_of(text) == MYSQL:
+        return format_mysql(parse_mysql(text, what))
+    e = _mariadb_entries(text or "", what)
+    return ",".join(e[k] for k in sorted(e, key=int))
+
+
+def advance(text: str, gtid: str) -> str:
+    """The set after the transaction ``gtid`` (MariaDB: replaces its domain's entry; MySQL:
+    adds the number to its UUID's intervals)."""
+    if ":" in gtid:
+        sets = parse_mysql(text or "")
+        k, n = _mysql_gtid(gtid)
+        sets[k] = _merge([*sets.get(k, []), (n, n)])
+        return format_mysql(sets)
+    e = _mariadb_entries(text or "", "GTID set")
+    d = gtid.split("-", 1)[0]
+    if not d.isdigit():
+        raise GtidError(f"GTID {gtid!r} is not a MariaDB GTID (domain-server-seq)")
+    e[d] = gtid
+    return ",".join(e[k] for k in sorted(e, key=int))
+
+
+def follows(state: str, gtid: str) -> bool:
+    """``gtid`` is the next transaction of its stream after ``state``: MariaDB, the domain's
+    sequence number plus one; MySQL, the number after the UUID's last interval (and not in the
+    set).  A stream the state does not name never follows (position by GTID instead)."""
+    if ":" in gtid:
+        k, n = _mysql_gtid(gtid)
+        iv = parse_mysql(state or "").get(k)
+        return bool(iv) and iv[-1][1] + 1 == n
+    d, _, seq = gtid.split("-")
+    last = _mariadb_entries(state or "", "GTID set").get(d)
+    return last is not None and int(last.rsplit("-", 1)[1]) + 1 == int(seq)
+
+
+def contains(big: str, small: str) -> bool:
+    """Every transaction of ``small`` is in ``big`` (MariaDB: per domain, ``big``'s sequence
+    number is at least ``small``'s — MariaDB sets say only how far each domain got)."""
+    if flavor_of(small) is None:
+        return True
+    if flavor_of(big) != flavor_of(small):
+        return False
+    if flavor_of(small) == MYSQL:
+        b = parse_mysql(big)
+        for k, ivs in parse_mysql(small).items():
+            have = b.get(k, [])
+            if not all(any(x <= lo and hi <= y for x, y in have) for lo, hi in ivs):
+                return False
+        return True
+    b2, s2 = _mariadb_entries(big, "GTID set"), _mariadb_entries(small, "GTID set")
+    return all(d in b2 and int(b2[d].rsplit("-", 1)[1]) >= int(e.rsplit("-", 1)[1]) for d, e in s2.items())
+
+
+def subtract_count(big: str, small: str) -> dict[str, int]:
+    """Per stream, how many transactions ``big`` has past ``small`` (the worker's lag figure).
+    MariaDB counts by sequence numbers (a domain's numbers may skip when servers change)."""
+    if flavor_of(big) == MYSQL:
+        b, s = parse_mysql(big), parse_mysql(small or "") if flavor_of(small) == MYSQL else {}
+        out = {}
+        for k, ivs in b.items():
+            have = s.get(k, [])
+            n = sum(y - x + 1 for x, y in ivs)
+            n -= sum(max(0, min(y, hi) - max(x, lo) + 1) for x, y in ivs for lo, hi in have)
+            out[k] = n
+        return out
+    b2 = _mariadb_entries(big or "", "GTID set")
+    s2 = _mariadb_entries(small or "", "GTID set") if flavor_of(small) == MARIADB else {}
+    return {d: max(0, int(e.rsplit("-", 1)[1]) - (int(s2[d].rsplit("-", 1)[1]) if d in s2 else 0))
+            for d, e in b2.items()}
