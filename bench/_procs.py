@@ -62,7 +62,7 @@ class BenchCluster:
     def source_file(self, sid: str, params: dict) -> str:
         """``<work>/<sid>.yaml``: the source config a worker serves (JSON is YAML)."""
         path = self.work / f"{sid}.yaml"
-        path.write_text(json.dumps({"source-id": sid, "flavor": "mariadb", "from": params}))
+        path.write_text(json.dumps({"source-id": sid, "flavor": "", "from": params}))
         return str(path)
 
     def task_file(self, name: str, *, task_mode: str, meta_schema: str, schema_pattern: str, target: str,
@@ -91,8 +91,9 @@ class BenchCluster:
         (an autocommit connection to source1, (binlog file, position))"""
         up = pymysql.connect(**self.mysql["source1"], autocommit=True)
         with up.cursor() as cur:
-            cur.execute("SHOW MASTER STATUS")
-            f, p = cur.fetchone()[:2]
+            from worker.upstream import master_status
+            at = master_status(self.mysql["source1"])
+            f, p = at.file, at.pos
             cur.execute(f"CREATE DATABASE {schema}")
             for t in tables:
                 cur.execute(f"CREATE TABLE {schema}.{t} ({columns})")

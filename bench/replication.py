@@ -164,11 +164,17 @@ def main(argv=None) -> int:
                          "source has its own worker; give it --cores 4 for two workers' cores)")
     ap.add_argument("--reader", choices=("process", "spark", "both"), default="both",
                     help="binlog reader: decoder child process, the mysql-binlog Spark source, or both in one run")
+    ap.add_argument("--upstream", choices=("mariadb", "mysql"), default="mariadb",
+                    help="the two upstream servers: scripts/services' MariaDB sources or its MySQL 9.7 ones "
+                         "(the downstream and the ingest limit stay on the MariaDB downstream)")
     args = ap.parse_args(argv)
     if args.short:
         args.rows = 20_000
     readers = ("process", "spark") if args.reader == "both" else (args.reader,)
     mysql = _services()
+    if args.upstream == "mysql":
+        mysql = {**mysql, "source1": mysql["mysql1"], "source2": mysql["mysql2"]}
+    print(f"upstream: {args.upstream}", flush=True)
     tag = uuid.uuid4().hex[:8]
     up_names = {"source1": f"bench_up1_{tag}", "source2": f"bench_up2_{tag}"}
     ingest_name = f"bench_ingest_{tag}"

@@ -8,6 +8,14 @@ from __future__ import annotations
 import pymysql
 
 
+# information_schema.COLUMNS predicates for generated (VIRTUAL / STORED) columns that both flavors
+# answer: MariaDB's IS_GENERATED does not exist on MySQL, whose EXTRA says "VIRTUAL GENERATED" /
+# "STORED GENERATED" as MariaDB's does ("DEFAULT_GENERATED", an expression default, is not one).
+# Written for a query run with arguments (pymysql then formats it: ``%%`` is one ``%``).
+GENERATED_COLUMN = "(EXTRA LIKE '%%VIRTUAL GENERATED%%' OR EXTRA LIKE '%%STORED GENERATED%%')"
+STORED_COLUMN = f"NOT {GENERATED_COLUMN}"
+
+
 def quote_ident(name: str) -> str:
     """``a`b`` -> ```a``b``` (MariaDB identifier quoting)."""
     return "`" + name.replace("`", "``") + "`"

@@ -199,7 +199,9 @@ def etcd_healthy() -> bool:
 def start_etcd() -> None:
     d = _etcd_dir()
     d.mkdir(parents=True, exist_ok=True)
-    if _pid_alive(d / "etcd.pid") and etcd_healthy():
+    if _pid_alive(d / "etcd.pid"):
+        # ours and running: a slow health answer on a loaded machine is not "someone else's"
+        _wait("etcd", etcd_healthy, 30, d / "etcd.log")
         return
     if _port_open(ETCD_CLIENT_PORT):
         raise ServiceError(f"port {ETCD_CLIENT_PORT} is taken by a process that is not our etcd")
@@ -254,7 +256,8 @@ def start_mariadb(m: MariaDB) -> None:
     m.dir.mkdir(parents=True, exist_ok=True)
     cnf = m.dir / "my.cnf"
     cnf.write_text(_cnf(m))
-    if _pid_alive(m.pidfile) and mariadb_ready(m):
+    if _pid_alive(m.pidfile):
+        _wait(f"MariaDB {m.name} on port {m.port}", lambda: mariadb_ready(m), 60, m.dir / "error.log")
         return
     if _port_open(m.port):
         raise ServiceError(f"port {m.port} ({m.name}) is taken by a process that is not ours")
@@ -382,7 +385,8 @@ def mysql_ready(m: MySQL) -> bool:
 
 def start_mysql(m: MySQL) -> None:
     m.dir.mkdir(parents=True, exist_ok=True)
-    if _pid_alive(m.pidfile) and mysql_ready(m):
+    if _pid_alive(m.pidfile):
+        _wait(f"MySQL {m.name} on port {m.port}", lambda: mysql_ready(m), 90, m.dir / "error.log")
         return
     if _port_open(m.port):
         raise ServiceError(f"port {m.port} ({m.name}) is taken by a process that is not ours")

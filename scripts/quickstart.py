@@ -227,6 +227,17 @@ def row_id(shard: int, table: int, n: int) -> int:
 
 
 # ----------------------------------------------------------------------------- the run
+def choose_servers(svc: dict, upstream: str, downstream: str) -> dict:
+    """Point the quick start's roles (source1, source2, downstream) at the MySQL servers of
+    scripts/services when asked: ``--upstream mysql`` / ``--downstream mysql``."""
+    m = dict(svc["mysql"])
+    if upstream == "mysql":
+        m["source1"], m["source2"] = m["mysql1"], m["mysql2"]
+    if downstream == "mysql":
+        m["downstream"] = m["mysql-downstream"]
+    return {**svc, "mysql": m, "flavor": upstream}
+
+
 def write_configs(svc: dict) -> tuple[dict, str]:
     files = {}
     for sid in LAYOUT:
@@ -234,7 +245,7 @@ def write_configs(svc: dict) -> tuple[dict, str]:
         p = WORK / f"{sid}.yaml"
         p.write_text(f"""# DM-compatible source config (quickstart)
 source-id: {sid}
-flavor: mariadb
+flavor: {svc.get("flavor", "mariadb")}
 enable-gtid: true
 from:
   host: {m['host']}
@@ -325,6 +336,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pause", type=float, default=1.0, help="seconds between two shards' DDLs")
     ap.add_argument("--keep-running", action="store_true", help="leave master and workers running at the end")
+    ap.add_argument("--upstream", choices=("mariadb", "mysql"), default="mariadb",
+                    help="the upstream servers: the two MariaDB sources or the two MySQL 9.7 ones (default: mariadb)")
+    ap.add_argument("--downstream", choices=("mariadb", "mysql"), default="mariadb",
+                    help="the merged target's server (default: mariadb)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     WORK.mkdir(parents=True, exist_ok=True)
@@ -332,7 +347,8 @@ def main(argv=None) -> int:
     writers: list[Writer] = []
     t0 = time.monotonic()
     try:
-        svc = services()
+        svc = choose_servers(services(), args.upstream, args.downstream)
+        say(f"upstream: two {args.upstream} sources; downstream: {args.downstream}")
         Procs.stop_leftovers()
         reset(svc)
         files, task_file = write_configs(svc)

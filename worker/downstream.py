@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pymysql
 
+from coordinator.sql import GENERATED_COLUMN
+
 
 def _only(table: tuple[str, str] | None, alias: str) -> tuple[str, tuple]:
     """SQL restricting a query to one table (``(schema, table)``), or to none of the system ones."""
@@ -75,7 +77,7 @@ def fetch_generated(conn, table: tuple[str, str] | None = None) -> dict[str, set
     where, args = _only(table, "")
     with conn.cursor() as cur:
         cur.execute(f"""SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS
-                        WHERE IS_GENERATED = 'ALWAYS' AND {where}""", args)
+                        WHERE {GENERATED_COLUMN} AND {where}""", args)
         out: dict[str, set[str]] = {}
         for schema, table, col in cur.fetchall():
             out.setdefault(f"{schema}.{table}", set()).add(col)

@@ -45,6 +45,10 @@ class Case:
     table_options: str = ""                   # e.g. a PARTITION BY clause for every shard table
     mode: str = "incremental"                 # task-mode: "all" dumps what steps before ("start",) wrote
     task_options: tuple = ()                  # extra task keys, e.g. (("strict-optimistic-shard-mode", True),)
+    # ((MariaDB text, MySQL text), ...): how a statement reads on a MySQL source (e.g. MariaDB's
+    # ALTER INDEX ... IGNORED is MySQL's INVISIBLE); replaced in order
+    mysql_forms: tuple = ()
+    mariadb_only: str = ""                    # why the case cannot run on MySQL (its syntax is MariaDB's)
 
 
 

@@ -255,5 +255,6 @@ CASES = CASES + (
           ("s2", "drop index if exists ib on tb1"), ("s2", "drop index if exists ib on tb1"),
           ("s2", "insert into tb1 values(4,4)"), ("count", 4),
           ("down_rows", _IB, []), ("wait_equal",)),
-         columns="id INT PRIMARY KEY, b INT"),
+         columns="id INT PRIMARY KEY, b INT",
+         mariadb_only="CREATE INDEX IF NOT EXISTS / DROP INDEX IF EXISTS are MariaDB syntax"),
 )

@@ -31,7 +31,11 @@ def _run(sc, case: Case, step: tuple) -> None:
     fill = {"{task}": sc.name, "{task_file}": sc.task_file, "{down}": sc.down.name, "{db}": sc.dbs["s1"].name,
             **{f"{{db:{sid}}}": db.name for sid, db in sc.dbs.items()}}
     if kind in sc.dbs:
-        sc.dbs[kind].execute(_sql(step[1]))
+        stmt = _sql(step[1])
+        if sc.dbs[kind].server.startswith("mysql"):
+            for maria, mysql in case.mysql_forms:
+                stmt = stmt.replace(maria, mysql)
+        sc.dbs[kind].execute(stmt)
     elif kind == "start":
         sc.start()
     elif kind == "expect" and step[1] == "stage":

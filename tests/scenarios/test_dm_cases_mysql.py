@@ -1,10 +1,11 @@
 """The DM-derived scenarios with MySQL upstreams: two MySQL 9.7 sources (``mysql1``, ``mysql2``),
-and a mixed task (MySQL and MariaDB sources merged into one target), on real processes.
+and a mixed task (MySQL and MariaDB sources merged into one target), and MySQL as the merged
+downstream, on real processes.
 
 DM's cases come from MySQL; here they run in their original form against a real MySQL server
-(scripts/devservices.py's MySQL set).  The CI run takes every other case of the registry (40+;
-the set is fixed by position, so it is the same on every run) with two MySQL sources and a
-handful of mixed ones; ``SHARDMERGE_MYSQL_CASES=all`` (``scripts/test-mysql``) runs all of them.
+(scripts/devservices.py's MySQL set).  The CI run takes 40 cases spread over the registry plus DM's
+MySQL-only ALTER INDEX cases (fixed by position, the same on every run) with two MySQL sources,
+six mixed and four into a MySQL downstream; ``SHARDMERGE_MYSQL_CASES=all`` (``scripts/test-mysql``) runs all of them.
 """
 from __future__ import annotations
 
@@ -21,12 +22,16 @@ from .registry import CASES
 from .test_dm_cases import run_case
 
 ALL = os.environ.get("SHARDMERGE_MYSQL_CASES", "") == "all"
-MYSQL_CASES = CASES if ALL else CASES[::2]
+RUNNABLE = tuple(c for c in CASES if not c.mariadb_only)
+# CI: 40 cases spread over the registry (every other one, the first 40), and DM's MySQL-only
+# ALTER INDEX ... VISIBLE/INVISIBLE cases in their own form
+_SPREAD = RUNNABLE[::2][:40]
+MYSQL_CASES = RUNNABLE if ALL else tuple(c for c in RUNNABLE if c in _SPREAD or c.mysql_forms)
 # Cases whose statements only MySQL and MariaDB both take; the mixed task runs these.
 _MIXED = ("add_column_on_two_sources_with_writes_between", "dm046_drop_a_column_on_every_shard",
           "dm050_rename_one_column_to_two_names", "dm062_widen_the_key_to_bigint",
           "dm105_add_two_indexes_in_opposite_orders", "dm113_add_two_columns_in_one_statement")
-MIXED_CASES = CASES if ALL else tuple(c for c in CASES if c.name in _MIXED)
+MIXED_CASES = RUNNABLE if ALL else tuple(c for c in CASES if c.name in _MIXED)
 
 
 def _scenario_factory(cluster, dbs: dict, down, tmp_path):
@@ -85,3 +90,20 @@ def mixed_scenario(mixed_cluster, mysql1_db, source2_db, downstream_db, tmp_path
 @pytest.mark.parametrize("case", MIXED_CASES, ids=[c.name for c in MIXED_CASES])
 def test_dm_case_on_a_mysql_and_a_mariadb_source(mixed_scenario, case: Case):
     run_case(mixed_scenario, case)
+
+
+# ----------------------------------------------------------------------------- a MySQL downstream
+@pytest.fixture
+def mysql_down_scenario(mysql_cluster, mysql1_db, mysql2_db, mysql_downstream_db, tmp_path):
+    """Two MySQL sources merged into a MySQL downstream (checkpoints and meta tables there too)."""
+    make, made = _scenario_factory(mysql_cluster, {"s1": mysql1_db, "s2": mysql2_db}, mysql_downstream_db, tmp_path)
+    yield make
+    _cleanup(mysql_cluster, made)
+
+
+MYSQL_DOWN_CASES = RUNNABLE if ALL else tuple(c for c in CASES if c.name in _MIXED[:4])
+
+
+@pytest.mark.parametrize("case", MYSQL_DOWN_CASES, ids=[c.name for c in MYSQL_DOWN_CASES])
+def test_dm_case_into_a_mysql_downstream(mysql_down_scenario, case: Case):
+    run_case(mysql_down_scenario, case)

@@ -114,6 +114,35 @@ def bindable(v):
     return str(v)
 
 
+def _json_plain(v):
+    """MySQL's binary JSON as mysql-replication decodes it (object keys and strings as bytes)
+    -> the same value with str keys and strings."""
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).decode("utf-8", "surrogateescape")
+    if isinstance(v, dict):
+        return {_json_plain(k): _json_plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_plain(x) for x in v]
+    return v
+
+
+def json_text(v):
+    """A MySQL JSON column's decoded value -> its JSON text (what the downstream column takes);
+    NULL stays NULL.  MariaDB's JSON is a text column already and never comes here."""
+    if v is None:
+        return None
+    return json.dumps(_json_plain(v), ensure_ascii=False, default=str)
+
+
+def _json_values(values: dict, names: tuple) -> dict:
+    """A row image's values with its MySQL JSON columns as JSON text (before ``_image``: the
+    fast decoder never takes a table with JSON columns, so every such row comes this way)."""
+    for n in names:
+        if n in values:
+            values[n] = json_text(values[n])
+    return values
+
+
 def _image(values: dict, cols: tuple) -> tuple:
     row = tuple(map(values.get, cols))
     for v in row:
@@ -173,6 +202,7 @@ class _Failed:
 
 # ------------------------------------------------------------------ decoding
 _TRANSACTION_PAYLOAD, _PARTIAL_UPDATE_ROWS = 40, 39
+_MYSQL_JSON = 245                  # MySQL's binary JSON column type (MariaDB's JSON is a text type)
 # MySQL events whose rows cannot be read here; replication stops with the fix instead of
 # losing them (the precheck refuses both settings before a task starts).
 _UNREADABLE = {
@@ -263,6 +293,7 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
     split = False                  # pieces of this transaction were handed out
     routes: dict = {}
     refs: dict = {}
+    json_cols: dict = {}           # rows table -> names of its MySQL JSON columns
     event_filter = getattr(mapper, "events", None)      # binlog event filter (filter-rules), or None
     expr_filter = getattr(mapper, "exprs", None)        # expression filters (expression-filters), or None
     fast = RowDecoder()
@@ -284,6 +315,7 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
             names, values = tuple(c for c, _ in origin), tuple(v for _, v in origin)
             ref = refs[rk] = RowsTable(ev.schema, ev.table, tgt.schema, tgt.table, cols + names,
                                        pk + names if pk else pk, values)
+            json_cols[id(ref)] = tuple(c.name for c in ev.columns if c.type == _MYSQL_JSON)
         return ref
 
     def here() -> Position:
@@ -331,8 +363,12 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
                 cols = ref.cols[:len(ref.cols) - len(extra)] if extra else ref.cols
                 rows = fast.event_rows(ev, cols)
                 tx = expr_filter.for_table(ev.schema, ev.table, cols) if expr_filter is not None else None
+                jx = json_cols.get(id(ref))
                 if isinstance(ev, UpdateRowsEvent):
-                    if rows is None:
+                    if rows is None and jx:
+                        rows = [(_image(_json_values(r["before_values"], jx), cols),
+                                 _image(_json_values(r["after_values"], jx), cols)) for r in ev.rows]
+                    elif rows is None:
                         rows = [(_image(r["before_values"], cols), _image(r["after_values"], cols)) for r in ev.rows]
                     if tx is not None:      # expression filter (expression-filters): drop what it matches
                         rows = [(b, a) for b, a in rows if not tx.skip_update(b, a)]
@@ -341,7 +377,7 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
                     kind = UPDATE
                 else:
                     if rows is None:
-                        rows = [_image(r["values"], cols) for r in ev.rows]
+                        rows = [_image(_json_values(r["values"], jx) if jx else r["values"], cols) for r in ev.rows]
                     kind = INSERT if isinstance(ev, WriteRowsEvent) else DELETE
                     if tx is not None:
                         skip = tx.skip_insert if kind == INSERT else tx.skip_delete

@@ -24,6 +24,7 @@ import pymysql
 from pymysql.converters import escape_string
 
 from coordinator.errors import ShardMergeError
+from coordinator.sql import STORED_COLUMN
 from worker.load.plan import key_where
 from worker.load.snapshot import connect_reader, fingerprint, open_snapshot, show_create
 from worker.load.store import _q
@@ -240,7 +241,7 @@ def _columns_still_there(up, spec: dict, ctxinfo: dict) -> tuple[list[str], list
             f"target rows, start-task)", **ctxinfo)
     with up.cursor() as uc:
         uc.execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
-                   "AND IS_GENERATED = 'NEVER'", (s, t))
+                   f"AND {STORED_COLUMN}", (s, t))
         now = {r[0].lower() for r in uc.fetchall()}
     lost = [k for k in spec["key"] if k.lower() not in now]
     if lost:

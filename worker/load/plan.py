@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from coordinator.obs import logger
 from coordinator.routing import SYSTEM_SCHEMAS, TableMapper
-from coordinator.sql import quote_ident
+from coordinator.sql import STORED_COLUMN, quote_ident
 from worker.binlog.source import dec, enc
 from worker.downstream import table_key_columns
 from worker.load.snapshot import show_create
@@ -73,7 +73,7 @@ def discover(conn, mapper: TableMapper) -> list[ShardTable]:
             continue
         with conn.cursor() as cur:
             cur.execute("SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
-                        "AND TABLE_NAME = %s AND IS_GENERATED = 'NEVER' ORDER BY ORDINAL_POSITION", (schema, table))
+                        f"AND TABLE_NAME = %s AND {STORED_COLUMN} ORDER BY ORDINAL_POSITION", (schema, table))
             cols = cur.fetchall()
         key, types = table_key(conn, schema, table)
         out.append(ShardTable(schema, table, (tgt.schema, tgt.table), show_create(conn, schema, table),

@@ -126,14 +126,18 @@ def resolve_tls(db_kwargs: dict) -> dict:
     return {**db_kwargs, "ssl_disabled": True} if plain else db_kwargs
 
 
+APPLY_SQL_MODE = "STRICT_TRANS_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION"
+
+
 def connect_downstream(db_kwargs: dict, autocommit: bool = False, *,
                        time_zone: str | None = None) -> pymysql.connections.Connection:
     """A downstream session whose ``time_zone`` is the one the binlog values were decoded in
-    (default: this process's)."""
+    (default: this process's), with one ``sql_mode`` on MySQL and MariaDB alike (their defaults
+    differ): strict, and a 0 written to an AUTO_INCREMENT column stays 0 as it was upstream."""
     conn = pymysql.connect(**db_kwargs, autocommit=autocommit, charset="utf8mb4")
     with conn.cursor() as cur:
-        cur.execute("SET SESSION time_zone = %s, SESSION foreign_key_checks = 0",
-                    (time_zone or local_time_zone(),))
+        cur.execute("SET SESSION time_zone = %s, SESSION foreign_key_checks = 0, SESSION sql_mode = %s",
+                    (time_zone or local_time_zone(), APPLY_SQL_MODE))
     return conn
 
 
