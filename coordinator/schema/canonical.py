@@ -126,6 +126,8 @@ def _clause(c: Clause) -> str | None:
         return f"RENAME COLUMN {quote_ident(d['old'])} TO {quote_ident(d['new'])}"
     if c.kind == "alter_index":
         return f"ALTER INDEX {quote_ident(d['name'])} {'IGNORED' if d['ignored'] else 'NOT IGNORED'}"
+    if c.kind == "column_visibility":
+        return f"ALTER COLUMN {quote_ident(d['name'])} SET {'INVISIBLE' if d['invisible'] else 'VISIBLE'}"
     if c.kind == "alter_default":
         if d["default"] is None:
             return f"ALTER COLUMN {quote_ident(d['name'])} DROP DEFAULT"

@@ -155,6 +155,14 @@ def _rename_column(s, d, sql, clause):
     return _replace_column(s, d["old"], {}, sql, clause, keep_def=replace(old, name=d["new"]))
 
 
+def _column_visibility(s, d, sql, clause):
+    col = s.column(d["name"])
+    if col is None:
+        raise _err(f"unknown column `{d['name']}`", sql, clause, column=d["name"])
+    new = replace(col, invisible=d["invisible"])
+    return replace(s, columns=tuple(new if c is col else c for c in s.columns))
+
+
 def _alter_default(s, d, sql, clause):
     col = s.column(d["name"])
     if col is None:
@@ -283,7 +291,7 @@ def _noop(s, d, sql, clause):
 _CLAUSES = {
     "add_column": _add_column, "drop_column": _drop_column, "modify_column": _modify_column,
     "change_column": _change_column, "rename_column": _rename_column,
-    "alter_default": _alter_default, "add_index": _add_index_clause, "drop_index": _drop_index,
+    "alter_default": _alter_default, "column_visibility": _column_visibility, "add_index": _add_index_clause, "drop_index": _drop_index,
     "rename_index": _rename_index, "table_options": _table_options,
     "convert_charset": _convert_charset, "rename_table": _rename_table, "noop": _noop, "alter_index": _alter_index,
 }

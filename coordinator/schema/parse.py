@@ -7,6 +7,8 @@ boundaries), so offsets always point back into the original text.
 """
 from __future__ import annotations
 
+import re
+
 from dataclasses import replace
 
 import sqlglot
@@ -313,6 +315,14 @@ def _index_opts(node) -> tuple[str | None, str | None, bool]:
     return using, comment, ignored
 
 
+def is_check_constraint(node) -> bool:
+    """A table-level ``[CONSTRAINT name] CHECK (...)`` element (MySQL 8.0.16+, MariaDB)."""
+    if isinstance(node, exp.CheckColumnConstraint):
+        return True
+    return isinstance(node, exp.Constraint) and len(node.expressions) == 1 \
+        and isinstance(node.expressions[0], exp.CheckColumnConstraint)
+
+
 def build_index(node, *, clause: str | None = None, statement: str | None = None) -> Index | None:
     """Map a sqlglot index node to an Index; the name is '' when not given.
 
@@ -503,8 +513,22 @@ def ignored_as_invisible(sql: str) -> str:
     return "".join(out) + sql[last:] if out else sql
 
 
+_EXECUTABLE_COMMENT = re.compile(r"/\*!\d{5,6}\s(.*?)\*/", re.S)
+_ENFORCED = re.compile(r"\)\s*(?:NOT\s+)?ENFORCED\b", re.I)
+
+
+def executable_comments(sql: str) -> str:
+    """MySQL's ``SHOW CREATE TABLE`` wraps newer attributes in versioned comments
+    (``/*!80023 INVISIBLE */``, ``/*!80016 NOT ENFORCED */``); the server that printed them runs
+    them, so they are part of the definition."""
+    if "/*!" in sql:
+        sql = _EXECUTABLE_COMMENT.sub(lambda m: m.group(1), sql)
+    # a CHECK's [NOT] ENFORCED (not merged anyway, and sqlglot does not parse it)
+    return _ENFORCED.sub(")", sql) if "ENFORCED" in sql.upper() else sql
+
+
 def parse_create_table(sql: str) -> TableSchema:
-    fixed, float_unsigned = strip_float_unsigned(_without_partitioning(ignored_as_invisible(sql)))
+    fixed, float_unsigned = strip_float_unsigned(_without_partitioning(ignored_as_invisible(executable_comments(sql))))
     tree = _parse_one(fixed, statement=sql)
     if not isinstance(tree, exp.Create) or (tree.args.get("kind") or "").upper() != "TABLE":
         raise UnsupportedDDL("expected CREATE TABLE", statement=sql)
@@ -531,7 +555,7 @@ def parse_create_table(sql: str) -> TableSchema:
             columns.append(col)
             for k in inline:
                 pending.append(Index("PRIMARY" if k == "primary" else "", k, ((col.name, None),)))
-        else:
+        elif not is_check_constraint(elem):        # table-level CHECKs are not merged (docs/mysql.md)
             pending.append(build_index(elem, statement=sql, clause=elem.sql("mysql")))
     names: set[str] = set()
     colkeys = {c.key for c in columns}

@@ -87,6 +87,18 @@ def _skip(tokens, i, j, *words) -> tuple[int, bool]:
     return i, False
 
 
+def _is_check_clause(w0: str, w1: str, w2: str, w3: str) -> bool:
+    """``ADD [CONSTRAINT [name]] CHECK (...)``, ``DROP CHECK name``, ``ALTER CHECK name [NOT]
+    ENFORCED`` (MySQL also says ALTER CONSTRAINT for a CHECK)."""
+    if w0 == "ADD":
+        return w1 == "CHECK" or (w1 == "CONSTRAINT" and "CHECK" in (w2, w3))
+    if w0 == "DROP":
+        return w1 == "CHECK"
+    if w0 == "ALTER":
+        return w1 in ("CHECK", "CONSTRAINT")
+    return False
+
+
 def parse_clause(sql, tokens, i, j) -> list[Clause]:
     text = raw(sql, tokens, i, j)
     w0 = word(tokens[i]) if i < j else ""
@@ -96,6 +108,10 @@ def parse_clause(sql, tokens, i, j) -> list[Clause]:
         return UnsupportedDDL(f"unsupported ALTER TABLE clause ({why}): {text}",
                               statement=sql, clause=text)
 
+    if _is_check_clause(w0, w(i + 1), w(i + 2), w(i + 3)):
+        # a CHECK constraint is not merged: one shard's constraint need not hold for the other
+        # shards' rows in the merged table (docs/mysql.md); the statement changes nothing here
+        return [Clause("noop", text, {"check": True})]
     if w0 == "ADD":
         k = i + 1
         k, is_col = _skip(tokens, k, j, "COLUMN")
@@ -169,16 +185,20 @@ def parse_clause(sql, tokens, i, j) -> list[Clause]:
     if w0 == "ALTER":
         k, _ = _skip(tokens, i + 1, j, "COLUMN")
         if w(k) == "INDEX" or w(k) == "KEY":
-            # MariaDB's ALTER INDEX i [NOT] IGNORED (its form of MySQL 8's VISIBLE / INVISIBLE)
+            # MariaDB's ALTER INDEX i [NOT] IGNORED, and MySQL's ALTER INDEX i VISIBLE / INVISIBLE
             m = k + 2 + (w(k + 2) == "NOT")
             if k + 1 < j and w(m) == "IGNORED" and m + 1 == j:
                 return [Clause("alter_index", text, {"name": tokens[k + 1].text, "ignored": w(k + 2) != "NOT"})]
+            if k + 3 == j and w(k + 2) in ("VISIBLE", "INVISIBLE"):
+                return [Clause("alter_index", text, {"name": tokens[k + 1].text, "ignored": w(k + 2) == "INVISIBLE"})]
             raise unsupported("ALTER INDEX")
         name, k = tokens[k].text, k + 1
         if (w(k), w(k + 1)) == ("SET", "DEFAULT") and k + 2 < j:
             return [Clause("alter_default", text, {"name": name, "default": raw(sql, tokens, k + 2, j)})]
         if (w(k), w(k + 1)) == ("DROP", "DEFAULT") and k + 2 == j:
             return [Clause("alter_default", text, {"name": name, "default": None})]
+        if w(k) == "SET" and w(k + 1) in ("VISIBLE", "INVISIBLE") and k + 2 == j:     # MySQL 8.0.23+
+            return [Clause("column_visibility", text, {"name": name, "invisible": w(k + 1) == "INVISIBLE"})]
         raise unsupported("ALTER COLUMN form")
     if w0 == "CONVERT":
         k, ok = _skip(tokens, i + 1, j, "TO", "CHARACTER", "SET")

@@ -57,7 +57,7 @@ def test_truncate_resets_auto_increment_option():
     ("ALTER TABLE t DROP FOREIGN KEY fk", "DROP FOREIGN KEY fk"),
     ("ALTER TABLE t ORDER BY a", "ORDER BY a"),
     ("ALTER TABLE t ADD d INT, DISABLE KEYS", "DISABLE KEYS"),
-    ("ALTER TABLE t ALTER INDEX ka INVISIBLE", "ALTER INDEX ka INVISIBLE"),
+    ("ALTER TABLE t ALTER INDEX ka SET INVISIBLE", "ALTER INDEX ka SET INVISIBLE"),
 ])
 def test_unsupported_clause_is_named(ddl, clause):
     s = parse_create_table(BASE)
@@ -133,3 +133,37 @@ def test_json_format():
     assert d["indexes"][1] == {"name": "ka", "kind": "key", "columns": [["a", None]]}
     assert TableSchema.from_json(d) == s
     assert len({s, TableSchema.from_json(d)}) == 1
+
+
+def test_mysql_forms_in_the_model():
+    """MySQL 8's DDL forms (issue 29): ALTER INDEX ... VISIBLE/INVISIBLE is MariaDB's [NOT] IGNORED,
+    ALTER COLUMN ... SET [IN]VISIBLE flips the column, CHECK constraints are not merged (a
+    no-op that splits to nothing), and SHOW CREATE TABLE's versioned comments are read."""
+    from coordinator.schema.canonical import canonical_ddl
+    from coordinator.schema.dialect import for_server
+    from coordinator.schema.split import split_ddl
+    s = parse_create_table(BASE)
+    name = s.indexes[-1].name
+    hidden = apply_ddl(s, f"ALTER TABLE t ALTER INDEX {name} INVISIBLE")
+    assert hidden.index(name).ignored and not apply_ddl(hidden, f"ALTER TABLE t ALTER INDEX {name} VISIBLE") \
+        .index(name).ignored
+    assert canonical_ddl(f"ALTER TABLE t ALTER INDEX {name} INVISIBLE") == f"ALTER TABLE `t` ALTER INDEX `{name}` IGNORED"
+    assert for_server(f"ALTER TABLE `t` ALTER INDEX `{name}` IGNORED", "mysql") == \
+        f"ALTER TABLE `t` ALTER INDEX `{name}` INVISIBLE"
+    assert for_server("ALTER TABLE `t` ALTER INDEX `ignored` NOT IGNORED", "mysql") == \
+        "ALTER TABLE `t` ALTER INDEX `ignored` VISIBLE"              # a quoted name is never rewritten
+    assert for_server("ALTER TABLE `t` ALTER INDEX `k` IGNORED", "mariadb") == "ALTER TABLE `t` ALTER INDEX `k` IGNORED"
+    col = s.columns[-1].name
+    inv = apply_ddl(s, f"ALTER TABLE t ALTER COLUMN {col} SET INVISIBLE")
+    assert inv.column(col).invisible and not apply_ddl(inv, f"ALTER TABLE t ALTER COLUMN {col} SET VISIBLE") \
+        .column(col).invisible
+    assert canonical_ddl(f"ALTER TABLE t ALTER COLUMN {col} SET INVISIBLE") == \
+        f"ALTER TABLE `t` ALTER COLUMN `{col}` SET INVISIBLE"
+    for ddl in ("ALTER TABLE t ADD CONSTRAINT ck CHECK (id > 0)", "ALTER TABLE t ADD CHECK (id > 0) NOT ENFORCED",
+                "ALTER TABLE t DROP CHECK ck", "ALTER TABLE t ALTER CHECK ck NOT ENFORCED"):
+        assert apply_ddl(s, ddl) == s, ddl
+        assert split_ddl(ddl) == [], ddl
+    t = parse_create_table("CREATE TABLE t2 (id int NOT NULL, c int DEFAULT NULL /*!80023 INVISIBLE */, "
+                           "PRIMARY KEY (id), KEY k (c) /*!80000 INVISIBLE */, "
+                           "CONSTRAINT ck CHECK ((`id` > 0)) /*!80016 NOT ENFORCED */) ENGINE=InnoDB")
+    assert t.column("c").invisible and t.index("k").ignored and [c.name for c in t.columns] == ["id", "c"]

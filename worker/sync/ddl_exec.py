@@ -14,6 +14,7 @@ import pymysql
 
 from coordinator.failpoints import failpoint
 from coordinator.obs import logger
+from coordinator.schema.dialect import for_server, server_flavor
 
 _log = logger("worker.sync.ddl_exec")
 
@@ -65,13 +66,14 @@ def run_ddls(conn, statements: list[str], *, timestamp: int | None = None, ignor
     if statements:
         failpoint("ddl-before-execute")     # tests: a worker that dies between an Operation and running it
     applied: list[str] = []
+    flavor = server_flavor(conn.get_server_info())     # canonical texts are MariaDB's: MySQL spells some otherwise
     with conn.cursor() as cur:
         if timestamp:
             cur.execute("SET TIMESTAMP = %s", (int(timestamp),))
         try:
             for sql in statements:
                 try:
-                    cur.execute(sql)
+                    cur.execute(for_server(sql, flavor))
                     applied.append(sql)
                 except pymysql.MySQLError as e:
                     code = e.args[0] if e.args else 0
