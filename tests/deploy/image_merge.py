@@ -200,8 +200,18 @@ def http_ok(addr: str, path: str) -> bool:
 
 # ----------------------------------------------------------------------------- the dev MariaDB
 def services() -> dict:
-    """Start (or reuse) the dev services set of this environment and return its addresses."""
-    run([sys.executable, str(ROOT / "scripts/devservices.py"), "start"], "scripts/services start")
+    """Start (or reuse) the dev services set of this environment and return its addresses.
+    Tried three times: on a loaded machine (right after a build) a running etcd can miss the
+    health probe's 1 s deadline, and ``start`` then reports its port as taken."""
+    for attempt in range(3):
+        try:
+            run([sys.executable, str(ROOT / "scripts/devservices.py"), "start"], "scripts/services start")
+            break
+        except ImageTestError as e:
+            if attempt == 2:
+                raise
+            say(f"{e}; trying again in 5 s")
+            time.sleep(5)
     state = Path(os.environ.get("SHARDMERGE_SERVICES_DIR", ROOT / ".services"))
     return json.loads((state / "addresses.json").read_text())
 
