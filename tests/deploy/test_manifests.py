@@ -130,8 +130,8 @@ def test_tls_overlay_validates_and_its_flags_parse():
 
 
 def test_dockerfile_build_stage_has_what_the_wheel_build_reads():
-    """The image has never been built here (no container runtime, no registry for base images):
-    at least the build stage copies every file pyproject.toml makes the wheel build read."""
+    """CI does not build the image (``scripts/image-test`` does, in minutes): at least the build
+    stage copies every file pyproject.toml makes the wheel build read."""
     import tomllib
     root = K8S.parents[1]
     project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
