@@ -14,8 +14,25 @@ from worker.events import Position
 from worker.sync.errors import UpstreamChanged
 from worker.upstream import check_checkpoint_on_upstream, check_upstream, gtid_at, master_status
 
+from tests.conftest import Database, devservices
+from tests.support.ports import free_port
+
 from .conftest import make_task
 from .test_dump_position import _flat
+
+
+@pytest.fixture(scope="module")
+def private_mysql(services):
+    """A MySQL upstream of this module's own (the chroot of scripts/devservices.py): the
+    refused event forms are written to its binlog, where no other test's task reads."""
+    import shutil
+    m = devservices.MySQL("mysql-private", free_port(), 399, True)
+    devservices.start_mysql(m)
+    try:
+        yield {"host": devservices.HOST, "port": m.port, "user": devservices.USER, "password": devservices.PASSWORD}
+    finally:
+        devservices._stop_pid(f"MySQL {m.name}", m.pidfile)
+        shutil.rmtree(m.dir, ignore_errors=True)
 
 
 def test_binlog_end_is_a_mysql_gtid_set_that_gtid_at_reproduces(mysql1_db):
@@ -80,18 +97,28 @@ def test_file_pos_and_gtid_dumps_read_the_same_on_mysql(mysql1_db, downstream_db
     ("binlog_row_value_options = 'PARTIAL_JSON', SESSION binlog_row_image = 'MINIMAL'",
      "UPDATE orders_1 SET j = JSON_SET(j, '$.a', 9) WHERE id = 1"),
 ])
-def test_events_the_reader_cannot_decode_stop_the_read_with_the_fix(mysql1_db, downstream_db, positions,
+def test_events_the_reader_cannot_decode_stop_the_read_with_the_fix(private_mysql, downstream_db, positions,
                                                                      setting, statement):
-    task, srcs, _ = make_task(downstream_db, {"s1": mysql1_db})
-    mysql1_db.execute("CREATE TABLE orders_1 (id INT PRIMARY KEY, v INT, j JSON)")
-    mysql1_db.execute("INSERT INTO orders_1 VALUES (1, 1, '{\"a\": 1, \"b\": \"x\"}')")
-    (p1,) = positions(mysql1_db)
-    with mysql1_db.connect() as c, c.cursor() as cur:       # one session writes in the refused form
+    db = Database("mysql-private", f"t_refused_{free_port()}", private_mysql)
+    with db.connect(None) as c, c.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{db.name}`")
+    task, srcs, _ = make_task(downstream_db, {"s1": db})
+    db.execute("CREATE TABLE orders_1 (id INT PRIMARY KEY, v INT, j JSON)")
+    db.execute(f"CREATE DATABASE `{db.name}_x`")
+    db.execute(f"CREATE TABLE `{db.name}_x`.other (id INT PRIMARY KEY, j JSON)")   # a table the task does not read
+    db.execute("INSERT INTO orders_1 VALUES (1, 1, '{\"a\": 1, \"b\": \"x\"}')")
+    db.execute(f"INSERT INTO `{db.name}_x`.other VALUES (1, '{{\"a\": 1}}')")
+    (p1,) = positions(db)
+    with db.connect() as c, c.cursor() as cur:       # one session writes in the refused form
         cur.execute(f"SET SESSION {setting}")
+        if "PARTIAL_JSON" in setting:                # a partial update of a table the task does not read
+            cur.execute(f"UPDATE `{db.name}_x`.other SET j = JSON_SET(j, '$.a', 5) WHERE id = 1")
         cur.execute(statement)
-    end = master_status(mysql1_db.params)
+    end = master_status(db.params)
     kw, mapper = srcs["s1"].db.pymysql_kwargs(), TableMapper(task.instance("s1"), task.meta_schema)
     with pytest.raises(BinlogReadError) as ei:
         list(decode_range(kw, mapper, p1, end, source_id="s1"))
     var = setting.split()[0]
     assert var in str(ei.value) and "SET PERSIST" in str(ei.value) and "source=s1" in str(ei.value)
+    if "PARTIAL_JSON" in setting:                    # the unrouted table's partial update was passed over
+        assert "orders_1" in str(ei.value)

@@ -350,8 +350,10 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
                 raise BinlogReadError(f"{_UNREADABLE[ev.event_type]} at {here()}", source=source_id,
                                       position=str(here()))
             if isinstance(ev, PartialUpdateRowsEvent):
-                raise BinlogReadError(f"{_UNREADABLE[_PARTIAL_UPDATE_ROWS]} at {here()}", source=source_id,
-                                      position=str(here()))
+                if table_ref(ev) is None:      # a table the task does not read: nothing lost
+                    continue
+                raise BinlogReadError(f"{_UNREADABLE[_PARTIAL_UPDATE_ROWS]} at {here()} "
+                                      f"(table {ev.schema}.{ev.table})", source=source_id, position=str(here()))
             if isinstance(ev, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
                 ref = table_ref(ev)
                 if ref is None:
