@@ -167,3 +167,18 @@ def test_mysql_forms_in_the_model():
                            "PRIMARY KEY (id), KEY k (c) /*!80000 INVISIBLE */, "
                            "CONSTRAINT ck CHECK ((`id` > 0)) /*!80016 NOT ENFORCED */) ENGINE=InnoDB")
     assert t.column("c").invisible and t.index("k").ignored and [c.name for c in t.columns] == ["id", "c"]
+
+
+def test_collations_are_named_as_the_downstream_knows_them():
+    """MySQL 8's utf8mb4_0900_* do not exist on MariaDB (its UCA 14.0 names are the nearest) and
+    the reverse; a quoted identifier that happens to look like one is a name, but collation
+    names are never quoted in the texts the model renders."""
+    from coordinator.schema.dialect import for_server
+    sql = "CREATE TABLE t (a VARCHAR(3) COLLATE utf8mb4_0900_ai_ci) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_0900_bin"
+    assert for_server(sql, "mariadb") == ("CREATE TABLE t (a VARCHAR(3) COLLATE utf8mb4_uca1400_ai_ci) "
+                                          "DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
+    assert for_server(sql, "mysql") == sql
+    assert for_server("ALTER TABLE t MODIFY a TEXT COLLATE utf8mb4_uca1400_as_cs", "mysql") == \
+        "ALTER TABLE t MODIFY a TEXT COLLATE utf8mb4_0900_as_cs"
+    assert for_server("ALTER TABLE t MODIFY a TEXT COLLATE utf8mb4_general_ci", "mysql") == \
+        "ALTER TABLE t MODIFY a TEXT COLLATE utf8mb4_general_ci"       # both servers have it

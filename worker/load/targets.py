@@ -17,6 +17,7 @@ import pymysql
 from coordinator.errors import ShardMergeError
 from coordinator.obs import logger
 from coordinator.schema import SchemaConflict, TableSchema, diff_ddls, join
+from coordinator.schema.dialect import for_server, server_flavor
 from coordinator.sql import quote_ident
 from coordinator.schema.parse import parse_create_table
 
@@ -80,9 +81,10 @@ def ensure_target(conn, target: tuple[str, str], mine: TableSchema, *, task: str
                     log.info("keeping downstream definitions the shards of this source lack", task=task,
                              source=source, table=name, statements="; ".join(kept))
                     stmts = [x for x in stmts if x not in kept]
+            flavor = server_flavor(conn.get_server_info())
             for sql in stmts:
                 log.info("preparing target for the full load", task=task, source=source, table=name, statement=sql)
-                cur.execute(sql)
+                cur.execute(for_server(sql, flavor))
             return stmts
         except pymysql.MySQLError as e:
             raise TargetError(f"preparing downstream table {name} failed: {e.args[-1] if e.args else e}",
