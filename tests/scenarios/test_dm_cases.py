@@ -29,8 +29,13 @@ def _locks(sc) -> list:
 def _run(sc, case: Case, step: tuple) -> None:
     kind = step[0]
     fill = {"{task}": sc.name, "{task_file}": sc.task_file, "{down}": sc.down.name, "{db}": sc.dbs["s1"].name,
+            "{tmp}": str(sc.tmp),
             **{f"{{db:{sid}}}": db.name for sid, db in sc.dbs.items()}}
-    if kind in sc.dbs:
+    if kind in sc.dbs and isinstance(step[1], tuple):
+        with sc.dbs[kind].connect() as conn, conn.cursor() as cur:     # one session (e.g. SET TIMESTAMP first)
+            for stmt in step[1]:
+                cur.execute(_sql(stmt))
+    elif kind in sc.dbs:
         sc.dbs[kind].execute(_sql(step[1]))
     elif kind == "start":
         sc.start()
@@ -45,11 +50,19 @@ def _run(sc, case: Case, step: tuple) -> None:
                   90, f"{n} locks with {phrases}")
     elif kind == "running":
         sc.wait_running()
-    elif kind == "ctl":
-        args = [_sql(a) for a in step[1:]]
+    elif kind in ("ctl", "ctl_fails"):
+        phrases, argv = (step[1], step[2:]) if kind == "ctl_fails" else ((), step[1:])
+        args = [_sql(a) for a in argv]
         for k, v in fill.items():
             args = [a.replace(k, v) for a in args]
-        sc.c.ctl_ok(*args)
+        if kind == "ctl":
+            sc.c.ctl_ok(*args)
+        else:
+            rc, doc = sc.c.ctl(*args)
+            text = doc if isinstance(doc, str) else json.dumps(doc)
+            assert rc != 0 and all(p in text for p in phrases), (args, rc, text)
+    elif kind == "file":
+        (Path(sc.tmp) / step[1]).write_text(_sql(step[2]))
     elif kind == "down":
         sc.down.execute(step[1])
     elif kind == "down_rows":
