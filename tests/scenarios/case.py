@@ -21,6 +21,8 @@ DM's case does not use is left out) and the steps in order.  Steps:
   every phrase in its output (DM's error texts, checked as text);
 * ``("file", name, text)``: writes ``text`` (``tb1``.. renamed) to ``{tmp}/name`` (``{tmp}``: the case's
   temporary directory, for ``ctl`` arguments such as a schema file);
+* ``("ignore_tables", table...)``: the task file's block-allow lists leave these shard tables out
+  (``ignore-tables``; DM's changed ``do-dbs``), for the next ``start_task``;
 * ``("down", sql)``: a statement on the downstream (an operator's fix);
 * ``("down_rows", sql, rows)``: the downstream query returns exactly ``rows`` (a list of tuples),
   waited for;

@@ -61,6 +61,12 @@ def _run(sc, case: Case, step: tuple) -> None:
             rc, doc = sc.c.ctl(*args)
             text = doc if isinstance(doc, str) else json.dumps(doc)
             assert rc != 0 and all(p in text for p in phrases), (args, rc, text)
+    elif kind == "ignore_tables":
+        doc = yaml.safe_load(Path(sc.task_file).read_text())
+        for sid, db in sc.dbs.items():
+            bal = doc["block-allow-list"][f"bal-{sid}"]
+            bal["ignore-tables"] = [{"db-name": db.name, "tbl-name": _sql(t)} for t in step[1:]]
+        Path(sc.task_file).write_text(yaml.safe_dump(doc))
     elif kind == "file":
         (Path(sc.tmp) / step[1]).write_text(_sql(step[2]))
     elif kind == "down":
