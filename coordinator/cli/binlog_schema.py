@@ -44,13 +44,13 @@ def run(args, op: str) -> int:
         except OSError as e:
             raise CLIError(f"{cmd}: cannot read schema file {args.schema_file!r}: {e.strerror or e}; give a file "
                            "holding the table's CREATE TABLE statement; nothing changed") from None
-        from coordinator.schema.errors import SchemaError      # sqlglot: not at parser build
+        from coordinator.schema.errors import NOT_CREATE_TABLE, SchemaError      # sqlglot: not at parser build
         from coordinator.schema.parse import parse_create_table   # (the same)
         try:
             parse_create_table(schema)
         except (SchemaError, ValueError) as e:
-            raise CLIError(f"{cmd}: schema file {args.schema_file!r} is not a CREATE TABLE statement shardmerge "
-                           f"can read: {e}; nothing changed") from None
+            raise CLIError(f"{cmd}: schema file {args.schema_file!r} {NOT_CREATE_TABLE}: {e}; give a file "
+                           "holding the table's CREATE TABLE statement; nothing changed") from None
     sync = _bool("sync", getattr(args, "sync", None))
     flush = _bool("flush", getattr(args, "flush", None)) is not False    # dmctl: on by default
     req = pb.OperateSchemaRequest(task=task_name(args.task), source=args.sources[0], op=op,

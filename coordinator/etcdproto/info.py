@@ -43,6 +43,9 @@ class Info(Record):
     before: dict | None
     afters: list[dict]
     ignore_conflict: bool = False
+    # the DDL's upstream commit time (binlog event header, whole seconds; 0: unknown): the lock
+    # places a column it adds before columns other shards added later upstream but sent first
+    timestamp: int = 0
     revision: int = _meta()
     version: int = _meta()
 

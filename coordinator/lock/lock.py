@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from coordinator.etcdproto import DroppedStage, Info, Stage, TableRef
 from coordinator.schema import TableSchema
+from coordinator.sql import quote_ident
 
 from .explain import detected_message, readd_message, skip_message, wait_runner, waiting_for
 from .schema_bag import cmp, eq, join2, try_join_all
@@ -21,6 +22,8 @@ from .state import Answer, Drops, LockState, Member, StepResult
 
 __all__ = ["Answer", "Drops", "Effects", "Lock", "Member", "StepResult", "new_unique_auto_increment"]
 
+# an ADD COLUMN that names its position (canonical text: `` FIRST`` / `` AFTER `c` `` at the end)
+_POSITIONED = re.compile(r"\s(?:FIRST|AFTER\s+(?:`(?:[^`]|``)+`|[\w$]+))\s*$", re.I)
 _DROP_RE = re.compile(r"\bDROP\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?`?([^`\s,;]+)`?", re.I)
 
 
@@ -334,6 +337,9 @@ class Lock(LockState):
                     f"-t {m.table.table} --action skip|exec`, or `shardctl binlog skip {self.key.task} "
                     f"-s {m.table.source}`")
                 break
+            # a column this statement adds, with the upstream time to order it by (issue 34)
+            adds = post.column_keys() - prev.column_keys() if info.timestamp else set()
+            down = self._normal.try_joined() if len(adds) == 1 else None
             r = self.step(m, prev, post)
             if r.stage is not Stage.NONE:
                 stage, msg = r.stage, r.message
@@ -346,6 +352,8 @@ class Lock(LockState):
                 break
             cols.extend(drops)
             dropped_here.update(d.lower() for d in drops)
+            if down is not None:
+                sql = self._in_commit_order(sql, next(iter(adds)), post, down, info.timestamp, r.changed)
             if r.changed:
                 returned.append(sql)
                 exec_drops.update(d.lower() for d in drops)
@@ -364,6 +372,32 @@ class Lock(LockState):
             returned = []
         return Answer(info, stage, returned, msg, cols if stage is Stage.NONE else [],
                       exec_drops, afters, before)
+
+    def _in_commit_order(self, sql: str, col: str, post: TableSchema, down: TableSchema, ts: int,
+                         runs: bool) -> str:
+        """The accepted statement adding ``col`` (committed upstream at ``ts``), placed before the
+        columns other shards added downstream that were committed *later* upstream: their Infos
+        reached the lock first (another worker was faster), but the merged table should follow
+        upstream commit order, as DM's does when its Infos arrive in that order (DM_035).  The
+        column goes right after its predecessor in this shard's own table (``AFTER p`` /
+        ``FIRST``); an ADD that names its position, or whose predecessor is itself a later column,
+        is left as it is.  Binlog times are whole seconds: adds within one second keep arrival
+        order (docs/lock-algorithm.md, "Column order")."""
+        known = self._added_at.get(col)
+        self._added_at[col] = ts if known is None or down.column(col) is None else min(known, ts)
+        if not runs or down.column(col) is not None:
+            return sql
+        later = {c.key for c in down.columns if self._added_at.get(c.key, 0) > ts}
+        if not later or _POSITIONED.search(sql):
+            return sql
+        keys = [c.key for c in post.columns]
+        i = keys.index(col)
+        if i == 0:
+            return f"{sql} FIRST"
+        pred = post.columns[i - 1]
+        if pred.key in later or down.column(pred.key) is None:
+            return sql
+        return f"{sql} AFTER {quote_ident(pred.name)}"
 
     def take_schema(self, m: Member, info: Info, before: TableSchema | None, afters: list[TableSchema]) -> Effects:
         """`binlog-schema update --sync`: the operator set this table's structure; the lock takes it
@@ -545,7 +579,7 @@ class Lock(LockState):
         post = afters[-1]
         m.info_revision = info.revision
         self.handled_revision = max(self.handled_revision, info.revision)
-        self.note_added(before, afters)
+        self.note_added(before, afters, info.timestamp)
         self._set_conflict(m, None)
         if stage is Stage.UNLOCKED:
             # as ``unlock`` decided: the new schema when it joins with the others, else the old one

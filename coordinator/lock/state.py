@@ -99,6 +99,9 @@ class LockState:
         # column key -> its type when first added (``check_add_drop``); a rebuild learns it from the
         # Infos it sees (``note_added``) and otherwise compares with the joined type, as DM does
         self._added_as: dict[str, ColumnType] = {}
+        # column key -> the earliest upstream commit time (Info.timestamp) of a statement adding it
+        # (``Lock._in_commit_order``); kept in memory, learnt again from the Infos at rebuild
+        self._added_at: dict[str, int] = {}
 
         # held tables whose agreed shape was reached by another table's ordinary statements: their
         # values of the renamed/retyped columns cannot be carried downstream -> a conflict with exits
@@ -317,17 +320,19 @@ class LockState:
         if per is not None and per.get(t) is DroppedStage.NOT_DONE:
             per[t] = DroppedStage.PARTIAL
 
-    def note_added(self, before: TableSchema, afters: list[TableSchema]) -> None:
+    def note_added(self, before: TableSchema, afters: list[TableSchema], timestamp: int = 0) -> None:
         """Rebuild: the columns an Info's statements add, with the type they are added as, and the
         columns it retypes, with the type they had before (the Info that added them may have been
         overwritten by this later one of the same table).  Infos come in revision order, so the
-        earliest one seen wins."""
+        earliest one seen wins; the earliest upstream time of an add (``timestamp``) is kept."""
         prev = before
         for post in afters:
             for c in post.columns:
                 p = prev.column(c.key)
                 if p is None:
                     self._added_as.setdefault(c.key, c.type)
+                    if timestamp:
+                        self._added_at[c.key] = min(self._added_at.get(c.key, timestamp), timestamp)
                 elif p.type != c.type:
                     self._added_as.setdefault(c.key, p.type)
             prev = post

@@ -20,7 +20,7 @@ from coordinator.config import parse_task
 from coordinator.etcdproto import Fence, SchemaOp
 from coordinator.etcdproto.schema_op import SCHEMA_OPS
 from coordinator.routing import TableMapper
-from coordinator.schema.errors import SchemaError
+from coordinator.schema.errors import NOT_CREATE_TABLE, SchemaError
 from coordinator.schema.parse import parse_create_table
 
 from .cluster import Cluster, CommandResult, RequestError
@@ -35,7 +35,7 @@ def check_create_table(sql: str, what: str) -> None:
     try:
         parse_create_table(sql)
     except (SchemaError, ValueError) as e:
-        raise RequestError(f"{what} is not a CREATE TABLE statement shardmerge can read: {e}") from None
+        raise RequestError(f"{what} {NOT_CREATE_TABLE}: {e}") from None
 
 
 def operate_schema(cluster: Cluster, fence: Fence, task: str, source: str, op: str, database: str, table: str,

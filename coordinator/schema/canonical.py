@@ -13,11 +13,12 @@ defaults, expressions, index definitions - keeps its tokens as written.
 """
 from __future__ import annotations
 
+import sqlglot
 from sqlglot.tokens import TokenType
 
 from .errors import SchemaError
 from .kinds import StatementKind
-from .parse import ident_name, tokenize, tok_raw
+from .parse import _matching_paren, ident_name, raw, tokenize, tok_raw, word
 from .render import quote_ident, table_ref
 from .statement import Clause, parse_statement
 
@@ -31,7 +32,7 @@ _KEEP = {TokenType.VAR, TokenType.IDENTIFIER, TokenType.STRING, TokenType.NUMBER
 # are case-insensitive in MariaDB, so an identifier spelled like one is unaffected)
 _WORDS = {"less", "than", "maxvalue", "reorganize", "remove", "partitioning", "partitions", "coalesce",
           "exchange", "discard", "import", "rebuild", "optimize", "analyze", "repair", "tablespace", "stored",
-          "virtual", "persistent", "invisible", "first", "after", "nopad"}
+          "virtual", "persistent", "invisible", "first", "after", "nopad", "add"}
 
 
 def _tidy(text: str, *, quote_first: bool = False) -> str:
@@ -98,6 +99,94 @@ def _index(defn: str) -> str:
     return " ".join(head) + (f" {name}" if name else "") + "(" + ", ".join(parts) + ")"
 
 
+# two operator characters that must not touch: together they would lex as another operator or a comment
+_GLUED = {"--", "/*", "*/", "<=", ">=", "<>", "!=", "||", "&&", "<<", ">>", ":=", "=>", "=<", "==", "!<", "!>"}
+_OPEN, _CLOSE, _COMMA, _DOT = TokenType.L_PAREN, TokenType.R_PAREN, TokenType.COMMA, TokenType.DOT
+_WORDISH = (TokenType.VAR, TokenType.IDENTIFIER, TokenType.STRING, TokenType.NUMBER, TokenType.BIT_STRING,
+            TokenType.HEX_STRING, TokenType.NATIONAL_STRING, TokenType.BYTE_STRING, TokenType.PARAMETER)
+
+
+def _column_names(expr: str) -> set[str]:
+    """Lower-case names of the columns ``expr`` reads (sqlglot's view); empty when it cannot say."""
+    try:
+        tree = sqlglot.parse_one(f"SELECT {expr}", read="mysql")
+    except sqlglot.errors.SqlglotError:
+        return set()
+    return {c.name.lower() for c in tree.find_all(sqlglot.exp.Column) if c.name}
+
+
+def _expression(expr: str) -> str:
+    """A generation expression as DM (TiDB's restore) prints it: column names quoted, keywords and
+    function names upper-cased, no blanks around operator symbols or inside parentheses,
+    ``, `` between arguments: ``id + 1`` -> ```id`+1``.  Only the blanks between tokens change,
+    never where that would join two tokens into another (``a - -1`` keeps its blank)."""
+    toks = tokenize(expr)
+    cols = _column_names(expr)
+    out: list[str] = []
+    last, last_call = "", False  # the previous piece's kind ("open", "close", "comma", "dot", "sym", "word")
+    for n, t in enumerate(toks):
+        piece = tok_raw(expr, t)
+        nxt = toks[n + 1] if n + 1 < len(toks) else None
+        call = nxt is not None and nxt.token_type == _OPEN and nxt.start == t.end + 1
+        prev_dot = n > 0 and toks[n - 1].token_type == _DOT
+        if t.token_type in (TokenType.VAR, TokenType.IDENTIFIER) and not call and not prev_dot \
+                and ident_name(t).lower() in cols:
+            piece, kind = quote_ident(ident_name(t)), "word"
+        elif t.token_type in (_OPEN, _CLOSE, _COMMA, _DOT):
+            kind = {_OPEN: "open", _CLOSE: "close", _COMMA: "comma", _DOT: "dot"}[t.token_type]
+        elif t.token_type in _WORDISH and not (t.token_type == TokenType.VAR and (call or piece.lower() in _WORDS)):
+            kind = "word"
+        elif piece[:1].isalpha() or piece[:1] == "_":
+            piece, kind = piece.upper(), "word"     # a keyword (AND, NOT, NULL, DIV, INTERVAL, a function)
+        else:
+            kind = "sym"
+        if out:
+            if kind in ("close", "comma", "dot") or last in ("open", "dot"):
+                gap = ""
+            elif last == "comma":
+                gap = " "
+            elif kind == "open":
+                gap = "" if last_call else " "
+            elif last == "sym" or kind == "sym":
+                gap = " " if (out[-1][-1:] + piece[:1]) in _GLUED else ""
+            else:
+                gap = " "
+            out.append(gap)
+        out.append(piece)
+        last, last_call = kind, call
+    return "".join(out)
+
+
+def _generated(defn: str) -> str | None:
+    """A column definition with a generation clause (``[GENERATED ALWAYS] AS (expr) [VIRTUAL |
+    STORED | PERSISTENT]``) in DM's form: ``... GENERATED ALWAYS AS (<expr>) VIRTUAL|STORED ...``
+    (MariaDB's PERSISTENT is its STORED); None for a column without one."""
+    toks = tokenize(defn)
+    k = next((i for i, t in enumerate(toks) if t.token_type == TokenType.ALIAS), None)
+    if k is None or k + 1 >= len(toks) or toks[k + 1].token_type != _OPEN:
+        return None
+    end = _matching_paren(toks, k + 1)
+    if end < 0:
+        return None
+    head = k
+    if k >= 2 and word(toks[k - 2]) == "GENERATED" and word(toks[k - 1]) == "ALWAYS":
+        head = k - 2
+    kind, rest = "VIRTUAL", end + 1
+    if rest < len(toks) and word(toks[rest]) in ("VIRTUAL", "STORED", "PERSISTENT"):
+        kind = "VIRTUAL" if word(toks[rest]) == "VIRTUAL" else "STORED"
+        rest += 1
+    expr = defn[toks[k + 1].end + 1: toks[end].start]
+    out = (f"{_tidy(raw(defn, toks, 0, head), quote_first=True)} GENERATED ALWAYS AS "
+           f"({_expression(expr.strip())}) {kind}")
+    tail = raw(defn, toks, rest, len(toks))
+    return out + (f" {_tidy(tail)}" if tail else "")
+
+
+def _column(defn: str) -> str:
+    """A column definition (``c INT DEFAULT 1``) in canonical text."""
+    return _generated(defn) or _tidy(defn, quote_first=True)
+
+
 def _position(pos) -> str:
     if not pos:
         return ""
@@ -109,11 +198,11 @@ def _clause(c: Clause) -> str | None:
     d = c.data
     if c.kind == "add_column":
         ine = "IF NOT EXISTS " if d.get("if_not_exists") else ""
-        return f"ADD COLUMN {ine}{_tidy(d['def'], quote_first=True)}{_position(d.get('position'))}"
+        return f"ADD COLUMN {ine}{_column(d['def'])}{_position(d.get('position'))}"
     if c.kind in ("change_column", "modify_column"):
         ie = "IF EXISTS " if d.get("if_exists") else ""
         head = f"CHANGE COLUMN {ie}{quote_ident(d['old'])} " if c.kind == "change_column" else f"MODIFY COLUMN {ie}"
-        return f"{head}{_tidy(d['def'], quote_first=True)}{_position(d.get('position'))}"
+        return f"{head}{_column(d['def'])}{_position(d.get('position'))}"
     if c.kind == "add_index":
         return "ADD " + _index(d["def"])
     if c.kind == "drop_column":

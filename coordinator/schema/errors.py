@@ -6,6 +6,9 @@ an operator without re-parsing the message: which column, which tables
 """
 from __future__ import annotations
 
+# DM's phrase for a structure that is not one CREATE TABLE (binlog-schema update); our detail follows it
+NOT_CREATE_TABLE = "is not a valid `CREATE TABLE` statement"
+
 
 class SchemaError(Exception):
     """Base class; ``str(err)`` is a human message, fields give the context."""

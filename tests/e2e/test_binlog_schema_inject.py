@@ -150,7 +150,7 @@ def test_binlog_schema_list_update_delete(cluster1, source1_db, downstream_db, t
             (("update", sc.name, "-s", "s1", db, "no_such_table", str(right)), "`no_such_table` is not an upstream table"),
             (("update", sc.name, "-s", "s1", "other_db", "orders_01", str(right)), "is not replicated by task"),
             (("update", sc.name, "-s", "s1", db, "orders_01", str(tmp_path / "missing.sql")), "cannot read schema file"),
-            (("update", sc.name, "-s", "s1", db, "orders_01", str(bad)), "is not a CREATE TABLE statement"),
+            (("update", sc.name, "-s", "s1", db, "orders_01", str(bad)), "is not a valid `CREATE TABLE` statement: "),
             (("list", sc.name, db, "orders_01"), "needs exactly one source"),
             (("update", sc.name, "-s", "s1", db, "orders_01", str(right), "--from-source"), "exactly one of"),
             (("delete", sc.name, "-s", "s1", db, "no_such_table"), "`no_such_table` is not an upstream table"),

@@ -5,7 +5,8 @@ A case names the DM case it comes from, the shard tables per source (DM's ``tb1`
 DM's case does not use is left out) and the steps in order.  Steps:
 
 * ``(source, sql)``: a statement on that source (``s1``/``s2``) in the test's database, ``tb1``/``tb2``
-  standing for the shard tables;
+  standing for the shard tables; ``(source, (sql, sql...))``: statements in one session (e.g.
+  ``SET TIMESTAMP = ...`` first, to give a DDL its binlog time);
 * ``("start",)``: start the task here (steps before it run before ``start-task``; without it the task
   starts before the first step);
 * ``("expect", "stage", source, stage, phrase...)``: the subtask reaches ``stage`` with an error
@@ -16,6 +17,12 @@ DM's case does not use is left out) and the steps in order.  Steps:
 * ``("ctl", arg...)``: a ``shardctl`` command that must succeed (``{task}`` is the case's task, ``{task_file}`` its task file,
   ``{down}`` the downstream database, ``{db}`` / ``{db:s1}`` / ``{db:s2}`` a source's upstream database;
   ``tb1``.. are renamed as in statements);
+* ``("ctl_fails", (phrase...), arg...)``: a ``shardctl`` command that must fail (exit code not 0) with
+  every phrase in its output (DM's error texts, checked as text);
+* ``("file", name, text)``: writes ``text`` (``tb1``.. renamed) to ``{tmp}/name`` (``{tmp}``: the case's
+  temporary directory, for ``ctl`` arguments such as a schema file);
+* ``("ignore_tables", table...)``: the task file's block-allow lists leave these shard tables out
+  (``ignore-tables``; DM's changed ``do-dbs``), for the next ``start_task``;
 * ``("down", sql)``: a statement on the downstream (an operator's fix);
 * ``("down_rows", sql, rows)``: the downstream query returns exactly ``rows`` (a list of tuples),
   waited for;

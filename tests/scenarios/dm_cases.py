@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from .case import Case, three_steps
 
+_COLUMNS = ("select column_name from information_schema.columns where table_schema = database() "
+            "and table_name = 'orders' order by ordinal_position")
 
 CASES = (
     Case("add_column_two_tables_one_source", "shardddl1 DM_013_CASE (single-source-optimistic)",
@@ -69,6 +71,28 @@ CASES = (
           ("s2", "alter table tb2 add new_col2 int"), ("s2", "alter table tb2 add new_col1 int"),
           ("s1", "insert into tb1 values(7,7,7)"), ("s2", "insert into tb1 values(8,8,8)"),
           ("s2", "insert into tb2 values(9,9,9)"), ("count", 9))),
+    # DM_035 with source 2's worker ahead: source 1 commits its two ADDs a minute before source 2
+    # (SET TIMESTAMP gives the binlog events that time) but its worker is down until source 2's
+    # ADD of new_col2 ran downstream.  DM's result still holds: (id, new_col1, new_col2), the
+    # upstream commit order (docs/lock-algorithm.md, "Column order")
+    Case("two_columns_added_in_different_orders_follow_upstream_commit_order",
+         "shardddl1 DM_035_CASE (double-source-optimistic), source 1's Infos arriving last",
+         {"s1": ("tb1",), "s2": ("tb1", "tb2")},
+         (("kill", "worker", "s1"),
+          ("s1", ("SET TIMESTAMP = UNIX_TIMESTAMP() - 60", "alter table tb1 add new_col1 int",
+                  "alter table tb1 add new_col2 int", "insert into tb1 values(1,1,1)")),
+          ("s2", "insert into tb1 values(2)"), ("s2", "insert into tb2 values(3)"),
+          ("s2", "alter table tb1 add new_col2 int"),
+          ("down_rows", _COLUMNS, [("id",), ("new_col2",)]),
+          ("revive", "worker", "s1"),
+          # source 1's ADD new_col1, decided after new_col2 ran downstream, is placed before it
+          ("down_rows", _COLUMNS, [("id",), ("new_col1",), ("new_col2",)]),
+          ("s2", "alter table tb1 add new_col1 int"),
+          ("s1", "insert into tb1 values(4,4,4)"), ("s2", "insert into tb1 values(5,5,5)"), ("s2", "insert into tb2 values(6)"),
+          ("s2", "alter table tb2 add new_col2 int"), ("s2", "alter table tb2 add new_col1 int"),
+          ("s1", "insert into tb1 values(7,7,7)"), ("s2", "insert into tb1 values(8,8,8)"),
+          ("s2", "insert into tb2 values(9,9,9)"), ("count", 9),
+          ("down_rows", _COLUMNS, [("id",), ("new_col1",), ("new_col2",)]), ("wait_equal",))),
     Case("generated_vs_plain_column_is_a_conflict", "issue 12 §2.2 (DM's schema join: generated is part of a column)",
          {"s1": ("tb1",), "s2": ("tb1",)},
          (("s1", "alter table tb1 add column c int as (id + 1) stored"), ("s1", "insert into tb1 (id) values (1)"),

@@ -29,13 +29,17 @@ def _locks(sc) -> list:
 def _run(sc, case: Case, step: tuple) -> None:
     kind = step[0]
     fill = {"{task}": sc.name, "{task_file}": sc.task_file, "{down}": sc.down.name, "{db}": sc.dbs["s1"].name,
+            "{tmp}": str(sc.tmp),
             **{f"{{db:{sid}}}": db.name for sid, db in sc.dbs.items()}}
     if kind in sc.dbs:
-        stmt = _sql(step[1])
-        if sc.dbs[kind].server.startswith("mysql"):
-            for maria, mysql in case.mysql_forms:
-                stmt = stmt.replace(maria, mysql)
-        sc.dbs[kind].execute(stmt)
+        stmts = step[1] if isinstance(step[1], tuple) else (step[1],)
+        with sc.dbs[kind].connect() as conn, conn.cursor() as cur:     # one session (e.g. SET TIMESTAMP first)
+            for stmt in stmts:
+                stmt = _sql(stmt)
+                if sc.dbs[kind].server.startswith("mysql"):
+                    for maria, mysql in case.mysql_forms:
+                        stmt = stmt.replace(maria, mysql)
+                cur.execute(stmt)
     elif kind == "start":
         sc.start()
     elif kind == "expect" and step[1] == "stage":
@@ -49,11 +53,25 @@ def _run(sc, case: Case, step: tuple) -> None:
                   90, f"{n} locks with {phrases}")
     elif kind == "running":
         sc.wait_running()
-    elif kind == "ctl":
-        args = [_sql(a) for a in step[1:]]
+    elif kind in ("ctl", "ctl_fails"):
+        phrases, argv = (step[1], step[2:]) if kind == "ctl_fails" else ((), step[1:])
+        args = [_sql(a) for a in argv]
         for k, v in fill.items():
             args = [a.replace(k, v) for a in args]
-        sc.c.ctl_ok(*args)
+        if kind == "ctl":
+            sc.c.ctl_ok(*args)
+        else:
+            rc, doc = sc.c.ctl(*args)
+            text = doc if isinstance(doc, str) else json.dumps(doc)
+            assert rc != 0 and all(p in text for p in phrases), (args, rc, text)
+    elif kind == "ignore_tables":
+        doc = yaml.safe_load(Path(sc.task_file).read_text())
+        for sid, db in sc.dbs.items():
+            bal = doc["block-allow-list"][f"bal-{sid}"]
+            bal["ignore-tables"] = [{"db-name": db.name, "tbl-name": _sql(t)} for t in step[1:]]
+        Path(sc.task_file).write_text(yaml.safe_dump(doc))
+    elif kind == "file":
+        (Path(sc.tmp) / step[1]).write_text(_sql(step[2]))
     elif kind == "down":
         sc.down.execute(step[1])
     elif kind == "down_rows":

@@ -1,6 +1,7 @@
 """Canonical DDL text (DM's display form, also what runs downstream): the expected text for the
 everyday clauses, and on the real MariaDB every canonical statement has exactly the effect of
-the statement it was made from (same SHOW CREATE TABLE afterwards)."""
+the statement it was made from (same SHOW CREATE TABLE afterwards), generated columns of both kinds
+included."""
 import pytest
 
 from coordinator.schema.canonical import canonical_ddl
@@ -21,7 +22,15 @@ CASES = [
     ("ALTER TABLE t ADD INDEX idx_a (a)", "ALTER TABLE `t` ADD INDEX `idx_a`(`a`)"),
     ("ALTER TABLE t ADD UNIQUE KEY u (a, b(10))", "ALTER TABLE `t` ADD UNIQUE KEY `u`(`a`, `b`(10))"),
     ("ALTER TABLE t DROP INDEX idx", "ALTER TABLE `t` DROP INDEX `idx`"),
-    ("ALTER TABLE t ADD COLUMN g INT AS (id + 2) VIRTUAL", "ALTER TABLE `t` ADD COLUMN `g` INT AS (id + 2) VIRTUAL"),
+    # generated columns in DM's form (issue 34): GENERATED ALWAYS AS, names quoted, VIRTUAL/STORED named
+    ("ALTER TABLE t ADD COLUMN g INT AS (id + 2) VIRTUAL",
+     "ALTER TABLE `t` ADD COLUMN `g` INT GENERATED ALWAYS AS (`id`+2) VIRTUAL"),
+    ("alter table t add column s varchar(40) as (concat(b, '-', id)) persistent comment 'gen'",
+     "ALTER TABLE `t` ADD COLUMN `s` VARCHAR(40) GENERATED ALWAYS AS (CONCAT(`b`, '-', `id`)) STORED COMMENT 'gen'"),
+    ("ALTER TABLE t ADD p INT GENERATED ALWAYS AS (a - -1) STORED AFTER id",
+     "ALTER TABLE `t` ADD COLUMN `p` INT GENERATED ALWAYS AS (`a`- -1) STORED AFTER `id`"),
+    ("ALTER TABLE t ADD COLUMN v INT AS ((a > 1 AND id < -1) or b is null)",
+     "ALTER TABLE `t` ADD COLUMN `v` INT GENERATED ALWAYS AS ((`a`>1 AND `id`<-1) OR `b` IS NULL) VIRTUAL"),
     ("ALTER TABLE t ADD COLUMN ts TIMESTAMP NOT NULL DEFAULT current_timestamp ON UPDATE current_timestamp",
      "ALTER TABLE `t` ADD COLUMN `ts` TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP"),
     ("ALTER TABLE t ALTER COLUMN a SET DEFAULT 5", "ALTER TABLE `t` ALTER COLUMN `a` SET DEFAULT 5"),

@@ -46,3 +46,19 @@ def test_every_table_kind_has_a_route():
     assert route_kind(StatementKind.DROP_TABLE) is Route.DROP
     assert route_kind(StatementKind.TRUNCATE_TABLE) is Route.IGNORE
     assert route_kind(StatementKind.RENAME_TABLE) is Route.REFUSE
+
+
+def test_add_and_drop_partition_pass_through_other_partition_statements_do_not():
+    """DM runs a shard's ADD / DROP PARTITION on the merged table (DM_ADD_DROP_PARTITIONS); the
+    other partition statements take the lock path, which stops them for the operator."""
+    alter = StatementKind.ALTER_TABLE
+    for sql in ("ALTER TABLE t ADD PARTITION (PARTITION p1 VALUES LESS THAN (10000))",
+                "alter table `db`.`t` drop partition p1, p2", "ALTER ONLINE TABLE db.t ADD PARTITION PARTITIONS 2",
+                "  alter table if exists t drop partition if exists p1"):
+        assert route_kind(alter, sql) is Route.PASS_THROUGH, sql
+    for sql in ("ALTER TABLE t REORGANIZE PARTITION p0 INTO (PARTITION p0 VALUES LESS THAN (5))",
+                "ALTER TABLE t COALESCE PARTITION 2", "ALTER TABLE t TRUNCATE PARTITION p0",
+                "ALTER TABLE t PARTITION BY HASH(id) PARTITIONS 2", "ALTER TABLE t REMOVE PARTITIONING",
+                "ALTER TABLE t ADD COLUMN partition_no INT", "ALTER TABLE t ADD COLUMN c INT"):
+        assert route_kind(alter, sql) is Route.COORDINATE, sql
+    assert route_kind(StatementKind.CREATE_TABLE, "ALTER TABLE t ADD PARTITION (PARTITION p1)") is Route.CREATE

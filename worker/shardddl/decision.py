@@ -5,13 +5,14 @@ Two decisions are made per DDL:
 
 * :func:`route_kind` - before any lock: which path a statement of this kind takes
   (coordinate through a lock, create/drop the table's membership, ignore a TRUNCATE,
-  refuse a RENAME);
+  refuse a RENAME, pass ADD/DROP PARTITION through to the target);
 * :func:`on_operation` - for each Operation answering our Info: execute its statements, hold the
   table (skip-and-wait: other tables keep replicating), pause until the lock changes, or fail
   (strict mode).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
 
@@ -37,13 +38,26 @@ class Route(Enum):
     DROP = "drop"               # a shard table leaves: nothing runs downstream
     IGNORE = "ignore"           # TRUNCATE of one shard: the merged table keeps the others' rows
     REFUSE = "refuse"           # RENAME TABLE: not supported in optimistic mode
+    PASS_THROUGH = "pass"       # ADD / DROP PARTITION: run on the target as written, no lock
 
 
 _ROUTES = {StatementKind.CREATE_TABLE: Route.CREATE, StatementKind.DROP_TABLE: Route.DROP,
            StatementKind.TRUNCATE_TABLE: Route.IGNORE, StatementKind.RENAME_TABLE: Route.REFUSE}
 
+_NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
+# partition maintenance DM runs on the merged table as the shard wrote it (DM_ADD_DROP_PARTITIONS):
+# it changes no column or index, so there is nothing for a lock to join.  REORGANIZE, COALESCE,
+# TRUNCATE, EXCHANGE ... PARTITION, PARTITION BY and REMOVE PARTITIONING are not in it: they stop
+# the source for the operator (docs/worker.md, "Partition statements on a shard")
+_PASS_THROUGH = re.compile(
+    rf"^\s*ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+(?:IF\s+EXISTS\s+)?{_NAME}(?:\s*\.\s*{_NAME})?\s+"
+    r"(?:ADD|DROP)\s+PARTITION\b", re.I | re.S)
 
-def route_kind(kind: StatementKind) -> Route:
+
+def route_kind(kind: StatementKind, sql: str = "") -> Route:
+    """The path of a statement of ``kind`` (``sql``: its text, which tells partition maintenance)."""
+    if kind is StatementKind.ALTER_TABLE and _PASS_THROUGH.match(sql):
+        return Route.PASS_THROUGH
     return _ROUTES.get(kind, Route.COORDINATE)
 
 

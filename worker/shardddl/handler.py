@@ -25,7 +25,8 @@ from coordinator.routing import TableMapper, Target
 from coordinator.schema.canonical import canonical_ddl, tidy_ddl
 from coordinator.schema.ddl import apply_ddl
 from coordinator.schema.errors import SchemaError
-from coordinator.schema.kinds import StatementKind
+from coordinator.schema.kinds import StatementKind, parse_ddl
+from coordinator.sql import quote_table
 from coordinator.schema.split import rename_ddl_table, split_ddl
 from coordinator.schema.render import render_create_table
 from coordinator.schema.statement import create_like_source, parse_statement
@@ -40,6 +41,10 @@ from .lock_client import LockClient, strs
 from .source_tables import SourceTablesWriter
 
 _log = logger("worker.shardddl")
+
+# DM's phrase for a shard DDL its optimistic lock holds (ErrShardDDLOptimismTrySyncFail); DM's
+# tests and runbooks grep for it in query-status.  The lock ID and the lock's reason follow it.
+TRY_SYNC_FAILED = "fail to try sync the optimistic shard ddl lock"
 
 
 def route_statement(sql: str, target: Target) -> str:
@@ -266,7 +271,7 @@ class OptimisticDDLHandler:
                                 task=self.task, source=self.source, table=f"{ddl.schema}.{ddl.table}")
         ctx = self._ctx(ddl, target)
         skip = f"`shardctl binlog skip {self.task} -s {self.source}`"
-        route = route_kind(ddl.kind)
+        route = route_kind(ddl.kind, ddl.sql)
         renamed = "`RENAME TABLE`" if route is Route.REFUSE else (
             "`ALTER TABLE ... RENAME`" if route is Route.COORDINATE and _renames_table(ddl.sql) else "")
         if renamed:
@@ -274,6 +279,14 @@ class OptimisticDDLHandler:
                                       f"cannot be renamed under its merged target; for pt-online-schema-change / "
                                       f"gh-ost cut-overs set `online-ddl: true` in the task; else {skip} skips it, "
                                       "or rename every shard and the target by hand", **ctx)
+        if route is Route.PASS_THROUGH:
+            # ADD / DROP PARTITION: DM runs it on the merged table as written; no column or index
+            # changes, so no lock and no change to the tracked schema (a repeat from another shard
+            # is an "already in effect" error, ignored by the executor)
+            stmt = tidy_ddl(parse_ddl(ddl.sql, ddl.schema).rewrite([quote_table(target.schema, target.table)]))
+            _log.info("partition maintenance on a shard passed through to the merged target", statement=stmt,
+                      **strs(ctx))
+            return _Pending(ddl, target, [stmt])
         like = route is Route.CREATE and create_like_source(ddl.sql) is not None
         try:
             statements = [ddl.sql] if like else split_ddl(ddl.sql)
@@ -308,7 +321,8 @@ class OptimisticDDLHandler:
         info = Info(task=self.task, source=self.source, up_schema=ddl.schema, up_table=ddl.table,
                     down_schema=target.schema, down_table=target.table,
                     ddls=routed_ddls(statements, target),
-                    before=p.before.to_json(), afters=[a.to_json() for a in p.afters if a is not None])
+                    before=p.before.to_json(), afters=[a.to_json() for a in p.afters if a is not None],
+                    timestamp=int(ddl.timestamp or 0))     # the binlog event's time: the lock's column order
         op = self.client.unlocked_answer(info, ctx)
         if op is not None:
             return _Pending(ddl, target, list(op.ddls or []), preview=p, operation=op, info=info)
@@ -345,7 +359,7 @@ class OptimisticDDLHandler:
             if isinstance(answer, Fail):
                 tables = self.client.pending_tables(info.lock, owner)
                 err = StrictConflict(f"strict optimistic shard mode: conflicting DDL {info.ddls} on {owner} stops the task "
-                                     f"because schema conflict detected: "
+                                     f"because schema conflict detected: {TRY_SYNC_FAILED} {ctx['lock_id']}: "
                                      f"{answer.message}; conflicting tables: {', '.join(tables)}",
                                      tables=tables, stage=op.stage.value, **ctx)
                 if self.status is not None:
@@ -369,7 +383,7 @@ class OptimisticDDLHandler:
         """The lock holds this DDL for the operator (or until the other shards agree)."""
         owner = str(info.table)
         msg = (f"shard DDL {info.ddls} on {owner} is blocked because schema conflict detected "
-               f"({op.stage.value}): {message}; "
+               f"({op.stage.value}): {TRY_SYNC_FAILED} {ctx['lock_id']}: {message}; "
                f"run `shardctl shard-ddl-lock unlock {ctx['lock_id']} -s {self.source} -d {ddl.schema} "
                f"-t {ddl.table} --action skip|exec`, or `shardctl binlog skip {self.task} -s {self.source}` to skip "
                "it on this source, or make the other shards' schemas agree")

@@ -27,6 +27,11 @@ IGNORABLE_DDL_ERRORS: dict[int, str] = {
     1061: "duplicate key name",
     1068: "multiple primary key defined",
     1091: "can't drop field or key; check that it exists",
+    1507: "error in list of partitions to DROP (the partition is gone)",
+    # a shard's DROP PARTITION repeated after the partition went: MariaDB counts the named partition
+    # as all that is left when the table has one (the shard itself cannot drop its last partition)
+    1508: "cannot remove all partitions (the partition is gone)",
+    1517: "duplicate partition name",
 }
 
 

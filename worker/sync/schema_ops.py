@@ -37,7 +37,7 @@ from coordinator.errors import ShardMergeError
 from coordinator.etcdproto import Info, SchemaOp, Store
 from coordinator.obs import logger
 from coordinator.routing import TableMapper
-from coordinator.schema.errors import SchemaError
+from coordinator.schema.errors import NOT_CREATE_TABLE, SchemaError
 from coordinator.schema.model import TableSchema
 from coordinator.schema.parse import parse_create_table
 from coordinator.sql import show_create_table
@@ -166,7 +166,7 @@ class SchemaOpServer:
             try:
                 new = parse_create_table(sql).with_name(rec.up_table)
             except (SchemaError, ValueError) as e:
-                raise SchemaOpError(f"{where} is not a CREATE TABLE statement shardmerge can read: {e}") from None
+                raise SchemaOpError(f"{where} {NOT_CREATE_TABLE}: {e}") from None
         info = self._sync_info(rec, cfg, new) if rec.sync else None
         store = self._checkpoints(cfg, rec.source)
         new_text = schema_to_json(new) if new is not None else None

@@ -65,6 +65,40 @@ CASES = (
          columns="id INT PRIMARY KEY, b VARCHAR(10)"),
 )
 
+# DM's second database's tb1 is our tb3 (the same target): each source has tb1 and tb3
+_BA = {"s1": ("tb1", "tb3"), "s2": ("tb1", "tb3")}
+
+CASES = CASES + (
+    # a held conflict shows DM's phrase; the operator leaves the second database's tables (our tb3)
+    # out of the task and starts it again: no lock is left, and the two tb1 converge
+    Case("dm_update_ba_rule_conflict_is_held_with_dms_phrase",
+         "shardddl1 DM_UpdateBARule_CASE (double-source-optimistic)", _BA,
+         (("s1", "insert into tb1 values(1)"), ("s1", "insert into tb3 values(2)"),
+          ("s2", "insert into tb1 values(3)"), ("s2", "insert into tb3 values(4)"),
+          ("s1", "alter table tb1 add column new_col1 int"), ("s1", "alter table tb3 add column new_col1 int"),
+          ("s2", "alter table tb1 add column new_col1 int"), ("s2", "alter table tb3 add column new_col1 int"),
+          ("s1", "insert into tb1 values(5,5)"), ("s1", "insert into tb3 values(6,6)"),
+          ("s2", "insert into tb1 values(7,7)"), ("s2", "insert into tb3 values(8,8)"),
+          ("s1", "alter table tb3 add column new_col2 int"), ("s1", "insert into tb3 values(9,9,9)"),
+          ("s1", "alter table tb3 drop column new_col2"), ("s1", "insert into tb3 values(10,10)"),
+          ("s1", "alter table tb1 add column new_col3 int"), ("s1", "insert into tb1 values(11,11,11)"),
+          ("s2", "alter table tb1 drop column new_col1"), ("s2", "insert into tb1 values(12)"),
+          ("count", 12),
+          # a rename on one shard is held (skip-and-wait), the source keeps running
+          ("s2", "alter table tb3 change id new_id int"), ("running",),
+          ("s1", "alter table tb3 add column new_col4 int not null"),
+          ("expect", "stage", "s1", "Paused", "fail to try sync the optimistic shard ddl lock",
+           "ADD COLUMN `new_col4` INT NOT NULL"),
+          ("stop_task",), ("ignore_tables", "tb3"), ("start_task",), ("expect", "locks", 0),
+          ("s1", "insert into tb1 values(13,13,13)"), ("s2", "insert into tb1 values(14)"), ("count", 14),
+          ("restart", "master"), ("expect", "locks", 0),
+          ("s1", "alter table tb1 drop column new_col1"), ("s2", "alter table tb1 add column new_col3 int"),
+          ("s1", "insert into tb1 values(15,15)"), ("s2", "insert into tb1 values(16,16)"), ("count", 16),
+          ("running",), ("expect", "locks", 0),
+          ("down_rows", "select column_name from information_schema.columns where table_schema = database() "
+                        "and table_name = 'orders' order by ordinal_position", [("id",), ("new_col3",)]))),
+)
+
 PENDING = ()
 
 NOT_APPLICABLE = {

@@ -181,7 +181,8 @@ NOT_APPLICABLE = {
     "shardddl4_1 DM_135 (primary key moved off an AUTO_INCREMENT column)": "only checks that the upstream "
         "refuses the ALTER; the downstream table is pre-created with TiDB's NONCLUSTERED primary key",
     "shardddl4_1 DM_142, DM_143 (add / drop partition)": "the optimistic runs are commented out in DM "
-        "itself (not supported there); pessimistic only",
+        "itself (not supported there); pessimistic only. Optimistic ADD/DROP PARTITION: shardddl2 "
+        "DM_ADD_DROP_PARTITIONS and the DM_142 shape scenario",
     "shardddl4_1 DM_131..DM_151 pessimistic runs": "pessimistic mode only",
 }
 
