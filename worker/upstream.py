@@ -25,13 +25,21 @@ def master_status(db_kwargs: dict) -> Position:
         return _master_status(cur, server_flavor(cur))
 
 
-def _binlog_status_row(cur) -> tuple:
-    """MySQL 8.2+ renamed ``SHOW MASTER STATUS`` to ``SHOW BINARY LOG STATUS`` (9.x has only
-    the new name; MariaDB and MySQL before 8.2 only the old one)."""
-    try:
-        cur.execute("SHOW BINARY LOG STATUS")
-    except pymysql.err.ProgrammingError:
+_OLD_STATUS_NAME: set[str] = set()      # "host:port" of MySQL servers older than 8.2 (asked once)
+
+
+def _binlog_status_row(cur, flavor: str = gtid.MARIADB) -> tuple:
+    """MySQL 8.2+ renamed ``SHOW MASTER STATUS`` to ``SHOW BINARY LOG STATUS`` (8.4 and 9.x
+    have only the new name, MySQL before 8.2 only the old one; MariaDB keeps the old one)."""
+    server = f"{getattr(cur.connection, 'host', '')}:{getattr(cur.connection, 'port', '')}"
+    if flavor == gtid.MARIADB or server in _OLD_STATUS_NAME:
         cur.execute("SHOW MASTER STATUS")
+    else:
+        try:
+            cur.execute("SHOW BINARY LOG STATUS")
+        except pymysql.err.ProgrammingError:
+            _OLD_STATUS_NAME.add(server)
+            cur.execute("SHOW MASTER STATUS")
     row = cur.fetchone()
     if not row:
         raise SyncError("upstream has no binary log (SHOW BINARY LOG STATUS is empty); enable log_bin")
@@ -41,7 +49,7 @@ def _binlog_status_row(cur) -> tuple:
 def _master_status(cur, flavor: str = gtid.MARIADB) -> Position:
     if flavor == gtid.MYSQL:
         # one statement gives file, position and the executed set at that point together
-        row = _binlog_status_row(cur)
+        row = _binlog_status_row(cur, flavor)
         return Position(row[0], int(row[1]), gtid.canonical((row[4] or "") if len(row) > 4 else ""))
     return _mariadb_status(cur)
 
@@ -108,23 +116,51 @@ def _gtid_at(cur, flavor: str, file: str, pos: int) -> str | None:
         cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
         (at,) = cur.fetchone()
         return at
-    try:
-        cur.execute("SHOW BINLOG EVENTS IN %s", (file,))
-    except pymysql.MySQLError:
-        return None
     state, pending, boundary = "", "", pos == 4
-    for row in cur.fetchall():
-        start, kind, end, info = int(row[1]), row[2], int(row[4]), row[5] or ""
-        if start >= pos:
-            break
-        if kind == "Previous_gtids":
-            state = gtid.canonical(info)
-        elif kind == "Gtid":
-            pending = info.split("'")[1] if "'" in info else ""
-        elif pending and (kind == "Xid" or (kind == "Query" and info.strip().upper() != "BEGIN")):
-            state, pending = gtid.advance(state, pending), ""   # a commit, or a DDL (its own transaction)
-        boundary = boundary or end == pos
+    # unbuffered: a 1 GB binlog file is millions of rows, read once and dropped as they come
+    with cur.connection.cursor(pymysql.cursors.SSCursor) as sc:
+        try:
+            sc.execute("SHOW BINLOG EVENTS IN %s", (file,))
+        except pymysql.MySQLError:
+            return None
+        for row in sc:
+            start, kind, end, info = int(row[1]), row[2], int(row[4]), row[5] or ""
+            if start >= pos:
+                continue           # drained, not broken off: the connection must stay usable
+            if kind == "Previous_gtids":
+                state = gtid.canonical(info)
+            elif kind == "Gtid":
+                pending = info.split("'")[1] if "'" in info else ""
+            elif pending and (kind == "Xid" or (kind == "Query" and info.strip().upper() != "BEGIN")):
+                state, pending = gtid.advance(state, pending), ""   # a commit, or a DDL (its own transaction)
+            boundary = boundary or end == pos
     return state if boundary else None
+
+
+def _mysql_checkpoint_matches(cur, pos: Position) -> tuple[bool, str]:
+    """On MySQL, without scanning the file: ``pos`` is an event boundary of an existing file
+    (``SHOW BINLOG EVENTS ... FROM pos`` refuses anything else), the first transaction after it
+    is the next one of its stream after the checkpoint's set (or there is none and the server's
+    executed set is the checkpoint's), and the checkpoint's set is one the server executed.
+    (matches, what was found instead)."""
+    try:
+        cur.execute("SHOW BINLOG EVENTS IN %s FROM %s LIMIT 4", (pos.file, int(pos.pos)))
+        rows = cur.fetchall()
+    except pymysql.MySQLError as e:
+        return False, f"{pos.file}:{pos.pos} is not a position in its binlog ({e.args[-1] if e.args else e})"
+    cur.execute("SELECT @@GLOBAL.gtid_executed")
+    executed = gtid.canonical(str(cur.fetchone()[0] or ""))
+    if not gtid.contains(executed, pos.gtid):
+        return False, f"the server's executed GTID set {executed!r} does not contain it"
+    nxt = next((r[5].split("'")[1] for r in rows if r[2] == "Gtid" and "'" in (r[5] or "")), None)
+    if nxt is None:
+        if rows and any(r[2] not in ("Rotate", "Stop") for r in rows):
+            return True, ""        # no transaction starts here within reach (e.g. anonymous GTIDs)
+        ok = gtid.contains(pos.gtid, executed)
+        return ok, "" if ok else f"nothing follows {pos.file}:{pos.pos}, but the server executed {executed!r}"
+    if gtid.follows(pos.gtid, nxt):
+        return True, ""
+    return False, f"the transaction after {pos.file}:{pos.pos} is {nxt!r}, which does not follow it"
 
 
 def require_flavor(actual: str, configured: str, source_id: str, where: str = "") -> None:
@@ -143,7 +179,22 @@ def check_checkpoint_on_upstream(db_kwargs: dict, pos: Position, source_id: str)
     if not pos.gtid or not pos.file:
         return
     with pymysql.connect(**db_kwargs) as c, c.cursor() as cur:
-        at = _gtid_at(cur, server_flavor(cur), pos.file, pos.pos)
+        flavor = server_flavor(cur)
+        if flavor == gtid.MYSQL and gtid.flavor_of(pos.gtid) == gtid.MYSQL:
+            ok, found = _mysql_checkpoint_matches(cur, pos)
+            at = None
+        else:
+            ok, found = False, ""
+            at = _gtid_at(cur, flavor, pos.file, pos.pos)
+    if ok:
+        return
+    if found:
+        raise UpstreamChanged(
+            f"upstream {db_kwargs.get('host')}:{db_kwargs.get('port')} does not match the checkpoint: it was taken at "
+            f"GTID {pos.gtid!r}, but {found}. The source now points at another server (failover?), or its binlog "
+            "was reset or purged; replicating from file positions would skip or repeat changes. See "
+            "docs/reliability.md, 'The upstream changed', for how to continue from the GTID",
+            source=source_id, position=str(pos))
     want = gtid.entries(pos.gtid)
     try:
         have = gtid.entries(at or "")

@@ -51,7 +51,15 @@ def test_binlog_end_is_a_mysql_gtid_set_that_gtid_at_reproduces(mysql1_db):
     other = Position(mid.file, mid.pos, end.gtid)                         # another server's state there
     with pytest.raises(UpstreamChanged) as ei:
         check_checkpoint_on_upstream(mysql1_db.params, other, "s1")
-    assert end.gtid in str(ei.value) and mid.gtid in str(ei.value)
+    assert end.gtid in str(ei.value) and "does not follow it" in str(ei.value)
+    with pytest.raises(UpstreamChanged) as ei:                            # not an event boundary
+        check_checkpoint_on_upstream(mysql1_db.params, Position(mid.file, mid.pos + 1, mid.gtid), "s1")
+    assert "is not a position in its binlog" in str(ei.value)
+    foreign = Position(mid.file, mid.pos, "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5")   # never executed here
+    with pytest.raises(UpstreamChanged) as ei:
+        check_checkpoint_on_upstream(mysql1_db.params, foreign, "s1")
+    assert "does not contain it" in str(ei.value)
+    check_checkpoint_on_upstream(mysql1_db.params, end, "s1")             # the binlog's end: nothing follows
     assert check_upstream(mysql1_db.params, "s1") == "mysql"
     assert check_upstream(mysql1_db.params, "s1", "mysql") == "mysql"
 
