@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pymysql
 
+from coordinator.errors import ConfigError
 from coordinator.sql import show_create_table
 from worker import gtid
 from worker.events import Position
@@ -130,9 +131,10 @@ def _gtid_at(cur, flavor: str, file: str, pos: int) -> str | None:
 def require_flavor(actual: str, configured: str, source_id: str, where: str = "") -> None:
     """A source config that names a flavor must name the server's (DM's empty flavor is
     detected): positions of one flavor mean nothing on the other."""
-    if configured and configured != actual:
-        raise SyncError(f"upstream {where or source_id} is {actual}, but the source config says flavor: {configured}; "
-                        f"set `flavor: {actual}` (or leave it empty to detect it) in the source config", source=source_id)
+    if configured and configured != actual:     # a ConfigError: not retried, the source config must change
+        raise ConfigError(f"upstream {where or source_id} is {actual}, but the source config says flavor: "
+                          f"{configured}; set `flavor: {actual}` (or leave it empty to detect it) in the source "
+                          "config (operate-source stop, then create)", source=source_id, key="flavor")
 
 
 def check_checkpoint_on_upstream(db_kwargs: dict, pos: Position, source_id: str) -> None:

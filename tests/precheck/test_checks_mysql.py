@@ -203,3 +203,20 @@ def test_version_rules(version, refused, words):
     assert (got is not None) == refused, got
     if refused:
         assert words in " ".join(got)
+
+
+def test_the_backup_lock_does_not_stop_commits(mysql1_db):
+    """Why the dump item wants RELOAD and not BACKUP_ADMIN: under LOCK INSTANCE FOR BACKUP a
+    transaction still commits (gtid_executed moves), so a snapshot opened under it and the binlog
+    position read beside it may disagree; FLUSH TABLES WITH READ LOCK holds commits back."""
+    mysql1_db.execute("CREATE TABLE t (id INT PRIMARY KEY)")
+    with mysql1_db.connect() as lock, lock.cursor() as cur:
+        cur.execute("LOCK INSTANCE FOR BACKUP")
+        try:
+            cur.execute("SELECT @@GLOBAL.gtid_executed")
+            before = cur.fetchone()[0]
+            mysql1_db.execute("INSERT INTO t VALUES (1)")           # another session commits meanwhile
+            cur.execute("SELECT @@GLOBAL.gtid_executed")
+            assert cur.fetchone()[0] != before
+        finally:
+            cur.execute("UNLOCK INSTANCE")

@@ -10,6 +10,7 @@ import dataclasses
 import pymysql
 import pytest
 
+from coordinator.errors import ConfigError
 from worker.sync.errors import StartUnavailable, SyncError
 from worker.upstream import check_upstream, require_flavor
 
@@ -23,9 +24,11 @@ def test_mariadb_and_mysql_upstreams_pass_and_their_flavor_is_detected(source1_d
 
 @pytest.mark.parametrize("server, configured, actual", [("source1", "mysql", "mariadb"), ("mysql1", "mariadb", "mysql")])
 def test_a_wrong_configured_flavor_is_refused_with_the_fix(services, server, configured, actual):
+    from worker.process import _retryable
     p = services.mysql[server]
-    with pytest.raises(SyncError) as ei:
+    with pytest.raises(ConfigError) as ei:
         check_upstream(p, "s9", configured)
+    assert not _retryable(ei.value)          # the source config must change: retrying cannot help
     msg = str(ei.value)
     assert f"upstream 127.0.0.1:{p['port']} is {actual}, but the source config says flavor: {configured}" in msg
     assert f"set `flavor: {actual}` (or leave it empty to detect it)" in msg and "source=s9" in msg
@@ -35,7 +38,7 @@ def test_require_flavor_accepts_the_empty_flavor():
     require_flavor("mysql", "", "s1")
     require_flavor("mariadb", "", "s1")
     require_flavor("mysql", "mysql", "s1")
-    with pytest.raises(SyncError, match="10.0.0.5:3306 is mariadb"):
+    with pytest.raises(ConfigError, match="10.0.0.5:3306 is mariadb"):
         require_flavor("mariadb", "mysql", "s1", "10.0.0.5:3306")
 
 
