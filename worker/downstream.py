@@ -75,7 +75,7 @@ def fetch_generated(conn, table: tuple[str, str] | None = None) -> dict[str, set
     where, args = _only(table, "")
     with conn.cursor() as cur:
         cur.execute(f"""SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS
-                        WHERE IS_GENERATED = 'ALWAYS' AND {where}""", args)
+                        WHERE COALESCE(GENERATION_EXPRESSION, '') <> '' AND {where}""", args)
         out: dict[str, set[str]] = {}
         for schema, table, col in cur.fetchall():
             out.setdefault(f"{schema}.{table}", set()).add(col)

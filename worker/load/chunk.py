@@ -240,7 +240,7 @@ def _columns_still_there(up, spec: dict, ctxinfo: dict) -> tuple[list[str], list
             f"target rows, start-task)", **ctxinfo)
     with up.cursor() as uc:
         uc.execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
-                   "AND IS_GENERATED = 'NEVER'", (s, t))
+                   "AND COALESCE(GENERATION_EXPRESSION, '') = ''", (s, t))
         now = {r[0].lower() for r in uc.fetchall()}
     lost = [k for k in spec["key"] if k.lower() not in now]
     if lost:

@@ -72,8 +72,10 @@ def discover(conn, mapper: TableMapper) -> list[ShardTable]:
         if tgt is None:
             continue
         with conn.cursor() as cur:
+            # not generated: MariaDB says NULL, MySQL '' (MySQL has no IS_GENERATED column)
             cur.execute("SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
-                        "AND TABLE_NAME = %s AND IS_GENERATED = 'NEVER' ORDER BY ORDINAL_POSITION", (schema, table))
+                        "AND TABLE_NAME = %s AND COALESCE(GENERATION_EXPRESSION, '') = '' ORDER BY ORDINAL_POSITION",
+                        (schema, table))
             cols = cur.fetchall()
         key, types = table_key(conn, schema, table)
         out.append(ShardTable(schema, table, (tgt.schema, tgt.table), show_create(conn, schema, table),
