@@ -137,7 +137,11 @@ class CheckpointStore(MetaStore):
         cur.execute("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
                     "AND COLUMN_NAME = %s", (self.meta_schema, table_name(self.task), FENCE_COLUMN))
         if not cur.fetchone()[0]:
-            cur.execute(f"ALTER TABLE {self.fq} ADD COLUMN {FENCE_COLUMN} BIGINT NOT NULL DEFAULT 0")
+            try:
+                cur.execute(f"ALTER TABLE {self.fq} ADD COLUMN {FENCE_COLUMN} BIGINT NOT NULL DEFAULT 0")
+            except pymysql.err.OperationalError as e:
+                if e.args[0] != 1060:       # Duplicate column: another source's writer added it meanwhile
+                    raise
 
     def claim(self) -> None:
         """Fencing: make this writer's epoch the source's (see ``worker.sync.fence``); raises
