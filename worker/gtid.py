@@ -62,33 +62,57 @@ def _merge(iv: Intervals) -> Intervals:
     return out
 
 
-def _split_sid(part: str, what: str, text: str) -> tuple[str, list[str]]:
-    bits = part.split(":")
-    uuid = bits[0].strip().lower()
+_TAG_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _uuid(text: str, what: str, whole: str) -> str:
+    uuid = text.strip().lower()
     if len(uuid.replace("-", "")) != 32 or any(c not in "0123456789abcdef-" for c in uuid):
-        raise GtidError(f"{what} {text!r}: {bits[0]!r} is not a server UUID (MySQL GTIDs are uuid:1-5[:7-9])")
-    rest = [b.strip() for b in bits[1:]]
-    if rest and rest[0] and not rest[0][0].isdigit():     # MySQL 8.4+ tag: uuid:tag:1-5
-        return f"{uuid}:{rest[0].lower()}", rest[1:]
-    return uuid, rest
+        raise GtidError(f"{what} {whole!r}: {text!r} is not a server UUID (MySQL GTIDs are uuid:1-5[:7-9])")
+    return uuid
+
+
+def _tag(text: str, what: str, whole: str) -> str:
+    """MySQL 8.4+ tags: a letter or underscore, then up to 31 letters, digits or underscores
+    (case-insensitive; the server prints them in lower case)."""
+    tag = text.lower()
+    if len(tag) > 32 or tag[0].isdigit() or not set(tag) <= _TAG_CHARS:
+        raise GtidError(f"{what} {whole!r}: {text!r} is neither an interval nor a GTID tag "
+                        "(a tag is a letter or _ then up to 31 letters, digits or _)")
+    return tag
 
 
 def parse_mysql(text: str, what: str = "GTID set") -> dict[str, Intervals]:
-    """``uuid:1-5:7,uuid2:3`` -> {uuid: [(1, 5), (7, 7)], uuid2: [(3, 3)]} (merged)."""
+    """``uuid:1-5:7,uuid2:3`` -> {uuid: [(1, 5), (7, 7)], uuid2: [(3, 3)]} (merged).  A tag
+    (8.4+) switches the key for the intervals after it, as the server prints a UUID's tagged
+    transactions after its untagged ones: ``uuid:1-5:tag:1-3`` -> {uuid: ..., uuid:tag: ...}."""
     out: dict[str, Intervals] = {}
     for part in text.replace("\n", "").split(","):
         part = part.strip()
         if not part:
             continue
-        key, ranges = _split_sid(part, what, text)
-        iv = out.setdefault(key, [])
-        for r in ranges:
-            a, _, b = r.partition("-")
-            if not a.isdigit() or (b and not b.isdigit()) or int(a) < 1 or (b and int(b) < int(a)):
+        bits = [b.strip() for b in part.split(":")]
+        uuid = _uuid(bits[0], what, text)
+        key, empty = uuid, True
+        for r in bits[1:]:
+            if r and not r[0].isdigit():
+                if key != uuid:       # the tag before this one had no interval
+                    _need_interval(key, empty, what, text)
+                key, empty = f"{uuid}:{_tag(r, what, text)}", True
+                continue
+            a, sep, b = r.partition("-")
+            if not a.isdigit() or (sep and not b.isdigit()) or int(a) < 1 or (b and int(b) < int(a)):
                 raise GtidError(f"{what} {text!r}: {r!r} is not an interval of transaction numbers "
                                 "(expected n or n-m with 1 <= n <= m)")
-            iv.append((int(a), int(b or a)))
+            out.setdefault(key, []).append((int(a), int(b or a)))
+            empty = False
+        _need_interval(key, empty, what, text)
     return {k: _merge(v) for k, v in out.items()}
+
+
+def _need_interval(key: str, empty: bool, what: str, text: str) -> None:
+    if empty:
+        raise GtidError(f"{what} {text!r}: {key!r} has no interval of transaction numbers (expected {key}:1-5)")
 
 
 def format_mysql(sets: dict[str, Intervals]) -> str:
@@ -97,10 +121,13 @@ def format_mysql(sets: dict[str, Intervals]) -> str:
 
 
 def _mysql_gtid(gtid: str) -> tuple[str, int]:
+    """``uuid[:tag]:n`` -> (key, n): one transaction."""
     key, _, n = gtid.strip().rpartition(":")
-    if not key or not n.isdigit():
-        raise GtidError(f"GTID {gtid!r} is not a MySQL GTID (uuid:n)")
-    k, _ = _split_sid(key + ":1", "GTID", gtid)
+    if not key or not n.isdigit() or int(n) < 1:
+        raise GtidError(f"GTID {gtid!r} is not a MySQL GTID (uuid:n or uuid:tag:n)")
+    (k,) = parse_mysql(f"{key}:1", "GTID")
+    if key.count(":") != k.count(":"):          # e.g. uuid:1-3:5
+        raise GtidError(f"GTID {gtid!r} is not a MySQL GTID (uuid:n or uuid:tag:n)")
     return k, int(n)
 
 
@@ -130,11 +157,17 @@ def advance(text: str, gtid: str) -> str:
         sets[k] = _merge([*sets.get(k, []), (n, n)])
         return format_mysql(sets)
     e = _mariadb_entries(text or "", "GTID set")
-    d = gtid.split("-", 1)[0]
-    if not d.isdigit():
-        raise GtidError(f"GTID {gtid!r} is not a MariaDB GTID (domain-server-seq)")
-    e[d] = gtid
+    d, _, _ = _mariadb_gtid(gtid)
+    e[d] = gtid.strip()
     return ",".join(e[k] for k in sorted(e, key=int))
+
+
+def _mariadb_gtid(gtid: str) -> tuple[str, str, int]:
+    """``domain-server-seq`` -> (domain, server, seq): one transaction."""
+    bits = gtid.strip().split("-")
+    if len(bits) != 3 or not all(b.isdigit() for b in bits):
+        raise GtidError(f"GTID {gtid!r} is not a MariaDB GTID (domain-server-seq) nor a MySQL one (uuid:n)")
+    return bits[0], bits[1], int(bits[2])
 
 
 def follows(state: str, gtid: str) -> bool:
@@ -145,9 +178,9 @@ def follows(state: str, gtid: str) -> bool:
         k, n = _mysql_gtid(gtid)
         iv = parse_mysql(state or "").get(k)
         return bool(iv) and iv[-1][1] + 1 == n
-    d, _, seq = gtid.split("-")
+    d, _, seq = _mariadb_gtid(gtid)
     last = _mariadb_entries(state or "", "GTID set").get(d)
-    return last is not None and int(last.rsplit("-", 1)[1]) + 1 == int(seq)
+    return last is not None and int(last.rsplit("-", 1)[1]) + 1 == seq
 
 
 def contains(big: str, small: str) -> bool:
@@ -184,3 +217,16 @@ def subtract_count(big: str, small: str) -> dict[str, int]:
     s2 = _mariadb_entries(small or "", "GTID set") if flavor_of(small) == MARIADB else {}
     return {d: max(0, int(e.rsplit("-", 1)[1]) - (int(s2[d].rsplit("-", 1)[1]) if d in s2 else 0))
             for d, e in b2.items()}
+
+
+def subtract_mysql(big: str, small: str) -> str:
+    """The MySQL GTID set of transactions in ``big`` and not in ``small`` (e.g. what a start
+    position lacks of ``@@gtid_purged``)."""
+    b, s = parse_mysql(big or ""), parse_mysql(small or "") if flavor_of(small) == MYSQL else {}
+    out: dict[str, Intervals] = {}
+    for k, ivs in b.items():
+        rest = ivs
+        for lo, hi in s.get(k, []):
+            rest = [piece for x, y in rest for piece in ((x, min(y, lo - 1)), (max(x, hi + 1), y)) if piece[0] <= piece[1]]
+        out[k] = rest
+    return format_mysql(out)

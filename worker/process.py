@@ -56,7 +56,7 @@ from worker.spark_session import SparkStarter
 from worker.sync.fence import FencedOut
 from worker.sync.binlog_skip import BinlogSkips
 from worker.sync.schema_ops import SchemaOpServer
-from worker.sync.errors import DownstreamDDLRejected, ReplicationKeyCollision, UpstreamChanged
+from worker.sync.errors import DownstreamDDLRejected, ReplicationKeyCollision, StartUnavailable, UpstreamChanged
 from worker.sync.syncer import Syncer
 
 from .status import DUMP, LOAD, PAUSED, SYNC, StatusReporter, dm_positions
@@ -100,7 +100,7 @@ def _retryable(e: BaseException) -> bool:
     # SchemaChangedDuringLoad: a routed table dropped (or a keyless one altered) during the load; a
     # retry fails alike (an ALTER during the load is replayed by the syncer, not an error)
     return not isinstance(e, (ConfigError, ShardDDLError, KeyCollision, ReplicationKeyCollision, UpstreamChanged,
-                              DownstreamDDLRejected, SchemaChangedDuringLoad))
+                              StartUnavailable, DownstreamDDLRejected, SchemaChangedDuringLoad))
 
 
 class Subtask:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pymysql
 
+from coordinator.errors import ConfigError
 from coordinator.sql import show_create_table
 from worker import gtid
 from worker.events import Position
-from worker.sync.errors import SyncError, UpstreamChanged
+from worker.sync.errors import StartUnavailable, SyncError, UpstreamChanged
 
 
 def server_flavor(cur) -> str:
@@ -166,9 +167,10 @@ def _mysql_checkpoint_matches(cur, pos: Position) -> tuple[bool, str]:
 def require_flavor(actual: str, configured: str, source_id: str, where: str = "") -> None:
     """A source config that names a flavor must name the server's (DM's empty flavor is
     detected): positions of one flavor mean nothing on the other."""
-    if configured and configured != actual:
-        raise SyncError(f"upstream {where or source_id} is {actual}, but the source config says flavor: {configured}; "
-                        f"set `flavor: {actual}` (or leave it empty to detect it) in the source config", source=source_id)
+    if configured and configured != actual:     # a ConfigError: not retried, the source config must change
+        raise ConfigError(f"upstream {where or source_id} is {actual}, but the source config says flavor: "
+                          f"{configured}; set `flavor: {actual}` (or leave it empty to detect it) in the source "
+                          "config (operate-source stop, then create)", source=source_id, key="flavor")
 
 
 def check_checkpoint_on_upstream(db_kwargs: dict, pos: Position, source_id: str) -> None:
@@ -212,6 +214,45 @@ def check_checkpoint_on_upstream(db_kwargs: dict, pos: Position, source_id: str)
         source=source_id, position=str(pos))
 
 
+def check_start_available(db_kwargs: dict, pos: Position, source_id: str, what: str = "the start position") -> None:
+    """The upstream must still hold every transaction after ``pos``, and ``pos`` must be of the
+    server's flavor.  Otherwise its binlog dump fails (error 1236) on every retry, for ever:
+    stop once with what to do.  MySQL: ``@@gtid_purged`` within the start GTID set; a start
+    by file only (no GTID): the file is still listed.  (MariaDB by GTID: not checked here.)"""
+    with pymysql.connect(**db_kwargs) as c, c.cursor() as cur:
+        flavor = server_flavor(cur)
+        where = f"upstream {db_kwargs.get('host')}:{db_kwargs.get('port')}"
+        have = gtid.flavor_of(pos.gtid)
+        if have is not None and have != flavor:
+            raise StartUnavailable(
+                f"{what} is the {have} GTID set {pos.gtid!r}, but {where} is {flavor}: positions of one flavor "
+                f"mean nothing on the other. Give a start position of this server (task meta `binlog-gtid`, "
+                f"e.g. its @@{'gtid_executed' if flavor == gtid.MYSQL else 'gtid_binlog_pos'}, or "
+                f"`binlog-name`/`binlog-pos`), or point the source at the server the position came from",
+                source=source_id, position=str(pos))
+        if have == gtid.MYSQL:
+            cur.execute("SELECT @@GLOBAL.gtid_purged")
+            purged = gtid.canonical(str(cur.fetchone()[0] or ""))
+            if not gtid.contains(pos.gtid, purged):
+                raise StartUnavailable(
+                    f"{where} purged binlogs the task still needs: {what} is GTID set {pos.gtid!r}, but the "
+                    f"server's @@gtid_purged is {purged!r}, so the transactions {gtid.subtract_mysql(purged, pos.gtid)!r} "
+                    "are gone from its binlog and replicating would lose them. Either run the task with "
+                    "`task-mode: all` (the full load takes a new snapshot; drop this source's checkpoint rows "
+                    "first), or, when the downstream already has those changes, start from a GTID set that "
+                    "contains @@gtid_purged (task meta `binlog-gtid`); keep binlogs longer with "
+                    "binlog_expire_logs_seconds", source=source_id, position=str(pos))
+        elif not have and pos.file:
+            cur.execute("SHOW BINARY LOGS")
+            files = [r[0] for r in cur.fetchall()]
+            if pos.file not in files:
+                raise StartUnavailable(
+                    f"{what} is {pos.file}:{pos.pos}, but {where} has no binlog file {pos.file} "
+                    f"(it has {files[0] + ' to ' + files[-1] if files else 'none'}): purged, or another server. "
+                    "Start from a file it has (task meta `binlog-name`/`binlog-pos`, or `binlog-gtid`), or run the "
+                    "task with `task-mode: all`", source=source_id, position=str(pos))
+
+
 # MySQL settings whose events this worker cannot read (worker.binlog.source._UNREADABLE)
 _MYSQL_UNREADABLE = (("binlog_transaction_compression", ("OFF", "0"), "OFF"),
                      ("binlog_row_value_options", ("",), "''"))
@@ -232,10 +273,13 @@ def check_upstream(db_kwargs: dict, source_id: str, flavor: str = "") -> str:
         bad = []
         if actual == gtid.MYSQL:
             for var, ok, fix in _MYSQL_UNREADABLE:
-                cur.execute(f"SELECT @@{var}")
-                v = str(cur.fetchone()[0])
+                # the global value: every new session (the application's writers) starts from it
+                cur.execute(f"SELECT @@GLOBAL.{var}")
+                raw = str(cur.fetchone()[0])
+                v = {"1": "ON", "0": "OFF"}.get(raw, raw)
                 if v.upper() not in ok:
-                    bad.append(f"{var}={v} (set it to {fix})")
+                    bad.append(f"{var}={v} (set it to {fix}: SET PERSIST {var} = {fix}; sessions keep their old "
+                               "value until they reconnect)")
     if (fmt, image, meta) != ("ROW", "FULL", "FULL"):
         raise SyncError(f"upstream binlog settings are binlog_format={fmt}, binlog_row_image={image}, "
                         f"binlog_row_metadata={meta}; set them to ROW, FULL, FULL", source=source_id)

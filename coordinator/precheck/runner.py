@@ -51,11 +51,11 @@ def _source_items(conn, src: SourceConfig, inst, task: TaskConfig, where: str,
     items = upstream.server_checks(conn, src, task.task_mode, where)
     grants = current_grants(conn)
     found = shards.discover(conn, src.source_id, TableMapper(inst, task.meta_schema))
+    mysql = upstream.is_mysql(conn)
     if task.task_mode != "incremental":
-        items.append(upstream.dump_privilege(grants, [(s.schema, s.table) for s, _ in found], where,
-                                             mysql=upstream.is_mysql(conn)))
+        items.append(upstream.dump_privilege(grants, [(s.schema, s.table) for s, _ in found], where, mysql=mysql))
     if task.task_mode != "full":
-        items.append(upstream.replication_privilege(grants, where))
+        items.append(upstream.replication_privilege(grants, where, mysql=mysql))
     for st, (ts, tt) in found:
         targets.setdefault((ts, tt), shards.Target(ts, tt)).shards.append(st)
     return items

@@ -37,11 +37,33 @@ def is_mysql(conn) -> bool:
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
+    """``8.0.36-log`` -> (8, 0, 36): the leading numbers of ``VERSION()`` (suffixes such as
+    ``-log``, ``-commercial``, a distribution's ``-2`` or MariaDB's ``-MariaDB-...`` dropped)."""
     nums = []
-    for part in version.split("-")[0].split(".")[:3]:
-        digits = "".join(ch for ch in part if ch.isdigit())
+    for part in version.strip().split("-")[0].split(".")[:3]:
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
         nums.append(int(digits or 0))
     return tuple(nums)
+
+
+def version_problem(version: str) -> tuple[str, str] | None:
+    """(problem, fix) when ``VERSION()`` names a server shardmerge cannot replicate from: MySQL
+    before 8.0.1 and MariaDB before 10.5 write no ``binlog_row_metadata`` (row events without
+    column names).  None when it can (tested: MySQL 9.7, MariaDB 10.11)."""
+    if "mariadb" in version.lower():
+        # the handshake (and some proxies) show MariaDB as "5.5.5-10.11.6-MariaDB": skip that prefix
+        if _version_tuple(version.removeprefix("5.5.5-")) < (10, 5):
+            return (f"MariaDB {version} has no binlog_row_metadata: its row events do not name their columns, "
+                    "which the worker needs", "upgrade the upstream to MariaDB 10.5 or later (tested: 10.11)")
+        return None
+    if _version_tuple(version) < (8, 0, 1):
+        return (f"MySQL {version} has no binlog_row_metadata: its row events do not name their columns, "
+                "which the worker needs", "upgrade the upstream to MySQL 8.0 or later (tested: 9.7)")
+    return None
 
 
 def server_checks(conn, src: SourceConfig, mode: str, where: str) -> list[CheckItem]:
@@ -60,19 +82,15 @@ def server_checks(conn, src: SourceConfig, mode: str, where: str) -> list[CheckI
     if src.flavor and src.flavor != flavor:
         it.problem(FAIL, f"the server is {flavor} {version}, but the source config says `flavor: {src.flavor}`",
                    f"set `flavor: {flavor}` in the source config, or leave it empty to detect it")
-    if mysql and _version_tuple(version) < (8, 0, 1):
-        it.problem(FAIL, f"MySQL {version} has no binlog_row_metadata: its row events do not name their columns, "
-                         f"which the worker needs", "upgrade the upstream to MySQL 8.0 or later (tested: 9.7)")
-    elif not mysql and _version_tuple(version) < (10, 5):
-        it.problem(FAIL, f"MariaDB {version} has no binlog_row_metadata: its row events do not name their columns",
-                   "upgrade the upstream to MariaDB 10.5 or later (tested: 10.11)")
+    if (bad := version_problem(version)) is not None:
+        it.problem(FAIL, *bad)
     items.append(it)
 
     it = CheckItem("mysql_server_id", "check whether the upstream has a server_id", extra=where)
     sid = int(v["server_id"] or 0)
     if sid == 0:
         it.problem(FAIL, "server_id is 0: the server does not take part in replication",
-                   _SET.format(var="server_id", value="<a unique number>"))
+                   (_PERSIST if mysql else _SET).format(var="server_id", value="<a unique number>"))
     elif src.server_id and src.server_id == sid:
         it.problem(FAIL, f"the source config's `server-id` {src.server_id} equals the upstream's server_id: the "
                          f"server refuses a binlog reader with its own id",
@@ -84,6 +102,8 @@ def server_checks(conn, src: SourceConfig, mode: str, where: str) -> list[CheckI
     it = CheckItem("mysql_binlog_enable", "check whether the upstream's binlog is enabled", extra=where)
     if (v["log_bin"] or "").upper() != "ON":
         it.problem(FAIL, f"log_bin is {v['log_bin'] or 'OFF'}: there is no binlog to replicate",
+                   "remove skip-log-bin / disable-log-bin from the server's options (MySQL 8.0+ writes a binlog "
+                   "by default; log-bin=mysql-bin names it) and restart it" if mysql else
                    "start the server with log-bin (e.g. log-bin=mysql-bin in its config file) and restart it")
     items.append(it)
     for var, want, why in (("binlog_format", "ROW", "only row events carry the changed rows"),
@@ -136,13 +156,20 @@ def _mysql_unreadable(v: dict, where: str) -> list[CheckItem]:
     return items
 
 
+_GTID_MODES = ["OFF", "OFF_PERMISSIVE", "ON_PERMISSIVE", "ON"]
+
+
 def _mysql_gtid(v: dict, src: SourceConfig, where: str) -> CheckItem:
     it = CheckItem("mysql_gtid", "check whether the upstream's GTIDs identify binlog positions", extra=where)
     mode, enforce = (v["gtid_mode"] or "OFF").upper(), (v["enforce_gtid_consistency"] or "OFF").upper()
     if mode != "ON":
-        it.problem(FAIL, f"gtid_mode is {mode}: checkpoints, restarts and failovers locate positions by GTID",
-                   "SET PERSIST enforce_gtid_consistency = ON; then step gtid_mode up one value at a time "
-                   "(OFF_PERMISSIVE, ON_PERMISSIVE, ON) with SET PERSIST gtid_mode = ...")
+        steps = _GTID_MODES[_GTID_MODES.index(mode) + 1:] if mode in _GTID_MODES else _GTID_MODES[1:]
+        first = [] if enforce == "ON" else ["SET PERSIST enforce_gtid_consistency = ON"]
+        it.problem(FAIL, f"gtid_mode is {mode}{'' if enforce == 'ON' else f' (enforce_gtid_consistency {enforce})'}: "
+                         "checkpoints, restarts and failovers locate positions by GTID",
+                   "; then ".join(first + [f"SET PERSIST gtid_mode = {m}" for m in steps])
+                   + " (gtid_mode moves one step at a time; before ON, wait until no anonymous transaction is "
+                     "left: SHOW STATUS LIKE 'Ongoing_anonymous_transaction_count' is 0)")
     elif enforce != "ON":
         it.problem(FAIL, f"enforce_gtid_consistency is {enforce} with gtid_mode ON",
                    _PERSIST.format(var="enforce_gtid_consistency", value="ON"))
@@ -152,26 +179,33 @@ def _mysql_gtid(v: dict, src: SourceConfig, where: str) -> CheckItem:
     return it
 
 
-def replication_privilege(grants: Grants, where: str) -> CheckItem:
+def replication_privilege(grants: Grants, where: str, mysql: bool = False) -> CheckItem:
     it = CheckItem("source db replication privilege checker",
                    "check replication privileges of the source DB", extra=where)
     if not grants.has_global("REPLICATION SLAVE"):
         it.problem(FAIL, "lack of REPLICATION SLAVE privilege (needed to read the binlog)",
                    "GRANT REPLICATION SLAVE ON *.* TO the source's user")
-    if not any(grants.has_global(p) for p in ("BINLOG MONITOR", "REPLICATION CLIENT", "SUPER")):
-        it.problem(FAIL, "lack of REPLICATION CLIENT (MariaDB: BINLOG MONITOR) privilege (needed for "
-                         "SHOW BINARY LOG STATUS / SHOW MASTER STATUS)",
-                   "GRANT REPLICATION CLIENT ON *.* TO the source's user (MariaDB: GRANT BINLOG MONITOR)")
+    if mysql and not any(grants.has_global(p) for p in ("REPLICATION CLIENT", "SUPER")):
+        it.problem(FAIL, "lack of REPLICATION CLIENT privilege (needed for SHOW BINARY LOG STATUS and SHOW "
+                         "BINARY LOGS)", "GRANT REPLICATION CLIENT ON *.* TO the source's user")
+    elif not mysql and not any(grants.has_global(p) for p in ("BINLOG MONITOR", "REPLICATION CLIENT", "SUPER")):
+        it.problem(FAIL, "lack of BINLOG MONITOR privilege (needed for SHOW MASTER STATUS)",
+                   "GRANT BINLOG MONITOR ON *.* TO the source's user")
     return it
 
 
 def dump_privilege(grants: Grants, tables: list[tuple[str, str]], where: str, mysql: bool = False) -> CheckItem:
     """SELECT on every table the full load reads.  On MariaDB a consistent snapshot needs no
-    lock; on MySQL it is opened under FLUSH TABLES WITH READ LOCK (worker.load.snapshot): RELOAD."""
+    lock; on MySQL it is opened under FLUSH TABLES WITH READ LOCK (worker.load.snapshot): RELOAD.
+    BACKUP_ADMIN alone is not enough: LOCK INSTANCE FOR BACKUP blocks DDL but not commits, so
+    the snapshot's read view and its binlog position would not correspond."""
     it = CheckItem("source db dump privilege checker", "check dump privileges of the source DB", extra=where)
     if mysql and not grants.has_global("RELOAD"):
+        also = (" BACKUP_ADMIN is not enough: LOCK INSTANCE FOR BACKUP does not stop commits, so the "
+                "snapshot and its binlog position would not correspond." if grants.has_global("BACKUP_ADMIN") else "")
         it.problem(FAIL, "lack of RELOAD privilege (a MySQL snapshot's binlog position is read under "
-                         "FLUSH TABLES WITH READ LOCK, held for milliseconds)", "GRANT RELOAD ON *.* TO the source's user")
+                         f"FLUSH TABLES WITH READ LOCK, held for milliseconds).{also}",
+                   "GRANT RELOAD ON *.* TO the source's user")
     missing = [f"`{s}`.`{t}`" for s, t in tables if not grants.on_table("SELECT", s, t)]
     if missing:
         more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""

@@ -88,7 +88,7 @@ SOURCE_CASES = [
     ("source no id", GOOD_SOURCE.replace("source-id: s1\n", ""), "source-id", "is required"),
     ("source blank id", GOOD_SOURCE.replace("source-id: s1", "source-id: ' '"), "source-id", "must not be empty"),
     ("source no from", "source-id: s1\n", "from", "is required"),
-    ("source bad flavor", GOOD_SOURCE + "flavor: postgres\n", "flavor", "mysql or mariadb"),
+    ("source bad flavor", GOOD_SOURCE + "flavor: postgres\n", "flavor", "mysql, mariadb or empty (detected"),
     ("source gtid text", GOOD_SOURCE + "enable-gtid: maybe\n", "enable-gtid", "true or false"),
     ("source port text", GOOD_SOURCE.replace("port: 3306", "port: '3306x'"), "from.port", "must be an integer"),
     ("source unknown key", GOOD_SOURCE + "hostname: x\n", "hostname", "unknown key"),

@@ -350,7 +350,11 @@ def test_dm_source_samples_load_and_the_encrypted_password_is_decrypted(monkeypa
         assert f"`{key}`" in warned, (key, src.warnings)
     doc = yaml.safe_load(SOURCE_CONFIG)
     doc["flavor"] = ""                                  # DM: detected from the server
+    assert parse_source(yaml.safe_dump(doc), "source.yaml").flavor == ""      # "" is kept: detected at connect
+    doc["flavor"] = " MariaDB "
     assert parse_source(yaml.safe_dump(doc), "source.yaml").flavor == "mariadb"
+    del doc["flavor"]
+    assert parse_source(yaml.safe_dump(doc), "source.yaml").flavor == ""
     doc["filters"] = [{"schema-pattern": "x", "events": ["erase"], "action": "Ignore"}]
     with pytest.raises(ConfigError, match=r"(?=.*source.yaml)`filters\[0\].events\[0\]`"):
         parse_source(yaml.safe_dump(doc), "source.yaml")

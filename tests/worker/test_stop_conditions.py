@@ -1,31 +1,143 @@
-"""Conditions that stop a subtask up front or for good instead of retrying or guessing: a non-MariaDB
-upstream, a checkpoint that does not match the upstream's binlog (failover), a DDL the downstream refuses."""
+"""Conditions that stop a subtask up front or for good instead of retrying or guessing: an upstream
+of another flavor than its source config names, binlog settings the reader cannot decode, a
+start position the upstream purged, a checkpoint that does not match the upstream's binlog
+(failover), a DDL the downstream refuses."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
+import pymysql
 import pytest
 
-from worker.sync.errors import SyncError
-from worker.upstream import check_upstream, require_mariadb
+from coordinator.errors import ConfigError
+from worker.sync.errors import StartUnavailable, SyncError
+from worker.upstream import check_upstream, require_flavor
 
 
-def test_the_local_mariadb_sources_pass(source1_db, source2_db):
-    check_upstream(source1_db.params, "s1")
-    check_upstream(source2_db.params, "s2")
+def test_mariadb_and_mysql_upstreams_pass_and_their_flavor_is_detected(source1_db, mysql1_db):
+    assert check_upstream(source1_db.params, "s1") == "mariadb"
+    assert check_upstream(source1_db.params, "s1", "mariadb") == "mariadb"
+    assert check_upstream(mysql1_db.params, "m1") == "mysql"
+    assert check_upstream(mysql1_db.params, "m1", "mysql") == "mysql"
 
 
-@pytest.mark.parametrize("version", ["8.0.36", "8.4.0-commercial", "5.7.44-log"])
-def test_a_mysql_upstream_is_refused_up_front(version):
-    with pytest.raises(SyncError) as ei:
-        require_mariadb(version, "s9", "10.0.0.5:3306")
+@pytest.mark.parametrize("server, configured, actual", [("source1", "mysql", "mariadb"), ("mysql1", "mariadb", "mysql")])
+def test_a_wrong_configured_flavor_is_refused_with_the_fix(services, server, configured, actual):
+    from worker.process import _retryable
+    p = services.mysql[server]
+    with pytest.raises(ConfigError) as ei:
+        check_upstream(p, "s9", configured)
+    assert not _retryable(ei.value)          # the source config must change: retrying cannot help
     msg = str(ei.value)
-    assert version in msg and "10.0.0.5:3306" in msg and "MariaDB upstreams only" in msg and "source=s9" in msg
+    assert f"upstream 127.0.0.1:{p['port']} is {actual}, but the source config says flavor: {configured}" in msg
+    assert f"set `flavor: {actual}` (or leave it empty to detect it)" in msg and "source=s9" in msg
 
 
-def test_mariadb_version_strings_are_accepted():
-    for v in ("10.11.6-MariaDB-0+deb12u1-log", "11.4.2-MariaDB"):
-        require_mariadb(v, "s1")
+def test_require_flavor_accepts_the_empty_flavor():
+    require_flavor("mysql", "", "s1")
+    require_flavor("mariadb", "", "s1")
+    require_flavor("mysql", "mysql", "s1")
+    with pytest.raises(ConfigError, match="10.0.0.5:3306 is mariadb"):
+        require_flavor("mariadb", "mysql", "s1", "10.0.0.5:3306")
+
+
+@contextlib.contextmanager
+def global_var(params: dict, name: str, value):
+    with pymysql.connect(**params, autocommit=True) as c, c.cursor() as cur:
+        cur.execute(f"SELECT @@GLOBAL.{name}")
+        old = cur.fetchone()[0]
+        cur.execute(f"SET GLOBAL {name} = %s", (value,))
+    try:
+        yield
+    finally:
+        with pymysql.connect(**params, autocommit=True) as c, c.cursor() as cur:
+            cur.execute(f"SET GLOBAL {name} = %s", (old,))
+
+
+@pytest.mark.parametrize("var, bad, fix", [("binlog_transaction_compression", "ON", "set it to OFF"),
+                                           ("binlog_row_value_options", "PARTIAL_JSON", "set it to ''")])
+def test_mysql_binlog_forms_the_reader_cannot_decode_are_refused(mysql1_db, var, bad, fix):
+    with global_var(mysql1_db.params, var, bad):
+        with pytest.raises(SyncError) as ei:
+            check_upstream(mysql1_db.params, "m1")      # a new connection: sessions keep their old values
+    msg = str(ei.value)
+    assert "cannot decode" in msg and f"{var}={bad}" in msg and fix in msg and "source=m1" in msg
+    assert check_upstream(mysql1_db.params, "m1") == "mysql"
+
+
+def _gtid_executed(params: dict) -> str:
+    with pymysql.connect(**params) as c, c.cursor() as cur:
+        cur.execute("SELECT @@GLOBAL.gtid_executed")
+        return str(cur.fetchone()[0]).replace("\n", "")
+
+
+def test_a_purged_start_gtid_stops_the_subtask_with_the_purged_set(spark, private_mysql_db, downstream_db):
+    """A task whose meta starts at a GTID the server purged: the syncer stops at start with a
+    typed, non-retryable error naming the start set, @@gtid_purged and what to do, and writes
+    no checkpoint; with a start that contains @@gtid_purged it starts."""
+    from tests.worker.conftest import make_task
+    from worker.events import Position
+    from worker.process import _retryable
+    from worker.sync.syncer import Syncer
+
+    db = private_mysql_db
+    old = _gtid_executed(db.params)                   # the task starts here...
+    db.execute("CREATE TABLE items (id INT PRIMARY KEY, v INT)")
+    db.execute("INSERT INTO items VALUES (1, 1), (2, 2)")
+    with pymysql.connect(**db.params, autocommit=True) as c, c.cursor() as cur:
+        cur.execute("FLUSH BINARY LOGS")
+        cur.execute("SHOW BINARY LOG STATUS")
+        newest = cur.fetchone()[0]
+        cur.execute(f"PURGE BINARY LOGS TO '{newest}'")  # ...but the transactions after it are purged
+        cur.execute("SELECT @@GLOBAL.gtid_purged")
+        purged = str(cur.fetchone()[0]).replace("\n", "")
+    task, srcs, _ = make_task(downstream_db, {"m1": db}, start={"m1": Position("", 0, old)})
+    cp = f"`{downstream_db.name}`.`{task.name}_syncer_checkpoint`"
+    syncer = Syncer(None, task, srcs["m1"], reader="process")
+    try:
+        with pytest.raises(StartUnavailable) as ei:
+            syncer.start()
+    finally:
+        syncer.close()
+    msg = str(ei.value)
+    from worker import gtid
+    assert f"the task's meta start is GTID set {gtid.canonical(old)!r}" in msg, msg
+    assert f"@@gtid_purged is {gtid.canonical(purged)!r}" in msg and "purged binlogs the task still needs" in msg
+    assert "task-mode: all" in msg and "binlog-gtid" in msg and "source=m1" in msg
+    assert not _retryable(ei.value)
+    assert downstream_db.execute(f"SELECT COUNT(*) FROM {cp}") == [(0,)]     # nothing written
+
+    # a start that contains @@gtid_purged: replication starts (here at the current end)
+    task2, srcs2, _ = make_task(downstream_db, {"m1": db}, start={"m1": Position("", 0, _gtid_executed(db.params))})
+    task2 = dataclasses.replace(task2, name=task.name)
+    downstream_db.execute("CREATE TABLE items (id INT PRIMARY KEY, v INT)")     # created before the start
+    syncer = Syncer(spark, task2, srcs2["m1"], reader="process")
+    try:
+        syncer.start()
+        db.execute("INSERT INTO items VALUES (3, 3)")
+        syncer.sync_until_caught_up()
+    finally:
+        syncer.close()
+    assert downstream_db.execute("SELECT id, v FROM items") == [(3, 3)]
+
+
+def test_a_start_position_of_the_other_flavor_is_refused(source1_db, downstream_db):
+    from tests.worker.conftest import make_task
+    from worker.events import Position
+    from worker.sync.syncer import Syncer
+
+    mysql_set = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"
+    task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": Position("", 0, mysql_set)})
+    syncer = Syncer(None, task, srcs["s1"], reader="process")
+    try:
+        with pytest.raises(StartUnavailable) as ei:
+            syncer.start()
+    finally:
+        syncer.close()
+    msg = str(ei.value)
+    assert f"the task's meta start is the mysql GTID set {mysql_set!r}" in msg and "is mariadb" in msg, msg
+    assert "@@gtid_binlog_pos" in msg
 
 
 def test_checkpoints_taken_at_dml_and_ddl_boundaries_match_their_upstream(spark, source1_db, downstream_db):

@@ -26,5 +26,11 @@ class UpstreamChanged(SyncError):
     same changes, so the subtask stops instead of skipping or repeating them."""
 
 
+class StartUnavailable(SyncError):
+    """The position a subtask must read from is not in the upstream's binlog any more (purged
+    transactions, a purged file) or is not a position of this server's flavor: a retry cannot
+    bring it back, so the subtask stops with what to do instead of retrying forever."""
+
+
 class SyncPaused(ShardMergeError):
     """The DDL handler asked to stop before a DDL; a restart handles the same DDL again."""

@@ -54,8 +54,8 @@ from worker.events import DDLEvent, Position
 from worker.filters import statement_ignored
 from worker.schema_tracker import schema_from_json
 from worker.sync.errors import DownstreamDDLRejected, ReplicationKeyCollision, SyncError, SyncPaused
-from worker.upstream import (UpstreamEnd, check_checkpoint_on_upstream, check_upstream, gtid_at, master_status,
-                             show_create)
+from worker.upstream import (UpstreamEnd, check_checkpoint_on_upstream, check_start_available, check_upstream,
+                             gtid_at, master_status, show_create)
 from coordinator.schema.ddl import apply_ddl
 from coordinator.schema.parse import parse_create_table
 
@@ -191,11 +191,12 @@ class Syncer:
         self.held = {}
         g, su = loaded.global_pos, loaded.safe_until
         self._safe_loaded = su if su is not None and (g is None or su > g) else None
+        came_from = ""
         if loaded.global_pos is not None:
             check_checkpoint_on_upstream(self.up_kwargs, loaded.global_pos, self.source.source_id)
-            self.read_pos = loaded.global_pos
+            self.read_pos, came_from = loaded.global_pos, "the checkpoint"
         elif self.inst.meta and (self.inst.meta.binlog_name or self.inst.meta.binlog_gtid):
-            m = self.inst.meta
+            m, came_from = self.inst.meta, "the task's meta start"
             self.read_pos = Position(m.binlog_name, m.binlog_pos or 4, m.binlog_gtid)
             if not self.read_pos.gtid and self.read_pos.file:
                 with pymysql.connect(**self.up_kwargs) as c, c.cursor() as cur:
@@ -205,6 +206,8 @@ class Syncer:
             self.read_pos = master_status(self.up_kwargs)
             self.log.warning("no checkpoint and no meta: starting at the upstream's current position",
                              position=str(self.read_pos))
+        if came_from:     # a purged start fails every dump: stop once, before the checkpoint is written
+            check_start_available(self.up_kwargs, self.read_pos, self.source.source_id, came_from)
         if loaded.global_pos is None:
             self.store.save_global(self.read_pos)
             self.store.flush()
