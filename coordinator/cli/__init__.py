@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "coordinator.cli.sources",    # operate-source, get-config/config, list-member
     "coordinator.cli.binlog",     # binlog skip|replace|inject|revert|list, handle-error (legacy form)
     "coordinator.cli.binlog_schema",  # binlog-schema list|update|delete (the tracked table structures)
+    "coordinator.cli.preview",    # ddl-preview (what a shard DDL would do, simulated on the master)
     "coordinator.cli.check",      # check (compare downstream with the merged upstream)
     "coordinator.cli.completion",  # completion bash|zsh (generated from this parser)
 )
