@@ -22,6 +22,17 @@ from .errors import BadStatement, TableNotInTask
 # statements a shard lock coordinates (worker.shardddl.decision.route_kind: COORDINATE)
 _COORDINATED = {StatementKind.ALTER_TABLE, StatementKind.CREATE_INDEX, StatementKind.DROP_INDEX}
 
+# MySQL/MariaDB table options: the schema model reads any ``NAME [=] value`` pair as one, so a
+# misspelt clause (``ADDD COLUMN c INT``) would pass as an option; the preview refuses it
+_TABLE_OPTIONS = {
+    "ENGINE", "AUTO_INCREMENT", "AVG_ROW_LENGTH", "CHARACTER_SET", "CHARSET", "DEFAULT", "CHECKSUM", "COLLATE",
+    "COMMENT", "COMPRESSION", "CONNECTION", "DATA_DIRECTORY", "DATA", "INDEX_DIRECTORY", "INDEX", "DELAY_KEY_WRITE",
+    "ENCRYPTION", "ENCRYPTED", "ENCRYPTION_KEY_ID", "INSERT_METHOD", "KEY_BLOCK_SIZE", "MAX_ROWS", "MIN_ROWS",
+    "PACK_KEYS", "PASSWORD", "ROW_FORMAT", "STATS_AUTO_RECALC", "STATS_PERSISTENT", "STATS_SAMPLE_PAGES",
+    "TABLESPACE", "UNION", "PAGE_CHECKSUM", "PAGE_COMPRESSED", "PAGE_COMPRESSION_LEVEL", "TRANSACTIONAL",
+    "IETF_QUOTES", "SEQUENCE", "WITH", "WITHOUT", "STORAGE", "SECONDARY_ENGINE", "AUTOEXTEND_SIZE",
+    "ENGINE_ATTRIBUTE", "SECONDARY_ENGINE_ATTRIBUTE", "START", "CONVERT"}
+
 
 @dataclass(frozen=True)
 class Statement:
@@ -52,6 +63,13 @@ def parse(sql: str, where: str = "the statement") -> Statement:
         raise BadStatement(f"{where} {text!r} is a {st.kind.value.replace('_', ' ').upper()} statement; "
                            "ddl-preview previews what a shard lock coordinates: ALTER TABLE, CREATE INDEX, "
                            "DROP INDEX", statement=text[:200])
+    for c in st.clauses:
+        unknown = [" ".join(o) for o in (c.data or {}).get("options", ()) if c.kind == "table_options"
+                   and str(o[0]).upper().replace(" ", "_") not in _TABLE_OPTIONS]
+        if unknown:
+            raise BadStatement(f"{where} {text!r} does not parse: {c.text!r} is neither an ALTER TABLE clause nor a "
+                               "table option; give one ALTER TABLE / CREATE INDEX / DROP INDEX statement as "
+                               "MySQL/MariaDB accept it", statement=text[:200])
     if not parts:
         raise BadStatement(f"{where} {text!r} changes nothing (only ALGORITHM/LOCK options)", statement=text[:200])
     schema, table = st.table if st.table else (None, "")
