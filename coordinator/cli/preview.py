@@ -58,4 +58,4 @@ def register(sub) -> None:
     p.add_argument("--no-cost", action="store_true", help="do not try the statements on the downstream")
     p.add_argument("task", metavar="TASK", help="task name or task file")
     p.add_argument("sql", nargs="*", metavar="SQL", help="the statement (quote it)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, trailing_sql=True)

@@ -7,7 +7,7 @@ import copy
 
 import pymysql
 
-from coordinator.config import parse_task
+from coordinator.config import parse_source, parse_task
 from coordinator.errors import ShardMergeError
 from coordinator.etcdproto import LockKey, Store, TableRef
 from coordinator.lock import LockKeeper
@@ -17,7 +17,8 @@ from coordinator.preview.cost import DownstreamTrial
 from coordinator.preview.plan import RawStep, parse_plan
 from coordinator.preview.simulate import copy_keeper
 from coordinator.preview.target import parse, resolve_target, shards
-from coordinator.schema import TableSchema
+from coordinator.schema import SchemaError, TableSchema, parse_create_table
+from coordinator.sql import quote_table
 
 from .checkpoint_schema import CheckpointSchemaSource
 from .optimist import Optimist
@@ -67,6 +68,8 @@ def ddl_preview(store: Store, optimist: Optimist, task: str, sources: list[str],
         schemas: dict[TableRef, TableSchema | None] = reader.many(key, outside) if outside else {}
     finally:
         reader.close()
+    upstream = _from_upstream(store, [t for t, s in schemas.items() if s is None])
+    schemas.update(upstream)
     keeper.schema_source = lambda _k, t: schemas.get(t)
     trial, note = _trial(rec.yaml, task, key) if measure else (None, "not measured")
     try:
@@ -76,9 +79,34 @@ def ddl_preview(store: Store, optimist: Optimist, task: str, sources: list[str],
             trial.close()
             trial.conn.close()
     doc.update(task=task, target=f"{key.down_schema}.{key.down_table}", cost_note=note,
-               shards=[str(t) for t in everyone],
+               shards=[str(t) for t in everyone], schemas_from_upstream=sorted(str(t) for t in upstream),
                unknown_schemas=sorted(str(t) for t, s in schemas.items() if s is None))
     return doc
+
+
+def _from_upstream(store: Store, tables: list[TableRef]) -> dict[TableRef, TableSchema]:
+    """Tables whose worker has checkpointed no structure yet: the upstream's current definition,
+    as the worker's tracker loads it when it meets a DDL of an untracked table."""
+    out: dict[TableRef, TableSchema] = {}
+    for source in sorted({t.source for t in tables}):
+        rec = store.get_source(source)
+        if rec is None:
+            continue
+        try:
+            conn = connect(parse_source(rec.yaml, f"<registered source {source}>").db)
+        except (ShardMergeError, pymysql.MySQLError, OSError):
+            continue          # stays unknown; the report names it
+        try:
+            for t in (t for t in tables if t.source == source):
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute(f"SHOW CREATE TABLE {quote_table(t.schema, t.table)}")
+                        out[t] = parse_create_table(cur.fetchone()[1])
+                except (pymysql.MySQLError, SchemaError, TypeError):
+                    continue
+        finally:
+            conn.close()
+    return out
 
 
 def _trial(yaml_text: str, task: str, key: LockKey) -> tuple[DownstreamTrial | None, str]:

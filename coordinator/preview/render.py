@@ -40,6 +40,8 @@ def preview_table(doc: dict) -> str:
     p = doc["preview"]
     lines = [f"task {p['task']}, target {p['target']} (lock {p['lock_id']}, live state: {p['live_lock']}); "
              f"{len(p['shards'])} shard tables", f"cost: {p['cost_note']}"]
+    if p.get("schemas_from_upstream"):
+        lines.append(f"schema read from the upstream (no checkpoint yet): {', '.join(p['schemas_from_upstream'])}")
     if p.get("unknown_schemas"):
         lines.append(f"schema unknown (no checkpoint yet): {', '.join(p['unknown_schemas'])}")
     if p.get("in_flight"):

@@ -64,6 +64,10 @@ def parse(sql: str, where: str = "the statement") -> Statement:
                            "ddl-preview previews what a shard lock coordinates: ALTER TABLE, CREATE INDEX, "
                            "DROP INDEX", statement=text[:200])
     for c in st.clauses:
+        if "def" in (c.data or {}) and not str(c.data["def"]).strip():
+            raise BadStatement(f"{where} {text!r} does not parse: {c.text!r} has no column definition; give one "
+                               "ALTER TABLE / CREATE INDEX / DROP INDEX statement as MySQL/MariaDB accept it",
+                               statement=text[:200])
         unknown = [" ".join(o) for o in (c.data or {}).get("options", ()) if c.kind == "table_options"
                    and str(o[0]).upper().replace(" ", "_") not in _TABLE_OPTIONS]
         if unknown:
