@@ -77,6 +77,11 @@ class Simulation:
                        + [m.info_revision for m in (lock.members.values() if lock else ())]) + 1
         for t, s in schemas.items():
             self.workers[t] = _Worker(t, s)
+        given = keeper.schema_source
+        # a lock created during the preview (after one resolved) starts a joining table from its
+        # checkpoint, i.e. the schema its simulated worker has reached, as the master would read it
+        keeper.schema_source = lambda k, t: (self.workers[t].schema if t in self.workers
+                                             else given(k, t) if given is not None else None)
         self._ran: list[dict] = []
         self._answers: list[dict] = []
         self._errors: list[dict] = []

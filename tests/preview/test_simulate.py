@@ -185,3 +185,20 @@ def test_plan_file_steps_and_shard_sets():
                        "  - sql: ALTER TABLE down.t ADD COLUMN c INT\n", "p.yaml")
     assert [s.sources for s in steps] == [("s2",), ()] and steps[0].tables == "db.t1"
     assert shards(KEY, _tables(), steps[0].sources, steps[0].tables) == [TableRef("s2", "db", "t1")]
+
+
+def test_a_lock_created_after_one_resolved_starts_tables_from_their_simulated_schema():
+    """Seed 11 of the differential test: after the ADD COLUMN lock resolved, the index lock's
+    members must start from the schema each shard reached in the preview, not from the schema
+    read before it (which lacks the column and kept the new lock open)."""
+    sts = _tables()
+    t0, t1, t2 = TableRef("s1", "db", "t0"), TableRef("s2", "db", "t1"), TableRef("s1", "db", "t2")
+    seq = [(t1, "ADD COLUMN c1 INT"), (t0, "ADD COLUMN c1 INT"), (t0, "ADD INDEX ix_k (k)"), (t0, "DROP INDEX ix_k"),
+           (t2, "ADD COLUMN c1 INT"), (t2, "ADD INDEX ix_k (k)"), (t1, "ADD INDEX ix_k (k)"),
+           (t1, "DROP INDEX ix_k"), (t2, "DROP INDEX ix_k")]
+    base = parse_create_table("CREATE TABLE t (id INT NOT NULL, a INT, k INT, PRIMARY KEY (id))")
+    schemas = {t: base for t in shards(KEY, sts)}
+    r = Simulation(copy_keeper(_live(sts), KEY, lambda _k, t: schemas.get(t)), KEY, dict(schemas)).run(
+        [PlanStep(parse(f"ALTER TABLE down.t {c}"), [t]) for t, c in seq])
+    assert r["steps"][4]["resolved"] and r["steps"][-1]["lock_state"] == "resolved", r["steps"][-1]
+    assert r["problem"] is None
