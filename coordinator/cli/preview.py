@@ -18,7 +18,7 @@ from protos import master_pb2 as pb
 
 
 def run(args) -> int:
-    from coordinator.preview.render import preview_table
+    from coordinator.preview.render import preview_table   # the package pulls in the lock engine: only when run
 
     sql = " ".join(args.sql).strip()
     plan, plan_file = "", ""
