@@ -35,7 +35,7 @@ def _step(s: dict) -> list[str]:
 
 
 def preview_table(doc: dict) -> str:
-    if not doc.get("result"):
+    if "preview" not in doc:
         return f"FAILED: {doc.get('msg', '')}"
     p = doc["preview"]
     lines = [f"task {p['task']}, target {p['target']} (lock {p['lock_id']}, live state: {p['live_lock']}); "

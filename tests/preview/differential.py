@@ -16,7 +16,8 @@ task on fresh databases; it ends at the first conflict (which both must report a
     .venv/bin/python -m tests.preview --sequences 200            # the long form (its own command)
     .venv/bin/python -m tests.preview --sequences 3 --start 40   # a few
 
-``tests/preview/test_differential.py`` is the short form in the normal suite."""
+``tests/preview/test_preview_cluster.py::test_preview_agrees_with_reality_short_form`` is the
+short form in the normal suite."""
 from __future__ import annotations
 
 import json

@@ -202,3 +202,18 @@ def test_a_lock_created_after_one_resolved_starts_tables_from_their_simulated_sc
         [PlanStep(parse(f"ALTER TABLE down.t {c}"), [t]) for t, c in seq])
     assert r["steps"][4]["resolved"] and r["steps"][-1]["lock_state"] == "resolved", r["steps"][-1]
     assert r["problem"] is None
+
+
+def test_table_view_shows_the_steps_and_the_first_problem():
+    from coordinator.preview.render import preview_table
+    sts = _tables(2)
+    r = _preview(_live(sts), sts, "ALTER TABLE down.t RENAME COLUMN b TO b2", "ALTER TABLE down.t DROP COLUMN a",
+                 per_shard=False, cost=lambda s: {"class": "instant", "rows": 3, "rows_touched": 0})
+    r.update(task="task", target="down.t", shards=["x", "y"], cost_note="measured", unknown_schemas=[],
+             schemas_from_upstream=[])
+    r["problem"] = {"step": 2, "kind": "conflict", "message": "boom", "exits": ["shardctl binlog skip task -s s1"]}
+    text = preview_table({"result": False, "msg": "the preview found a problem: boom", "preview": r})
+    assert "step 1 on s1-`db`.`t0`, s2-`db`.`t1`: ALTER TABLE down.t RENAME COLUMN b TO b2" in text, text
+    assert "runs downstream [instant] by s2-`db`.`t1`: ALTER TABLE `down`.`t` RENAME COLUMN `b` TO `b2`" in text
+    assert "FIRST PROBLEM: step 2 (conflict): boom" in text and "exit: shardctl binlog skip task -s s1" in text
+    assert preview_table({"result": False, "msg": "task 'x' is not running"}) == "FAILED: task 'x' is not running"
