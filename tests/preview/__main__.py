@@ -31,23 +31,29 @@ def main(argv: list[str] | None = None) -> int:
     services = Services(etcd=info["etcd"], mysql=info["mysql"])
     etcd = connect(services.etcd)
     kinds: Counter = Counter()
-    steps = bad = 0
+    steps = bad = statements = 0
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="preview-diff-") as tmp, \
             running(lambda prefix, work: Cluster(services, prefix, work), etcd, "preview-diff", Path(tmp)) as c:
         d = Differential(c, services, Path(tmp))
-        for seed in range(a.start, a.start + a.sequences):
-            out = d.run(make_sequence(seed, a.tables, a.plans))
-            kinds[out.ended] += 1
-            steps += out.steps
-            print(f"seed {seed}: {out.ended} after {out.steps} steps ({out.seconds:.1f}s) {out.detail[:300]}",
-                  flush=True)
-            if not out.ok:
-                bad += 1
-                print("  " + "\n  ".join(out.log), flush=True)
-                if bad >= a.stop_after:
-                    break
-    print(f"{sum(kinds.values())} sequences, {steps} steps compared, {dict(kinds)}, {bad} failed, "
+        try:
+            for seed in range(a.start, a.start + a.sequences):
+                out = d.run(make_sequence(seed, a.tables, a.plans))
+                kinds[out.ended] += 1
+                steps += out.steps
+                statements += out.statements
+                print(f"seed {seed}: {out.ended} after {out.steps} steps, {out.statements} downstream statements "
+                      f"({out.seconds:.1f}s) {out.detail[:300]}",
+                      flush=True)
+                if not out.ok:
+                    bad += 1
+                    print("  " + "\n  ".join(out.log), flush=True)
+                    if bad >= a.stop_after:
+                        break
+        finally:
+            d.close()
+    print(f"{sum(kinds.values())} sequences, {steps} steps and {statements} downstream statements compared, "
+          f"{dict(kinds)}, {bad} failed, "
           f"{time.monotonic() - t0:.0f}s")
     etcd.close()
     return 1 if bad else 0

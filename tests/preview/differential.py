@@ -6,7 +6,9 @@ every step the preview's prediction is compared with what happened:
   the structure ``SHOW CREATE TABLE`` shows (lattice-equal);
 * the held tables (skip-and-wait) and the conflicting ones (detected / error) of the live lock;
 * a worker stopped in Error where the preview says the worker's tracker refuses the statement;
-* whether the lock is open or resolved.
+* whether the lock is open or resolved;
+* the statements the workers ran on the merged table: the downstream's general query log (enabled
+  on the dev downstream for the run) must show exactly the previewed downstream statements.
 
 Sequences come from the protocol simulation's generator (``tests/sim/scripts.py``: every shard
 reaches the same schema by its own path: renames vs DROP+ADD, widenings before a DROP, index
@@ -37,6 +39,7 @@ from tests.api.conftest import Http
 from tests.sim.run import Config, scenario
 from tests.support.probes import wait_for
 
+_QUERY = re.compile(r"\sQuery\t(.*)$")
 BASE_COLUMNS = "id INT NOT NULL, a INT, b INT, r INT, v VARCHAR(10), k INT, PRIMARY KEY (id)"  # sim BASE
 SOURCES = ("s1", "s2")
 
@@ -92,6 +95,7 @@ def make_sequence(seed: int, tables: int = 3, plans: int = 2) -> Sequence:
 class Outcome:
     seed: int
     steps: int = 0              # steps compared
+    statements: int = 0         # downstream statements seen in the general log (all matched the preview)
     ended: str = "done"         # done | conflict (both reported it) | mismatch | error
     detail: str = ""
     seconds: float = 0.0
@@ -109,6 +113,37 @@ class Differential:
         self.c, self.services, self.work, self.timeout = cluster, services, work, timeout
         self.http = Http(f"http://127.0.0.1:{cluster.mmetrics}")
         self.marker = 0
+        self.general_log = self._general_log()
+
+    def _general_log(self) -> Path:
+        """The downstream's general query log (a file on this machine: the dev services), turned on:
+        the one record of what the workers really ran downstream."""
+        row = self._exec("downstream", None, "SELECT @@general_log, @@general_log_file, @@datadir")[0]
+        self._log_was_on = bool(row[0])
+        if not row[0]:
+            self._exec("downstream", None, "SET GLOBAL log_output = 'FILE'")
+            self._exec("downstream", None, "SET GLOBAL general_log = 1")
+        path = Path(row[1]) if row[1].startswith("/") else Path(row[2]) / row[1]
+        assert path.exists(), f"the downstream's general log {path} is not readable here"
+        return path
+
+    def close(self) -> None:
+        """Turn the general log off again if this run turned it on."""
+        if not self._log_was_on:
+            self._exec("downstream", None, "SET GLOBAL general_log = 0")
+
+    def _ran_since(self, offset: int, down_db: str) -> tuple[list[str], int]:
+        """ALTERs of ``down_db``.orders in the general log after ``offset``; and the new offset."""
+        with self.general_log.open("rb") as f:
+            f.seek(offset)
+            data = f.read()
+        head = f"ALTER TABLE `{down_db}`.`orders` "
+        out = []
+        for line in data.decode("utf-8", "replace").splitlines():
+            m = _QUERY.search(line)
+            if m and m[1].startswith(head):
+                out.append(m[1].rstrip())
+        return out, offset + len(data)
 
     # ------------------------------------------------------------------ set-up
     def _db(self, server: str, name: str):
@@ -244,9 +279,11 @@ class Differential:
                 if sid in self._observe(env)["errors"] or self._stages(env).get(sid) == "Paused":
                     out.ended, out.detail = "error", f"step {k + 1}: source {sid} is stopped before its DDL"
                     return out
+                offset = self.general_log.stat().st_size
                 self._exec(env["servers"][sid], ups[sid], sql)
                 self._quiet(env)
                 real = self._observe(env)
+                ran, _ = self._ran_since(offset, env["names"]["down"])
                 pred = steps[k]
                 for d in pred["downstream"]:
                     try:
@@ -256,6 +293,9 @@ class Differential:
                 p_conf = sorted(c["table"] for c in pred["conflicts"] if c["stage"] != "worker-error")
                 p_err = sorted({c["table"].split("-", 1)[0] for c in pred["conflicts"] if c["stage"] == "worker-error"})
                 mism = []
+                previewed = [d["statement"] for d in pred["downstream"]]
+                if sorted(previewed) != sorted(ran):
+                    mism.append(f"statements run downstream: preview {previewed} vs real {ran}")
                 if not eq(model, real["down"]):
                     mism.append(f"downstream: preview {_cols(model)} vs real {_cols(real['down'])} "
                                 f"(previewed statements {[d['statement'] for d in pred['downstream']]})")
@@ -268,6 +308,7 @@ class Differential:
                 if (pred["lock_state"] not in ("none", "resolved")) != real["open"]:
                     mism.append(f"lock: preview {pred['lock_state']} vs real {'open' if real['open'] else 'none'}")
                 out.steps = k + 1
+                out.statements += len(ran)
                 if mism:
                     out.ended = "mismatch"
                     out.detail = f"step {k + 1} ({sid}: {sql}): " + "; ".join(mism)

@@ -122,10 +122,15 @@ def test_bad_input_each_refused_naming_it(cluster, scenario):
 # The short form of the differential test (``python -m tests.preview --sequences 200`` is the long
 # one, tests/preview/differential.py): generated DDL sequences previewed as a rollout, then run for
 # real on a running task; after every step the preview must agree with reality (downstream
-# structure, held and conflicting tables, worker errors, lock open or resolved).  Seed 12: a rename
+# structure, statements in the downstream's general log, held and conflicting tables, worker errors,
+# lock open or resolved).  Seed 12: a rename
 # on two shards meets DROP + ADD on the third (both report the conflict at step 4); seed 9: drops
 # and a VARCHAR widened before its drop.
 @pytest.mark.parametrize("seed", (12, 9))
 def test_preview_agrees_with_reality_short_form(cluster, services, tmp_path, seed):
-    out = Differential(cluster, services, tmp_path).run(make_sequence(seed))
-    assert out.ok and out.steps > 0, f"{out.ended}: {out.detail}\n" + "\n".join(out.log)
+    d = Differential(cluster, services, tmp_path)
+    try:
+        out = d.run(make_sequence(seed))
+    finally:
+        d.close()
+    assert out.ok and out.steps > 0 and out.statements > 0, f"{out.ended}: {out.detail}\n" + "\n".join(out.log)
