@@ -109,6 +109,11 @@ class MasterStub:
                 request_serializer=protos_dot_master__pb2.TransferSourceRequest.SerializeToString,
                 response_deserializer=protos_dot_master__pb2.CommonResponse.FromString,
                 _registered_method=True)
+        self.DDLPreview = channel.unary_unary(
+                '/shardmerge.v1.Master/DDLPreview',
+                request_serializer=protos_dot_master__pb2.DDLPreviewRequest.SerializeToString,
+                response_deserializer=protos_dot_master__pb2.DDLPreviewResponse.FromString,
+                _registered_method=True)
 
 
 class MasterServicer:
@@ -230,6 +235,14 @@ class MasterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DDLPreview(self, request, context):
+        """ddl-preview: what a shard DDL (or a rollout plan of them) would do to the merged table,
+        simulated on a copy of the live lock and the shards' tracked schemas; writes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MasterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -307,6 +320,11 @@ def add_MasterServicer_to_server(servicer, server):
                     servicer.TransferSource,
                     request_deserializer=protos_dot_master__pb2.TransferSourceRequest.FromString,
                     response_serializer=protos_dot_master__pb2.CommonResponse.SerializeToString,
+            ),
+            'DDLPreview': grpc.unary_unary_rpc_method_handler(
+                    servicer.DDLPreview,
+                    request_deserializer=protos_dot_master__pb2.DDLPreviewRequest.FromString,
+                    response_serializer=protos_dot_master__pb2.DDLPreviewResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -714,6 +732,33 @@ class Master:
             '/shardmerge.v1.Master/TransferSource',
             protos_dot_master__pb2.TransferSourceRequest.SerializeToString,
             protos_dot_master__pb2.CommonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DDLPreview(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shardmerge.v1.Master/DDLPreview',
+            protos_dot_master__pb2.DDLPreviewRequest.SerializeToString,
+            protos_dot_master__pb2.DDLPreviewResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -39,6 +39,9 @@ RPC_ROLES: dict[str, str | dict[str, str]] = {
     # an operator's tool, not an observer's
     "CheckTask": OPERATOR, "QueryStatus": READ, "ShowDDLLocks": READ, "GetLeader": READ, "GetConfig": READ,
     "ListMember": READ,
+    # ddl-preview changes no lock, but creates (and drops) a scratch copy of the merged table
+    # downstream to try the statements: an operator's tool
+    "DDLPreview": OPERATOR,
 }
 
 

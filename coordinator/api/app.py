@@ -49,6 +49,7 @@ ROUTES: dict[tuple[str, str], Handler] = {
     ("POST", "/api/v1/tasks/{task-name}/resume"): ep.resume_task,
     ("POST", "/api/v1/tasks/{task-name}/start"): ep.start_task,
     ("POST", "/api/v1/tasks/{task-name}/stop"): ep.stop_task,
+    ("POST", "/api/v1/tasks/{task-name}/ddl-preview"): ep.ddl_preview,
     ("GET", "/api/v1/ddl-locks"): ep.list_locks,
     ("DELETE", "/api/v1/ddl-locks/{lock-id}"): ep.remove_lock,
     ("POST", "/api/v1/ddl-locks/{lock-id}/unlock"): ep.unlock_table,

@@ -6,6 +6,7 @@ endpoint, and returns (status, JSON document).  A refused command comes back fro
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Callable
 
 import yaml
@@ -278,3 +279,26 @@ def list_masters(req: Request, call: Call):
 def list_workers(req: Request, call: Call):
     data = shapes.workers(_members(req, call))
     return 200, {"total": len(data), "data": data}
+
+
+# ----------------------------------------------------------------------------- ddl-preview
+def ddl_preview(req: Request, call: Call):
+    """``shardctl ddl-preview``: the simulated effect of a statement (or a rollout plan) on the
+    merged table; the master writes nothing."""
+    name = req.path("task-name")
+    req.query(())
+    body = req.json({"sql": "str", "source_name_list": "[name]", "tables": "str", "plan": "str|object",
+                     "no_cost": "bool"})
+    sql, plan = (body.get("sql") or "").strip(), body.get("plan") or ""
+    if isinstance(plan, (dict, list)):
+        plan = yaml.safe_dump(plan, sort_keys=False, allow_unicode=True)
+    where = f"body of {req.method} {req.route}"
+    if bool(sql) == bool(plan.strip()):
+        raise ApiError(400, f"{where} needs exactly one of sql (one statement, with optional source_name_list and "
+                            "tables) or plan (the rollout: a list of steps {sql, sources, tables})")
+    resp = call("DDLPreview", pb.DDLPreviewRequest(task=name, sources=body.get("source_name_list") or [],
+                                                   tables=body.get("tables") or "", sql=sql, plan=plan,
+                                                   plan_file="field plan", no_cost=bool(body.get("no_cost"))))
+    if not resp.result:
+        raise refusal(resp)
+    return 200, {"result": True, "msg": "", "preview": json.loads(resp.preview)}

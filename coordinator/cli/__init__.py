@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "coordinator.cli.sources",    # operate-source, get-config/config, list-member
     "coordinator.cli.binlog",     # binlog skip|replace|inject|revert|list, handle-error (legacy form)
     "coordinator.cli.binlog_schema",  # binlog-schema list|update|delete (the tracked table structures)
+    "coordinator.cli.preview",    # ddl-preview (what a shard DDL would do, simulated on the master)
     "coordinator.cli.check",      # check (compare downstream with the merged upstream)
     "coordinator.cli.completion",  # completion bash|zsh (generated from this parser)
 )
@@ -111,6 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    if extra and getattr(args, "trailing_sql", False) and not any(x.startswith("-") for x in extra):
+        # `ddl-preview TASK -s S --tables P "SQL"`: argparse gave the optional positional SQL its
+        # empty match before the options, so the statement after them comes back unparsed
+        args.sql, extra = [*args.sql, *extra], []
     if extra:       # name the command whose --help lists the flags, on one line
         cmd = " ".join(x for x in (getattr(args, "command", None), getattr(args, "binlog_op", None),
                                    getattr(args, "schema_op", None)) if x)

@@ -41,6 +41,10 @@ EXAMPLES: dict[str, list[str]] = {
     "binlog-schema update": ["shardctl binlog-schema update my-task -s source1 shop_01 orders_0 orders_0.sql",
                              "shardctl binlog-schema update my-task -s source1 shop_01 orders_0 --from-target"],
     "binlog-schema delete": ["shardctl binlog-schema delete my-task -s source1 shop_01 orders_0"],
+    "ddl-preview": ["shardctl ddl-preview my-task \"ALTER TABLE shop.orders ADD COLUMN note VARCHAR(64)\"",
+                    "shardctl ddl-preview my-task -s source1 --tables 'shop_01.*' \"ALTER TABLE shop.orders RENAME "
+                    "COLUMN note TO remark\" --format table",
+                    "shardctl ddl-preview my-task --plan rollout.yaml"],
     "completion": ["source <(shardctl completion bash)", "shardctl completion zsh > ~/.zfunc/_shardctl"],
     "check": ["shardctl check --task-file task.yaml --source-file source1.yaml --source-file source2.yaml"],
 }

@@ -18,6 +18,7 @@ from coordinator.errors import ShardMergeError
 from coordinator.etcdproto import EtcdUnavailable, Fenced, Store
 from coordinator.master import precheck_task
 from coordinator.master.cluster import handle_error
+from coordinator.master.preview import ddl_preview
 from coordinator.master.schema_ops import operate_schema
 from coordinator.obs import logger
 from protos import master_pb2 as pb, master_pb2_grpc as pbg
@@ -228,6 +229,14 @@ class MasterService(pbg.MasterServicer):
             msg = self.node.optimist.unlock(fence, request)
             return pb.CommonResponse(result=True, msg=msg)
         return self._leader_call("UnlockDDLLock", request, context, pb.CommonResponse, run)
+
+    def DDLPreview(self, request, context):  # noqa: N802
+        def run(fence):
+            doc = ddl_preview(self.node.store, self.node.optimist, request.task, list(request.sources),
+                              request.tables, request.sql, request.plan, request.plan_file or "the plan",
+                              measure=not request.no_cost)
+            return pb.DDLPreviewResponse(result=True, preview=json.dumps(doc, ensure_ascii=False))
+        return self._leader_call("DDLPreview", request, context, pb.DDLPreviewResponse, run)
 
     # ------------------------------------------------------------------ cluster
     def GetLeader(self, request, context):  # noqa: N802
