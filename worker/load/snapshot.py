@@ -25,7 +25,9 @@ from pymysql.constants import FIELD_TYPE
 
 from coordinator.errors import ShardMergeError
 from coordinator.sql import quote_table
+from worker import gtid
 from worker.events import Position
+from worker.upstream import _master_status, server_flavor
 
 
 class SnapshotError(ShardMergeError):
@@ -62,8 +64,6 @@ def connect_reader(db_kwargs: dict, *, streaming: bool = True):
 def open_snapshot(conn, source_id: str = "") -> Position:
     """Start a consistent-snapshot transaction on ``conn``; the binlog position (and GTID set)
     the snapshot corresponds to."""
-    from worker import gtid
-    from worker.upstream import _master_status, server_flavor
     with conn.cursor() as cur:
         if server_flavor(cur) == gtid.MYSQL:
             return _mysql_snapshot(cur, source_id, _master_status)
@@ -90,7 +90,6 @@ def _mysql_snapshot(cur, source_id: str, status) -> Position:
         raise
     try:
         cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
-        from worker import gtid
         pos = status(cur, gtid.MYSQL)
     finally:
         cur.execute("UNLOCK TABLES")      # the snapshot's read view stays; only the global lock goes
