@@ -148,6 +148,63 @@ def test_a_departure_that_completes_an_agreement_picks_one_runner():
     assert ddls(h.send("B", RENAME)) == [] and h.lock.is_resolved()
 
 
+# ---------------------------------------------------------------------------- case 9
+def _ran_rename(ops) -> list[str]:
+    """The tables told to run the rename, one entry per answered Info (a rebuild re-states an
+    answer it restores: the same Info revision, not a second run)."""
+    return sorted(t for t, _ in {(o.table.table, o.info_revision) for o in ops if o is not None and RENAME in o.ddls})
+
+
+def test_case9_workers_and_the_master_killed_while_the_lock_resolves_run_the_rename_once():
+    """DM_RESYNC_NOT_FLUSHED on two sources: every table renames, D's answer runs it; D's worker
+    dies after running it and before its done mark (on restart its finished intent marks the
+    stored Operation done); the redirected tables' workers die while replaying and re-send their
+    Info; the leader dies too and a new one rebuilds from etcd.  The rename runs once (D's), every
+    replay runs nothing, and the lock resolves."""
+    h = Harness(T, tables=("s1.A", "s1.B", "s2.C", "s2.D"))
+    answered = []
+    for n in ("s1.A", "s1.B", "s2.C"):
+        out = h.send(n, RENAME)
+        assert out.operation.stage is Stage.SKIP_AND_WAIT, n
+        answered += [out.operation, *out.others]
+    d = h.send("s2.D", RENAME, done=False)          # D runs it; its worker dies before the done mark
+    answered += [d.operation, *d.others]
+    assert _ran_rename(answered) == ["d"]
+    again = h.send("s1.A", info=h.make_info("s1.A", RENAME, before=h.init))   # A restarted before D's mark
+    assert again.operation.stage is Stage.SKIP_AND_WAIT and again.operation.ddls == []
+    released = h.done("s2.D")                       # D restarted: its finished intent marks done
+    assert sorted(o.table.table for o in released.others if o.stage is Stage.RESOLVED) == ["a", "b", "c"]
+    answered += [again.operation, *again.others, *released.others]
+    rb = _rebuild(h)                                # the leader dies as the redirects are read
+    answered += rb.operations
+    assert _ran_rename(answered) == ["d"]
+    k = rb.keeper
+    last = None
+    for n in ("s1.A", "s2.C", "s1.B"):              # the restarted workers replay from the DDL
+        out = k.handle_info(h.make_info(n, RENAME, before=h.init))
+        assert out.operation.stage is Stage.NONE and out.operation.ddls == [], (n, out.operation)
+        answered += [out.operation, *out.others]
+        op = out.operation
+        op.done = True
+        last = k.mark_done(op)
+    assert _ran_rename(answered) == ["d"]
+    assert last is not None and last.resolved
+
+
+def test_case9_without_a_master_restart_the_replays_run_nothing_and_the_lock_resolves():
+    h = Harness(T, tables=("s1.A", "s1.B", "s2.C", "s2.D"))
+    for n in ("s1.A", "s1.B", "s2.C"):
+        h.send(n, RENAME)
+    h.send("s2.D", RENAME)                          # ran and done: the others are redirected
+    for n in ("s2.C", "s1.A"):                      # killed while replaying: a new Info each
+        h.send(n, info=h.make_info(n, RENAME, before=h.init), done=False)
+        assert h.last[n].stage is Stage.NONE and h.last[n].ddls == [], n
+    assert ddls(h.send("s2.C", info=h.make_info("s2.C", RENAME, before=h.init))) == []
+    assert ddls(h.send("s1.A", info=h.make_info("s1.A", RENAME, before=h.init))) == []
+    assert ddls(h.send("s1.B", info=h.make_info("s1.B", RENAME, before=h.init))) == []
+    assert h.lock.is_resolved()
+
+
 # ---------------------------------------------------------------------------- case 10
 def test_case10_members_differing_only_in_charset_resolve():
     """DM_040: one shard adds the column in utf8, the others in utf8mb4: every Operation is done

@@ -15,9 +15,9 @@ def test_widen_then_drop_never_drops_a_column_another_shard_has_in_any_interleav
     """Issue 28 case 1: B widens `r` (run downstream), then drops it; A still has `r INT`.  Every
     interleaving of two workers and the master (no crash): the DROP runs only after both dropped."""
     events = [[[A + "MODIFY COLUMN r BIGINT"], [A + "DROP COLUMN r"]], [[A + "DROP COLUMN r"]]]
-    states, found = explore(events, crashes=0)
-    assert found is None, found
-    assert states > 100
+    r = explore(events, crashes=0)
+    assert r.violation is None, r.violation
+    assert r.complete and r.states > 100
 
 
 def test_narrowing_by_every_shard_runs_once_in_any_interleaving():
@@ -25,18 +25,19 @@ def test_narrowing_by_every_shard_runs_once_in_any_interleaving():
     (With one worker kill the explorer still finds a re-run: docs/lock-algorithm.md, open cases;
     the identical re-send rule is tested in tests/lock/test_scenarios.py::test_s2*.)"""
     events = [[[A + "MODIFY COLUMN r SMALLINT"]]] * 2
-    states, found = explore(events, crashes=0)
-    assert found is None, found
+    r = explore(events, crashes=0)
+    assert r.violation is None and r.complete, r.violation
 
 
 def test_rename_against_drop_and_add_ends_in_a_named_exit_in_any_interleaving():
     """Issue 28 case 2, both orders: a conflict with its exit (the explorer takes it: unlock
     --action skip), then the lock resolves and the downstream has no stale column."""
     events = [[[A + "RENAME COLUMN b TO b2"]], [[A + "DROP COLUMN b"], [A + "ADD COLUMN b2 INT"]]]
-    states, found = explore(events, crashes=0)
-    assert found is None, found
+    r = explore(events, crashes=0)
+    assert r.violation is None and r.complete, r.violation
     events = [[[A + "RENAME COLUMN b TO b2"]], [[A + "ADD COLUMN b2 INT"], [A + "DROP COLUMN b"]]]
-    assert explore(events, crashes=0)[1] is None
+    r = explore(events, crashes=0)
+    assert r.violation is None and r.complete, r.violation
 
 
 def test_random_seeds_with_faults_pass_and_replays_reproduce():
