@@ -306,7 +306,6 @@ class LockKeeper:
         except Exception:  # noqa: BLE001 — unreadable checkpoint: assume it did not run (hand over)
             return False
         return s is not None and eq(s, a.afters[-1])
-        return out
 
     def remove_sources(self, task: str, sources: Iterable[str]) -> list[LockChange]:
         """stop-task -s: remove every table of ``sources`` from the task's locks."""

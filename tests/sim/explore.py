@@ -15,9 +15,30 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from .run import apply
+from .run import _ordinary_rename, apply
 from .store import Violation
 from .world import LOCK, World
+
+
+A = "ALTER TABLE t "
+_R, _W, _D = A + "RENAME COLUMN b TO b2", A + "MODIFY COLUMN r BIGINT", A + "DROP COLUMN r"
+_N, _C = A + "MODIFY COLUMN a SMALLINT", A + "ADD COLUMN c1 INT"
+
+# Named configurations (per table its DDLs, one Info each) for ``python -m tests.sim --explore``:
+# issue 28 asks for 3 tables x 3 DDLs with a crash at every point.  Each ends with every table at
+# the same schema, so a correct protocol ends resolved with the downstream equal to it.
+CONFIGS: dict[str, list[list[list[str]]]] = {
+    # case 1 and cases 3/4: a rename everywhere; r widened then dropped by two tables, dropped
+    # unwidened by the third (the DROP must wait for the last table that still has it)
+    "rename-widen-drop": [[[_R], [_W], [_D]], [[_W], [_D], [_R]], [[_D], [_R]]],
+    # case 2: one table renames, the others reach b2 by ordinary statements (both orders): exits
+    "rename-ordinary": [[[_R], [_W], [_D]], [[A + "DROP COLUMN b"], [A + "ADD COLUMN b2 INT"], [_D]],
+                        [[A + "ADD COLUMN b2 INT"], [A + "DROP COLUMN b"], [_D]]],
+    # a narrowing MODIFY (runs once, by the last table), a rename and an ADD in three orders
+    "narrow-rename-add": [[[_N], [_R], [_C]], [[_R], [_C], [_N]], [[_C], [_N], [_R]]],
+    # CI's short form: two tables, the rename against DROP+ADD
+    "small": [[[_R]], [[A + "DROP COLUMN b"], [A + "ADD COLUMN b2 INT"]]],
+}
 
 
 @dataclass
@@ -59,7 +80,8 @@ def full_key(world: World) -> tuple:
     ws = []
     for w in world.workers:
         info = store.infos.get((LOCK, w.t))
-        op = store.get_operation(LOCK, w.t)
+        op = store.ops.get((LOCK, w.t))
+        done = op is not None and (op.done or store.marks.get((LOCK, w.t)) == op.revision)
         irev = info.revision if info else 0
         orev = op.revision if op else 0
         ws.append((w.pos, w.phase, w.met == w.pos, w.ran == w.pos, w.intent, w.gone, w.skipped,
@@ -68,7 +90,7 @@ def full_key(world: World) -> tuple:
                    None if w.op is None else (w.op.stage.value, tuple(w.op.ddls), _rel(w.op.revision, orev)),
                    None if info is None else (tuple(info.ddls), _fp(info.before)),
                    None if op is None else (op.stage.value, tuple(op.ddls), op.runner, op.runs_after,
-                                            op.done, _rel(op.info_revision, irev))))
+                                            done, _rel(op.info_revision, irev))))
     pending = []
     for kind, rec in store.events[world.cursor:]:
         if kind == "tables":
@@ -109,8 +131,18 @@ def _enabled(world: World, action: str) -> bool:
         return True
     kind, _, idx = action.rpartition("-w")
     w = world.workers[int(idx)]
+    if kind == "leave":
+        return not w.gone and not _ordinary_rename(w.events)    # the known limit run.py leaves out
+    if kind == "skip":
+        return world.can_skip(w)
+    if kind == "watch":
+        return w.phase in ("wait", "held", "paused") and w.seen != 0
     if kind == "crash":
         return not (w.phase == "run" and w.info is None and w.rev == 0 and w.seen == 0 and w.op is None)
+    if w.gone:
+        return False
+    if w.phase == "advance" and w.skipped:
+        return world._rows_misfit(w, w.schemas[w.pos + 1]) is None
     if w.phase in ("wait", "paused", "held"):
         op = world.store.get_operation(LOCK, w.t)
         if op is not None and op.info_revision == w.rev and op.revision > w.seen:
@@ -123,9 +155,12 @@ def _enabled(world: World, action: str) -> bool:
     return True
 
 
-def explore(events: list, crashes: int = 1, limit: int = 200_000, progress: float = 0.0) -> Explored:
-    """Depth-first over every interleaving; ``crashes`` faults at most per path; ``progress``:
-    print a line every that many seconds (0: silent)."""
+def explore(events: list, crashes: int = 1, limit: int = 200_000, progress: float = 0.0,
+            kinds: tuple[str, ...] = ("crash",)) -> Explored:
+    """Depth-first over every interleaving; ``crashes`` faults at most per path, of ``kinds``:
+    ``crash`` (master crash, worker kill), ``leave`` (a table dropped upstream, seen at its
+    worker's restart), ``skip`` (a runner's DDL skipped by the operator), ``watch`` (a broken
+    watch); ``progress``: print a line every that many seconds (0: silent)."""
     out = Explored()
     t0 = last = time.monotonic()
     start = World(events)
@@ -133,7 +168,8 @@ def explore(events: list, crashes: int = 1, limit: int = 200_000, progress: floa
     seen: set = set()
     stack: list[tuple[World, list[str], int]] = [(start, [], crashes)]
     steps = ["m"] + [f"step-w{i}" for i in range(n)]
-    faults = ["crash-m"] + [f"crash-w{i}" for i in range(n)]
+    faults = (["crash-m"] if "crash" in kinds else []) + [
+        f"{k}-w{i}" for k in kinds for i in range(n)]
     try:
         while stack:
             world, path, left = stack.pop()
@@ -156,7 +192,7 @@ def explore(events: list, crashes: int = 1, limit: int = 200_000, progress: floa
             moved = False
             # the last action reuses the popped state (not needed after its expansion) unless the
             # state must stay for the operator's exit or the quiet check (only faults enabled)
-            reuse = any(not a.startswith("crash") for a in todo)
+            reuse = any(a == "m" or a.startswith("step") for a in todo)
             for i, a in enumerate(todo):
                 w = world if reuse and i == len(todo) - 1 else world.fork()
                 try:
@@ -167,7 +203,7 @@ def explore(events: list, crashes: int = 1, limit: int = 200_000, progress: floa
                 if not ok:
                     continue
                 out.transitions += 1
-                is_fault = a.startswith("crash")
+                is_fault = not (a == "m" or a.startswith("step"))
                 moved = moved or not is_fault
                 stack.append((w, path + [a], left - is_fault))
             if not moved:

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import enum
+import types
+from collections import Counter
 from dataclasses import dataclass, field
 
-from coordinator.etcdproto import Info, LockKey, Operation, SourceTables, Stage, TableRef
+from coordinator.etcdproto import DoneMark, Info, LockKey, Operation, SourceTables, Stage, TableRef
 from coordinator.lock import LockKeeper
 from coordinator.lock.schema_bag import cmp, eq, join2
 from coordinator.schema import Column, ColumnType, Index, SchemaError, TableSchema, apply_ddl, classify, parse_create_table
@@ -22,21 +25,51 @@ LOCK = LockKey("task", "db", "t")
 
 # Values nothing mutates once made (frozen dataclasses, and the etcd records: every change stores
 # a new one), shared by ``World.fork`` instead of copied: copying them was 95% of the explorer's time.
-_deepcopy_tuple = copy._deepcopy_dispatch[tuple]  # type: ignore[attr-defined]
-_SHARED = (ColumnType, Column, Index, TableSchema, TableRef, LockKey, Info, Operation)
+_SHARED = frozenset({str, int, float, bool, type(None), bytes, frozenset, ColumnType, Column, Index, TableSchema,
+                     TableRef, LockKey, Info, Operation, DoneMark, types.FunctionType})
 
 
-def _keep(x, _memo):
-    return x
-
-
-def _tuple(x, memo):
-    """A tuple of immutable values (the lattice keys the schema bags are keyed on) is shared."""
-    try:
-        hash(x)
-    except TypeError:
-        return _deepcopy_tuple(x, memo)
-    return x
+def _clone(x, memo: dict):
+    """A deep copy of the lock engine's state for ``World.fork`` (``copy.deepcopy``'s protocol
+    without its per-object cost): immutable values and hashable tuples/sets' members are shared,
+    containers and plain objects copied once each (``memo``: shared references stay shared)."""
+    t = type(x)
+    if t in _SHARED:
+        return x
+    if t is tuple:
+        try:
+            hash(x)
+            return x
+        except TypeError:
+            return tuple(_clone(v, memo) for v in x)
+    y = memo.get(id(x))
+    if y is not None:
+        return y
+    if t is dict:
+        y = memo[id(x)] = {}
+        for k, v in x.items():
+            y[k] = _clone(v, memo)
+    elif t is list:
+        y = memo[id(x)] = []
+        y.extend(_clone(v, memo) for v in x)
+    elif t is set:
+        y = memo[id(x)] = set(x)              # members are hashable: immutable values
+    elif t is Counter:
+        y = memo[id(x)] = Counter(x)
+    elif t is types.MethodType:
+        y = types.MethodType(x.__func__, _clone(x.__self__, memo))
+    elif isinstance(x, (enum.Enum, BaseException)):
+        return x
+    elif isinstance(x, dict) and hasattr(x, "__dict__"):        # a dict with counters (lock.Drops)
+        y = memo[id(x)] = t.__new__(t)
+        dict.update(y, x)
+        y.__dict__.update({k: _clone(v, memo) for k, v in x.__dict__.items()})
+    elif hasattr(x, "__dict__") and not hasattr(t, "__slots__"):
+        y = memo[id(x)] = object.__new__(t)
+        y.__dict__.update({k: _clone(v, memo) for k, v in x.__dict__.items()})
+    else:
+        return copy.deepcopy(x, memo)
+    return y
 
 
 @dataclass
@@ -44,6 +77,7 @@ class Worker:
     t: TableRef
     events: list[list[str]]
     schemas: list[TableSchema]          # schema at each checkpoint position
+    jsons: list[tuple[dict, list[dict]]]  # per DDL: its Info's before and afters (JSON)
     pos: int = 0                        # checkpoint: events before it are done (persisted downstream)
     phase: str = "run"                  # run | wait | held | paused | exec | mark | advance
     info: Info | None = None
@@ -74,12 +108,16 @@ class World:
         for i, evs in enumerate(self.events):
             t = TableRef(f"s{i % 2 + 1}", "db", f"t{i}")
             schemas = [self.base]
+            jsons = []
             for ev in evs:
                 s = schemas[-1]
+                afters = []
                 for stmt in ev:
                     s = apply_ddl(s, stmt)
+                    afters.append(s.to_json())
+                jsons.append((schemas[-1].to_json(), afters))
                 schemas.append(s)
-            self.workers.append(Worker(t, evs, schemas))
+            self.workers.append(Worker(t, evs, schemas, jsons))
         self.by_table = {w.t: w for w in self.workers}
         self.down = self.base
         self.keeper = self._new_keeper()
@@ -100,18 +138,7 @@ class World:
         new.workers = [copy.copy(w) for w in self.workers]
         new.by_table = {w.t: w for w in new.workers}
         new.executed, new.log = list(self.executed), list(self.log)
-        dispatch = copy._deepcopy_dispatch  # type: ignore[attr-defined]
-        saved = {t: dispatch.get(t) for t in (*_SHARED, tuple, frozenset)}
-        dispatch.update(dict.fromkeys(_SHARED, _keep))
-        dispatch[tuple], dispatch[frozenset] = _tuple, _keep
-        try:
-            new.keeper = copy.deepcopy(self.keeper, {id(self): new})
-        finally:
-            for t, f in saved.items():
-                if f is None:
-                    dispatch.pop(t, None)
-                else:
-                    dispatch[t] = f
+        new.keeper = _clone(self.keeper, {id(self): new})
         return new
 
     # ------------------------------------------------------------------ master
@@ -205,14 +232,10 @@ class World:
 
     # ------------------------------------------------------------------ workers
     def _info(self, w: Worker) -> Info:
-        s = w.schemas[w.pos]
-        afters, cur = [], s
-        for stmt in w.events[w.pos]:
-            cur = apply_ddl(cur, stmt)
-            afters.append(cur.to_json())
+        before, afters = w.jsons[w.pos]      # computed once (parsing the DDLs is the costly part)
         return Info(task=LOCK.task, source=w.t.source, up_schema=w.t.schema, up_table=w.t.table,
                     down_schema=LOCK.down_schema, down_table=LOCK.down_table, ddls=list(w.events[w.pos]),
-                    before=s.to_json(), afters=afters)
+                    before=before, afters=list(afters))
 
     def worker_step(self, w: Worker) -> bool:
         """One atomic action of ``w``'s worker; False when it cannot progress now."""
@@ -339,7 +362,7 @@ class World:
             before = self.down
             self.executed.append((str(w.t), stmt))
             try:
-                after = apply_ddl(before, stmt)
+                after = _apply_ddl(before, stmt)
             except SchemaError as e:
                 low = str(e).lower()
                 if ("exists" in low or "duplicate" in low or "no such" in low or "unknown" in low
@@ -350,7 +373,7 @@ class World:
                     continue                   # ignorable repeat (1060/1061/1091)
                 raise Violation("ddl-failed", f"{w.t} ran {stmt!r}: {e}") from None
             try:
-                post = apply_ddl(prev, stmt)
+                post = _apply_ddl(prev, stmt)
             except SchemaError:
                 post = None
             if post is not None and classify(prev, post) == "narrowing" and eq(after, before) \
@@ -416,6 +439,27 @@ class World:
         if self.left is not None and self._departure_leftovers():
             return
         raise Violation("schema-differs", f"downstream {_cols(self.down)} != joined {_cols(self.final)}")
+
+
+_APPLIED: dict[tuple[int, str], tuple[TableSchema, object]] = {}
+
+
+def _apply_ddl(s: TableSchema, stmt: str) -> TableSchema:
+    """``apply_ddl`` memoised on the (immutable) schema's identity: the explorer runs the same
+    statements on the same schemas in many interleavings.  An entry holds its schema, so the id
+    is not reused while it exists."""
+    e = _APPLIED.get((id(s), stmt))
+    if e is None or e[0] is not s:
+        if len(_APPLIED) > 50_000:
+            _APPLIED.clear()
+        try:
+            r: object = apply_ddl(s, stmt)
+        except SchemaError as ex:
+            r = ex
+        e = _APPLIED[(id(s), stmt)] = (s, r)
+    if isinstance(e[1], SchemaError):
+        raise e[1]
+    return e[1]  # type: ignore[return-value]
 
 
 def _renames(stmt: str) -> bool:
