@@ -27,10 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--explore", metavar="NAME", help="exhaustive walk of a named configuration (or 'all')")
     p.add_argument("--crashes", type=int, default=1, help="--explore: faults (master crash, worker kill) per path")
     p.add_argument("--limit", type=int, default=2_000_000, help="--explore: stop after this many states")
+    p.add_argument("--seconds", type=float, default=0.0, help="--explore: stop each walk after this long (0: none)")
     p.add_argument("--faults", default="crash", help="--explore: fault kinds, comma-separated: crash, leave, skip, watch")
     a = p.parse_args(argv)
     if a.explore:
-        return _explore(a.explore, a.crashes, a.limit, tuple(a.faults.split(",")))
+        return _explore(a.explore, a.crashes, a.limit, tuple(a.faults.split(",")), a.seconds)
     cfg = Config(tables=a.tables, plans=a.plans, max_steps=a.steps, fault_rate=a.fault_rate,
                  exclude=tuple(x for x in a.exclude.split(",") if x))
     steps = bad = 0
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if bad else 0
 
 
-def _explore(name: str, crashes: int, limit: int, kinds: tuple[str, ...]) -> int:
+def _explore(name: str, crashes: int, limit: int, kinds: tuple[str, ...], seconds: float = 0.0) -> int:
     from .explore import CONFIGS, explore
     names = sorted(CONFIGS) if name == "all" else [name]
     unknown = [n for n in names if n not in CONFIGS]
@@ -65,9 +66,9 @@ def _explore(name: str, crashes: int, limit: int, kinds: tuple[str, ...]) -> int
         return 2
     rc = 0
     for n in names:
-        r = explore(CONFIGS[n], crashes=crashes, limit=limit, progress=60, kinds=kinds)
+        r = explore(CONFIGS[n], crashes=crashes, limit=limit, progress=60, kinds=kinds, seconds=seconds)
         print(f"{n}: {len(CONFIGS[n])} tables, {crashes} x {'/'.join(kinds)}: {r.states} states, {r.transitions} transitions, "
-              f"{r.quiet} quiet ends, {r.seconds:.0f}s, {'complete' if r.complete else 'STOPPED at the limit'}, "
+              f"{r.quiet} quiet ends, {r.seconds:.0f}s, {'complete' if r.complete else 'STOPPED (limit or time budget)'}, "
               f"{'violation ' + str(r.violation[0]) if r.violation else 'no violation'}", flush=True)
         if r.violation:
             print(f"  path: {r.violation[1]}")

@@ -156,11 +156,12 @@ def _enabled(world: World, action: str) -> bool:
 
 
 def explore(events: list, crashes: int = 1, limit: int = 200_000, progress: float = 0.0,
-            kinds: tuple[str, ...] = ("crash",)) -> Explored:
+            kinds: tuple[str, ...] = ("crash",), seconds: float = 0.0) -> Explored:
     """Depth-first over every interleaving; ``crashes`` faults at most per path, of ``kinds``:
     ``crash`` (master crash, worker kill), ``leave`` (a table dropped upstream, seen at its
     worker's restart), ``skip`` (a runner's DDL skipped by the operator), ``watch`` (a broken
-    watch); ``progress``: print a line every that many seconds (0: silent)."""
+    watch); ``progress``: print a line every that many seconds (0: silent); ``seconds``: stop
+    (``complete`` False) after that long (0: no budget)."""
     out = Explored()
     t0 = last = time.monotonic()
     start = World(events)
@@ -177,7 +178,7 @@ def explore(events: list, crashes: int = 1, limit: int = 200_000, progress: floa
             if key in seen:
                 continue
             seen.add(key)
-            if len(seen) > limit:
+            if len(seen) > limit or (seconds and time.monotonic() - t0 > seconds):
                 out.complete = False
                 break
             if progress and time.monotonic() - last > progress:
