@@ -53,6 +53,14 @@ def test_every_interleaving_with_up_to_two_faults_of_the_small_configuration():
     assert r.violation is None and r.complete, r.violation
 
 
+def test_every_interleaving_of_three_tables_renaming_widening_and_dropping():
+    """A 3-table configuration of ``--explore`` without faults (the form with a crash at every
+    point is the long one: docs/lock-algorithm.md has its figures)."""
+    r = explore(CONFIGS["rename-widen-drop"], crashes=0)
+    assert r.violation is None and r.complete, r.violation
+    assert r.states > 5000
+
+
 def test_the_explorers_fork_is_a_deep_copy():
     """``World.fork`` shares what it takes for immutable: the walk it gives must be the walk a
     full ``copy.deepcopy`` gives (same states, transitions and ends)."""
