@@ -335,10 +335,13 @@ class World:
         return True
 
     def can_skip(self, w: Worker) -> bool:
-        """``w`` is about to run the agreed change of a resolution other tables are held for."""
+        """``w`` is about to run the agreed change of a resolution other tables are held for (a
+        redirect already released names its runner too, but that answer ran: skipping a later,
+        ordinary DDL would be the operator dropping a change nobody else makes)."""
         return (not w.gone and w.phase == "exec" and w.op is not None and bool(w.op.ddls)
                 and w.intent != (w.pos, tuple(w.op.ddls))
-                and any(o.runner == str(w.t) for (_, t), o in self.store.ops.items() if t != w.t))
+                and any(o.runner == str(w.t) and o.stage is Stage.SKIP_AND_WAIT
+                        for (_, t), o in self.store.ops.items() if t != w.t))
 
     def binlog_skip(self, w: Worker) -> bool:
         """Issue 28 case 5: the runner's execution failed and the operator skipped the DDL
