@@ -58,6 +58,10 @@ class Operation(Record):
     # remove it): that table.  Not a resolution: the replay is decided afresh
     runs_after: str = ""
     revision: int = _meta()
+    # not stored: read from the done mark with ``done`` (False: the worker marked it done without
+    # running its statements, ``binlog skip``), so a rebuild hands a runner's change over as the
+    # leader that read the mark did (issue 28 case 5)
+    ran: bool = _meta(True)
 
     # The names are set once, at creation: both are kept after the first use (a big lock's
     # master asks for them several times per record).
@@ -128,6 +132,7 @@ def _with_done(op: Operation | None, mark: "DoneMark | None") -> Operation | Non
     Operation stored with ``done`` true was marked in place by an older release: still done."""
     if op is not None and not op.done:
         op.done = mark is not None and mark.marks(op)
+        op.ran = not op.done or mark is None or mark.ran
     return op
 
 

@@ -11,6 +11,7 @@ through ``coordinator.etcdproto.Store`` with its fence, then — only after a su
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -20,6 +21,7 @@ from coordinator.schema import SchemaError, TableSchema
 
 from .errors import BadAction, LockNotFound, TableNotInLock, UnlockRefused
 from .lock import Answer, Effects, Lock, Member
+from .schema_bag import eq
 from .views import Expectation, LockOwner, LockSummary, LockView, expectation, lock_state, lock_view
 
 __all__ = ["Expectation", "LockChange", "LockKeeper", "LockOwner", "LockSummary", "LockView", "Rebuilt",
@@ -57,6 +59,9 @@ class Rebuilt:
     dropped_deletes: list[tuple[LockKey, str]]
     resolved: list[LockKey]
     errors: list[str]
+    # tables that left while no leader watched (not in their source's SourceTables any more):
+    # their records are deleted as ``remove_table``'s are, or the lock's removal would wait on them
+    removed_tables: list[tuple[LockKey, TableRef]] = field(default_factory=list)
 
 
 class LockKeeper:
@@ -285,8 +290,22 @@ class LockKeeper:
         if t not in lock.members:
             raise TableNotInLock(f"{t} is not a member of lock {lock.id}", lock_id=lock.id, table=str(t))
         out = LockChange(lock.key, removed_tables=[t])
-        return self._apply(lock, t, lock.remove(t), out)
-        return out
+        return self._apply(lock, t, lock.remove(t, ran=self._ran_before_leaving(lock, lock.members[t])), out)
+
+    def _ran_before_leaving(self, lock: Lock, m: Member) -> bool:
+        """``m`` leaves with an answer to run not marked done: did its statements run anyway?
+        Its worker records a DDL finished downstream before the done mark, and the schema source
+        (the checkpoint) reports the finished DDL's schema: then the change must not be handed
+        over to run a second time (issue 28 case 5 meets invariant 5; found by tests/sim)."""
+        a = m.answer
+        if a is None or m.done or not a.ddls or a.stage not in (Stage.NONE, Stage.UNLOCKED) or not a.afters \
+                or self.schema_source is None:
+            return False
+        try:
+            s = self.schema_source(lock.key, m.table)
+        except Exception:  # noqa: BLE001 — unreadable checkpoint: assume it did not run (hand over)
+            return False
+        return s is not None and eq(s, a.afters[-1])
 
     def remove_sources(self, task: str, sources: Iterable[str]) -> list[LockChange]:
         """stop-task -s: remove every table of ``sources`` from the task's locks."""
@@ -386,8 +405,10 @@ class LockKeeper:
         m = lock.members.get(info.table) or lock.add_member(info.table, before)
         runner = parse_table_ref(op.runner) if op.runner else None
         after = parse_table_ref(op.runs_after) if op.runs_after else None
-        lock.restore(m, info, before, afters, op.stage, list(op.ddls), op.message, list(op.cols), runner, op.done,
-                     runs_after=after)
+        # a done mark that says the statements did not run (``binlog skip``) is applied after the
+        # restore, by ``rebuild``'s ``mark_done``: it hands a runner's change over
+        lock.restore(m, info, before, afters, op.stage, list(op.ddls), op.message, list(op.cols), runner,
+                     op.done and op.ran, runs_after=after)
         return True
 
     @classmethod
@@ -415,14 +436,23 @@ class LockKeeper:
             ops[(o.lock, o.table)] = o
         infos = sorted(infos, key=lambda i: i.revision)
         pending: list[Info] = []
+        gone: list[tuple[LockKey, TableRef]] = []
         for info in infos:
             listed = (info.task, info.source) in known_sources
             if listed and (info.up_schema, info.up_table) not in k._source_tables[(info.task, info.source)].members(
                     info.down_schema, info.down_table):
-                continue   # the table left the task; its Info is stale (removed on the next cleanup)
+                # the table left the task while no leader watched: restored like the others, then
+                # removed as its departure would have been (``remove_table``: a runner that ran its
+                # change is taken as done, one that did not hands it over)
+                gone.append((info.lock, info.table))
             stored = ops.get((info.lock, info.table))
             try:
                 restored = stored is not None and stored.info_revision == info.revision and k._restore(info, stored)
+                if stored is not None and stored.stage is Stage.RESOLVED and stored.info_revision < info.revision:
+                    # the replay of a redirect (a worker sends nothing else after one): the redirect
+                    # is restored onto the DDL it replays, so the replay is decided as the leader that
+                    # wrote it would (the runner chosen by a departure or a handover runs the change)
+                    k._restore(dataclasses.replace(info, revision=stored.info_revision), stored)
             except Exception as e:  # noqa: BLE001 — one bad lock must not stop the master
                 errors.append(f"{info.lock.id}: restoring the answer of {info.table} failed: {e}")
                 k.mark_error(info.lock, f"restoring Operation revision {stored.revision if stored else 0} failed: {e}",
@@ -451,6 +481,12 @@ class LockKeeper:
             except Exception as e:  # noqa: BLE001
                 errors.append(f"{lk.id}: restoring Operation of {t} failed: {e}")
                 k.mark_error(lk, f"restoring Operation revision {op.revision} failed: {e}", t)
+        for lk, t in gone:
+            found = k._locks.get(lk)
+            if found is not None and t in found.members:
+                k.remove_table(lk, t, reason="table left the task while no leader watched")
+        for lock in k._locks.values():
+            lock.settle_departures()
         for dc in dropped_columns:
             # a not-done drop of a table whose worker has sent a later DDL since: its done mark was
             # missed by a master restart (the later Info overwrote the answer it marked)
@@ -486,4 +522,4 @@ class LockKeeper:
                 final_cols[(lk, dc.column.lower(), TableRef(dc.source, dc.up_schema, dc.up_table))] = DroppedStage(dc.stage)
         puts = [(lk, t, col, st) for (lk, col, t), st in final_cols.items() if persisted.get((lk, col, t)) != st]
         deleted_cols = {(lk, col) for (lk, col, _t) in persisted} - {(lk, col) for (lk, col, _t) in final_cols}
-        return Rebuilt(k, out_ops, puts, sorted(deleted_cols, key=lambda x: (x[0].id, x[1])), resolved, errors)
+        return Rebuilt(k, out_ops, puts, sorted(deleted_cols, key=lambda x: (x[0].id, x[1])), resolved, errors, gone)

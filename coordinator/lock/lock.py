@@ -561,9 +561,14 @@ class Lock(LockState):
             out.append(col)
         return out
 
-    def remove(self, t: TableRef) -> Effects:
-        """``t`` leaves the lock: the others may now agree, and detected tables are asked again."""
+    def remove(self, t: TableRef, ran: bool = False) -> Effects:
+        """``t`` leaves the lock: the others may now agree, and detected tables are asked again.
+        ``ran``: its running answer's statements ran downstream and only the done mark is missing:
+        the mark is taken first, so the change it ran is not handed over to run again."""
         fx = Effects()
+        m = self.members.get(t)
+        if ran and m is not None and m.answer is not None and not m.done:
+            fx = self.mark_done(m, list(m.answer.cols), True)
         self._remove_member(t)
         if self.members:
             self._try_resolve(None)
@@ -571,6 +576,16 @@ class Lock(LockState):
         return fx
 
     # ------------------------------------------------------------------ rebuild
+    def settle_departures(self) -> Effects:
+        """After a rebuild: a table that left while no leader watched (its SourceTables were
+        rewritten without it, so its Info was not replayed) may have completed the agreement the
+        held tables wait for; resolve it as ``remove`` would have (one runner, persisted with the
+        answers the rebuild writes).  Otherwise nothing changes."""
+        fx = Effects()
+        if self.members and self._try_resolve(None):
+            self._follow_up(fx)
+        return fx
+
     def restore(self, m: Member, info: Info, before: TableSchema, afters: list[TableSchema],
                 stage: Stage, ddls: list[str], message: str, cols: list[str], runner: TableRef | None,
                 done: bool, runs_after: TableRef | None = None) -> None:

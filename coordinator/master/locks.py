@@ -88,6 +88,8 @@ class Locks:
             self.store.put_dropped_columns(self.fence, lk, t, [col], stage)
         for lk, col in r.dropped_deletes:
             self.store.delete_dropped_column(self.fence, lk, col)
+        for lk, t in r.removed_tables:     # left while no leader watched: as remove_table
+            self.store.delete_table(self.fence, lk, t)
         removed = 0
         for lk in r.resolved:
             removed += self._remove(lk, self.keeper.find(lk).handled_revision if self.keeper.find(lk) else 0)

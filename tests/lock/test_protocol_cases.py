@@ -25,15 +25,22 @@ def _source_tables(h: Harness) -> list[SourceTables]:
     return list(by.values())
 
 
-def _rebuild(h: Harness):
+def _rebuild(h: Harness, without: tuple[str, ...] = (), schema_source=None):
     """A master restart: a new keeper from what etcd holds (the Infos and each table's last
-    Operation with its done flag)."""
+    Operation with its done flag).  ``without``: tables whose source's SourceTables no longer
+    list them (dropped upstream while no leader watched)."""
     ops = {}
     for op in h.written:
         ops[op.table] = op
     for n, op in h.last.items():
         ops[h.refs[n]] = op
-    rb = LockKeeper.rebuild(list(h.infos.values()), list(ops.values()), _source_tables(h), [])
+    listed = _source_tables(h)
+    for n in without:
+        r = h.refs[n]
+        for st in listed:
+            if st.source == r.source:
+                st.remove(r.schema, r.table, LOCK.down_schema, LOCK.down_table)
+    rb = LockKeeper.rebuild(list(h.infos.values()), list(ops.values()), listed, [], schema_source=schema_source)
     assert rb.errors == []
     return rb
 
@@ -148,6 +155,63 @@ def test_a_departure_that_completes_an_agreement_picks_one_runner():
     assert ddls(h.send("B", RENAME)) == [] and h.lock.is_resolved()
 
 
+# ---------------------------------------------------------------------------- case 9
+def _ran_rename(ops) -> list[str]:
+    """The tables told to run the rename, one entry per answered Info (a rebuild re-states an
+    answer it restores: the same Info revision, not a second run)."""
+    return sorted(t for t, _ in {(o.table.table, o.info_revision) for o in ops if o is not None and RENAME in o.ddls})
+
+
+def test_case9_workers_and_the_master_killed_while_the_lock_resolves_run_the_rename_once():
+    """DM_RESYNC_NOT_FLUSHED on two sources: every table renames, D's answer runs it; D's worker
+    dies after running it and before its done mark (on restart its finished intent marks the
+    stored Operation done); the redirected tables' workers die while replaying and re-send their
+    Info; the leader dies too and a new one rebuilds from etcd.  The rename runs once (D's), every
+    replay runs nothing, and the lock resolves."""
+    h = Harness(T, tables=("s1.A", "s1.B", "s2.C", "s2.D"))
+    answered = []
+    for n in ("s1.A", "s1.B", "s2.C"):
+        out = h.send(n, RENAME)
+        assert out.operation.stage is Stage.SKIP_AND_WAIT, n
+        answered += [out.operation, *out.others]
+    d = h.send("s2.D", RENAME, done=False)          # D runs it; its worker dies before the done mark
+    answered += [d.operation, *d.others]
+    assert _ran_rename(answered) == ["d"]
+    again = h.send("s1.A", info=h.make_info("s1.A", RENAME, before=h.init))   # A restarted before D's mark
+    assert again.operation.stage is Stage.SKIP_AND_WAIT and again.operation.ddls == []
+    released = h.done("s2.D")                       # D restarted: its finished intent marks done
+    assert sorted(o.table.table for o in released.others if o.stage is Stage.RESOLVED) == ["a", "b", "c"]
+    answered += [again.operation, *again.others, *released.others]
+    rb = _rebuild(h)                                # the leader dies as the redirects are read
+    answered += rb.operations
+    assert _ran_rename(answered) == ["d"]
+    k = rb.keeper
+    last = None
+    for n in ("s1.A", "s2.C", "s1.B"):              # the restarted workers replay from the DDL
+        out = k.handle_info(h.make_info(n, RENAME, before=h.init))
+        assert out.operation.stage is Stage.NONE and out.operation.ddls == [], (n, out.operation)
+        answered += [out.operation, *out.others]
+        op = out.operation
+        op.done = True
+        last = k.mark_done(op)
+    assert _ran_rename(answered) == ["d"]
+    assert last is not None and last.resolved
+
+
+def test_case9_without_a_master_restart_the_replays_run_nothing_and_the_lock_resolves():
+    h = Harness(T, tables=("s1.A", "s1.B", "s2.C", "s2.D"))
+    for n in ("s1.A", "s1.B", "s2.C"):
+        h.send(n, RENAME)
+    h.send("s2.D", RENAME)                          # ran and done: the others are redirected
+    for n in ("s2.C", "s1.A"):                      # killed while replaying: a new Info each
+        h.send(n, info=h.make_info(n, RENAME, before=h.init), done=False)
+        assert h.last[n].stage is Stage.NONE and h.last[n].ddls == [], n
+    assert ddls(h.send("s2.C", info=h.make_info("s2.C", RENAME, before=h.init))) == []
+    assert ddls(h.send("s1.A", info=h.make_info("s1.A", RENAME, before=h.init))) == []
+    assert ddls(h.send("s1.B", info=h.make_info("s1.B", RENAME, before=h.init))) == []
+    assert h.lock.is_resolved()
+
+
 # ---------------------------------------------------------------------------- case 10
 def test_case10_members_differing_only_in_charset_resolve():
     """DM_040: one shard adds the column in utf8, the others in utf8mb4: every Operation is done
@@ -215,6 +279,74 @@ def test_case5_the_runners_schema_set_by_the_operator_hands_the_change_over():
     forced = h.make_info("C", RENAME, before=h.init, ignore_conflict=True)
     out = h.send("C", info=forced)
     assert ("a", Stage.RESOLVED) in [(o.table.table, o.stage) for o in out.others]
+
+
+# found by tests/sim once case 5 was modelled (a table dropped upstream at a restart, a runner's
+# DDL skipped by the operator), each failing before the fix it names
+def test_case5_a_skipped_runner_read_by_a_rebuilt_master_still_hands_the_change_over():
+    """The skip's done mark (ran=false) is written, the leader dies before handling it: the
+    rebuild reads the mark's ``ran`` with the Operation (``Operation.ran``) and hands the change
+    to the first held table (it redirected both tables with nothing to run)."""
+    h = Harness(T, tables=("A", "B", "C"))
+    _three_renamed_runner_c(h)
+    h.last["C"].done, h.last["C"].ran = True, False
+    rb = _rebuild(h)
+    by = {o.table.table: o for o in rb.operations}
+    assert (by["a"].stage, by["a"].runner) == (Stage.RESOLVED, "")          # A replays and runs it
+    assert (by["b"].stage, by["b"].runner) == (Stage.SKIP_AND_WAIT, str(h.refs["A"]))
+    out = rb.keeper.handle_info(h.make_info("A", RENAME, before=h.init))
+    assert out.operation.ddls == [RENAME]
+
+
+def test_case5_the_replay_of_a_handed_over_redirect_after_a_rebuild_runs_the_change():
+    """A is handed the change (its redirect says: replay and run it); its worker sends the replay,
+    then the leader dies: the rebuild restores A's redirect under the replay's Info and the replay
+    runs the rename (it was answered "already made downstream", nothing ran)."""
+    h = Harness(T, tables=("A", "B", "C"))
+    _three_renamed_runner_c(h)
+    gone = h.k.remove_table(LOCK.id, h.refs["C"], reason="dropped upstream")
+    for o in gone.others:                                      # what the leader wrote
+        h.last[o.table.table.upper()] = o
+    del h.infos["C"], h.last["C"]                              # and deleted
+    h.written = [o for o in h.written if o.table != h.refs["C"]]
+    assert h.last["A"].stage is Stage.RESOLVED
+    h.infos["A"] = h.make_info("A", RENAME, before=h.init)     # the replay, not yet handled
+    rb = _rebuild(h, without=("C",))
+    by = {o.table.table: o for o in rb.operations}
+    assert by["a"].ddls == [RENAME] and by["a"].info_revision == h.infos["A"].revision
+    assert by["b"].stage is Stage.SKIP_AND_WAIT and by["b"].runner == str(h.refs["A"])
+
+
+def test_case5_a_table_that_left_while_no_leader_watched_is_removed_and_completes_the_agreement():
+    """C never sent its rename and was dropped upstream while the leader was down: the rebuilt
+    lock does not wait for it (A and B stayed held "waiting for C" forever), one of them runs the
+    rename, and a table that left with records has them deleted (``Rebuilt.removed_tables``)."""
+    h = Harness(T, tables=("A", "B", "C"))
+    h.send("A", RENAME)
+    h.send("B", RENAME)
+    rb = _rebuild(h, without=("C",))
+    by = {o.table.table: o for o in rb.operations}
+    assert (by["a"].stage, by["b"].stage) == (Stage.RESOLVED, Stage.SKIP_AND_WAIT)
+    assert by["b"].runner == str(h.refs["A"])
+    h2 = Harness(T, tables=("A", "B", "C"))
+    h2.send("C", "ALTER TABLE t ADD COLUMN d INT", done=False)
+    rb2 = _rebuild(h2, without=("C",))
+    assert rb2.removed_tables == [(LOCK, h2.refs["C"])]
+
+
+def test_case5_a_runner_that_ran_its_change_before_leaving_is_not_replaced():
+    """C ran the rename downstream, its worker died before the done mark and its table was
+    dropped upstream: its checkpoint (the finished DDL's schema) says it ran, so the held tables
+    are released with nothing to run (A was handed the rename and ran it a second time)."""
+    finished: dict = {}          # the checkpoints' finished DDLs (the schema source reads them)
+    h2 = Harness(T, tables=("A", "B", "C"), keeper=LockKeeper(schema_source=lambda lock, t: finished.get(t)))
+    _three_renamed_runner_c(h2)
+    finished[h2.refs["C"]] = h2.schema["C"]                   # C ran it; no done mark
+    out = h2.k.remove_table(LOCK.id, h2.refs["C"], reason="dropped upstream")
+    assert sorted((o.table.table, o.stage, o.ddls == []) for o in out.others) == [
+        ("a", Stage.RESOLVED, True), ("b", Stage.RESOLVED, True)]
+    assert ddls(h2.send("A", RENAME)) == [] and ddls(h2.send("B", RENAME)) == []
+    assert h2.lock.is_resolved()
 
 
 def test_a_table_adding_a_column_others_widened_since_is_not_an_error():

@@ -7,7 +7,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from coordinator.etcdproto import DroppedColumn, DroppedStage, Info, LockKey, Operation, TableRef
+from coordinator.etcdproto import (DoneMark, DroppedColumn, DroppedStage, Info, LockKey, Operation, SourceTables,
+                                   TableRef)
 
 
 class Violation(Exception):
@@ -30,9 +31,22 @@ class SimStore:
         self.infos: dict[tuple[LockKey, TableRef], Info] = {}
         self.ops: dict[tuple[LockKey, TableRef], Operation] = {}
         self.marks: dict[tuple[LockKey, TableRef], int] = {}      # done mark -> Operation mod revision
+        self.unran: set[tuple[LockKey, TableRef, int]] = set()     # done marks with ran=False (binlog skip)
         self.dropped: dict[tuple[LockKey, str, TableRef], DroppedStage] = {}
         self.dropped_rev: dict[tuple[LockKey, str, TableRef], int] = {}   # each record's mod revision
         self.events: list[tuple[str, object]] = []                # the master's watch, in order
+
+    def fork(self, consumed: int) -> "SimStore":
+        """A copy for the explorer, without the ``consumed`` watch events the master has read.
+        The records are never mutated once stored (every change stores a new one), so they are
+        shared."""
+        new = SimStore.__new__(SimStore)
+        new.rev = self.rev
+        new.infos, new.ops, new.marks = dict(self.infos), dict(self.ops), dict(self.marks)
+        new.unran = set(self.unran)
+        new.dropped, new.dropped_rev = dict(self.dropped), dict(self.dropped_rev)
+        new.events = self.events[consumed:]
+        return new
 
     def _next(self) -> int:
         self.rev += 1
@@ -52,10 +66,13 @@ class SimStore:
         op = self.ops.get((lock, t))
         if op is None:
             return None
-        return dataclasses.replace(op, done=op.done or self.marks.get((lock, t)) == op.revision)
+        marked = self.marks.get((lock, t)) == op.revision
+        return dataclasses.replace(op, done=op.done or marked,
+                                   ran=not marked or (lock, t, op.revision) not in self.unran)
 
-    def mark_done(self, op: Operation) -> bool:
-        """False: stale (deleted or replaced) — the real client logs and returns."""
+    def mark_done(self, op: Operation, ran: bool = True) -> bool:
+        """False: stale (deleted or replaced) — the real client logs and returns.  ``ran=False``:
+        the mark of a DDL the operator skipped (``binlog skip``) after its execution failed."""
         cur = self.ops.get((op.lock, op.table))
         if cur is None or cur.revision != op.revision:
             return False
@@ -63,8 +80,21 @@ class SimStore:
             return True
         self.marks[(op.lock, op.table)] = op.revision
         self._next()
-        self.events.append(("done", dataclasses.replace(op, done=True)))
+        if not ran:
+            self.unran.add((op.lock, op.table, op.revision))
+        if ran:
+            self.events.append(("done", dataclasses.replace(op, done=True)))
+        else:
+            self.events.append(("done", DoneMark(
+                info_revision=op.info_revision, op_revision=op.revision, stage=op.stage, cols=list(op.cols),
+                ran=False, task=op.task, down_schema=op.down_schema, down_table=op.down_table, source=op.source,
+                up_schema=op.up_schema, up_table=op.up_table, revision=self.rev)))
         return True
+
+    def put_source_tables(self, st: SourceTables) -> None:
+        """A worker rewrote its source's tables (one left: dropped upstream)."""
+        self._next()
+        self.events.append(("tables", st))
 
     # ---------------------------------------------------------------- master side
     def put_operation(self, op: Operation, *, skip_done: bool = False) -> Put:

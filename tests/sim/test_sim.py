@@ -5,7 +5,9 @@ What passes here is what the engine now guarantees; the classes the simulation s
 lands these tests say so and move to the passing side."""
 from __future__ import annotations
 
-from .explore import explore
+import copy
+
+from .explore import CONFIGS, explore
 from .run import Config, run_seed, shrink
 
 A = "ALTER TABLE t "
@@ -15,9 +17,9 @@ def test_widen_then_drop_never_drops_a_column_another_shard_has_in_any_interleav
     """Issue 28 case 1: B widens `r` (run downstream), then drops it; A still has `r INT`.  Every
     interleaving of two workers and the master (no crash): the DROP runs only after both dropped."""
     events = [[[A + "MODIFY COLUMN r BIGINT"], [A + "DROP COLUMN r"]], [[A + "DROP COLUMN r"]]]
-    states, found = explore(events, crashes=0)
-    assert found is None, found
-    assert states > 100
+    r = explore(events, crashes=0)
+    assert r.violation is None, r.violation
+    assert r.complete and r.states > 100
 
 
 def test_narrowing_by_every_shard_runs_once_in_any_interleaving():
@@ -25,23 +27,59 @@ def test_narrowing_by_every_shard_runs_once_in_any_interleaving():
     (With one worker kill the explorer still finds a re-run: docs/lock-algorithm.md, open cases;
     the identical re-send rule is tested in tests/lock/test_scenarios.py::test_s2*.)"""
     events = [[[A + "MODIFY COLUMN r SMALLINT"]]] * 2
-    states, found = explore(events, crashes=0)
-    assert found is None, found
+    r = explore(events, crashes=0)
+    assert r.violation is None and r.complete, r.violation
 
 
 def test_rename_against_drop_and_add_ends_in_a_named_exit_in_any_interleaving():
     """Issue 28 case 2, both orders: a conflict with its exit (the explorer takes it: unlock
     --action skip), then the lock resolves and the downstream has no stale column."""
     events = [[[A + "RENAME COLUMN b TO b2"]], [[A + "DROP COLUMN b"], [A + "ADD COLUMN b2 INT"]]]
-    states, found = explore(events, crashes=0)
-    assert found is None, found
+    r = explore(events, crashes=0)
+    assert r.violation is None and r.complete, r.violation
     events = [[[A + "RENAME COLUMN b TO b2"]], [[A + "ADD COLUMN b2 INT"], [A + "DROP COLUMN b"]]]
-    assert explore(events, crashes=0)[1] is None
+    r = explore(events, crashes=0)
+    assert r.violation is None and r.complete, r.violation
+
+
+def test_every_interleaving_with_up_to_two_faults_of_the_small_configuration():
+    """CI's short form of ``python -m tests.sim --explore``: a rename against DROP+ADD, every
+    interleaving with up to two master crashes / worker kills, then with one fault of every
+    kind (a table dropped upstream, a runner's DDL skipped, a broken watch)."""
+    r = explore(CONFIGS["small"], crashes=2)
+    assert r.violation is None and r.complete, r.violation
+    assert r.states > 700 and r.quiet > 5
+    r = explore(CONFIGS["small"], crashes=1, kinds=("crash", "leave", "skip", "watch"))
+    assert r.violation is None and r.complete, r.violation
+
+
+def test_every_interleaving_of_three_tables_renaming_widening_and_dropping():
+    """A 3-table configuration of ``--explore`` without faults (the form with a crash at every
+    point is the long one: docs/lock-algorithm.md has its figures)."""
+    r = explore(CONFIGS["rename-widen-drop"], crashes=0)
+    assert r.violation is None and r.complete, r.violation
+    assert r.states > 5000
+
+
+def test_the_explorers_fork_is_a_deep_copy():
+    """``World.fork`` shares what it takes for immutable: the walk it gives must be the walk a
+    full ``copy.deepcopy`` gives (same states, transitions and ends)."""
+    from . import world
+    fast = explore(CONFIGS["small"], crashes=1, limit=120)     # the same depth-first order: a prefix
+    orig = world.World.fork
+    world.World.fork = lambda self: copy.deepcopy(self)   # type: ignore[method-assign]
+    try:
+        slow = explore(CONFIGS["small"], crashes=1, limit=120)
+    finally:
+        world.World.fork = orig
+    assert not fast.complete and fast.quiet > 0 and fast.transitions > 200
+    assert (fast.states, fast.transitions, fast.quiet) == (slow.states, slow.transitions, slow.quiet)
 
 
 def test_random_seeds_with_faults_pass_and_replays_reproduce():
-    """Every plan, up to 3 master crashes and 4 worker kills per seed.  Before this change 665 of
-    2,000 seeds ended in a violation; the budget here must find none."""
+    """Every plan, up to 3 master crashes, 4 worker kills, a table dropped upstream and a runner's
+    DDL skipped per seed.  Before issue 28's fixes 665 of 2,000 seeds ended in a violation; the
+    budget here must find none."""
     cfg = Config(max_steps=300)
     outs = [run_seed(s, cfg) for s in range(200)]
     bad = [(o.seed, str(o.violation)) for o in outs if o.violation is not None]
