@@ -70,7 +70,7 @@ def test_cli_binlog_schema_refusals(leader, store, capsys, tmp_path, source1_db)
                                                 str(tmp_path / "missing.sql"), where="err")
     for path in (alter, broken):
         err = refused("update", "t1", "-s", "s1", "shop_01", "orders_01", path, where="err")
-        assert path in err and "not a CREATE TABLE statement" in err and "nothing changed" in err
+        assert path in err and "is not a valid `CREATE TABLE` statement" in err and "nothing changed" in err
     err = refused("update", "t1", "-s", "s1", "shop_01", "orders_01", good, "--from-target", where="err")
     assert "exactly one of: a SCHEMA_FILE, --from-source" in err
     assert "not a boolean" in refused("update", "t1", "-s", "s1", "shop_01", "orders_01", good, "--flush=maybe",
@@ -79,7 +79,7 @@ def test_cli_binlog_schema_refusals(leader, store, capsys, tmp_path, source1_db)
     from protos import master_pb2 as pb
     resp = leader.stub().OperateSchema(pb.OperateSchemaRequest(task="t1", source="s1", op="update", database="shop_01",
                                                                table="orders_01", schema="SELECT 1"), timeout=10)
-    assert not resp.result and "not a CREATE TABLE statement" in resp.msg
+    assert not resp.result and "is not a valid `CREATE TABLE` statement" in resp.msg
     resp = leader.stub().OperateSchema(pb.OperateSchemaRequest(task="t1", source="s1", op="list", database="shop_01",
                                                                table="orders_01", flush=True), timeout=10)
     assert not resp.result and "takes no --flush" in resp.msg
