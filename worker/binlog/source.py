@@ -208,11 +208,14 @@ _MYSQL_JSON = 245                  # MySQL's binary JSON column type (MariaDB's 
 _UNREADABLE = {
     _TRANSACTION_PAYLOAD: "a compressed transaction (TRANSACTION_PAYLOAD_EVENT): the upstream has "
                           "binlog_transaction_compression=ON; set it OFF (SET PERSIST "
-                          "binlog_transaction_compression=OFF) and resume from the checkpoint",
+                          "binlog_transaction_compression=OFF). Transactions already written compressed stay "
+                          "unreadable: restart the task from a position after them (docs/mysql.md)",
     _PARTIAL_UPDATE_ROWS: "a partial JSON update (PARTIAL_UPDATE_ROWS_EVENT): the upstream has "
                           "binlog_row_value_options=PARTIAL_JSON; set it to '' (SET PERSIST "
-                          "binlog_row_value_options='') and resume from the checkpoint",
+                          "binlog_row_value_options=''). Updates already written that way stay unreadable: "
+                          "restart the task from a position after them (docs/mysql.md)",
 }
+
 
 class _Reposition(Exception):
     """The dump positioned by file/pos is not where the start GTID state says: start over by GTID."""
