@@ -184,34 +184,31 @@ def check_checkpoint_on_upstream(db_kwargs: dict, pos: Position, source_id: str)
         flavor = server_flavor(cur)
         if flavor == gtid.MYSQL and gtid.flavor_of(pos.gtid) == gtid.MYSQL:
             ok, found = _mysql_checkpoint_matches(cur, pos)
-            at = None
         else:
-            ok, found = False, ""
-            at = _gtid_at(cur, flavor, pos.file, pos.pos)
+            ok, found = _state_matches(cur, flavor, pos)
     if ok:
         return
-    if found:
-        raise UpstreamChanged(
-            f"upstream {db_kwargs.get('host')}:{db_kwargs.get('port')} does not match the checkpoint: it was taken at "
-            f"GTID {pos.gtid!r}, but {found}. The source now points at another server (failover?), or its binlog "
-            "was reset or purged; replicating from file positions would skip or repeat changes. See "
-            "docs/reliability.md, 'The upstream changed', for how to continue from the GTID",
-            source=source_id, position=str(pos))
-    want = gtid.entries(pos.gtid)
-    try:
-        have = gtid.entries(at or "")
-    except gtid.GtidError:
-        have = {}
-    if at is not None and all(have.get(d) == g for d, g in want.items()):
-        return
-    found = (f"{pos.file}:{pos.pos} is not a position in its binlog (file missing or purged, or not an "
-             "event boundary)" if at is None else f"the GTID state at {pos.file}:{pos.pos} is {at or 'empty'!r}")
     raise UpstreamChanged(
         f"upstream {db_kwargs.get('host')}:{db_kwargs.get('port')} does not match the checkpoint: it was taken at "
         f"GTID {pos.gtid!r}, but {found}. The source now points at another server (failover?), or its binlog "
         "was reset or purged; replicating from file positions would skip or repeat changes. See "
         "docs/reliability.md, 'The upstream changed', for how to continue from the GTID",
         source=source_id, position=str(pos))
+
+
+def _state_matches(cur, flavor: str, pos: Position) -> tuple[bool, str]:
+    """The GTID state the server gives at ``pos`` names every stream of the checkpoint's as
+    recorded.  (matches, what was found instead)."""
+    at = _gtid_at(cur, flavor, pos.file, pos.pos)
+    want = gtid.entries(pos.gtid)
+    try:
+        have = gtid.entries(at or "")
+    except gtid.GtidError:
+        have = {}
+    if at is not None and all(have.get(d) == g for d, g in want.items()):
+        return True, ""
+    return False, (f"{pos.file}:{pos.pos} is not a position in its binlog (file missing or purged, or not an "
+                   "event boundary)" if at is None else f"the GTID state at {pos.file}:{pos.pos} is {at or 'empty'!r}")
 
 
 def check_start_available(db_kwargs: dict, pos: Position, source_id: str, what: str = "the start position") -> None:

@@ -53,12 +53,17 @@ def _cleanup(cluster, made) -> None:
     cluster.task_name = ""
 
 
+def _cluster(services, etcd_client, tmp_path_factory, name: str, sources: dict):
+    """A module's cluster: master + a worker per source, the sources on the named dev servers."""
+    with running(lambda prefix, work: Cluster(services, prefix, work, sources=sources),
+                 etcd_client, name, tmp_path_factory.mktemp(name)) as c:
+        yield c
+
+
 # ----------------------------------------------------------------------------- two MySQL sources
 @pytest.fixture(scope="module")
 def mysql_cluster(services, etcd_client, tmp_path_factory):
-    with running(lambda prefix, work: Cluster(services, prefix, work, sources={"s1": "mysql1", "s2": "mysql2"}),
-                 etcd_client, "e2e-mysql", tmp_path_factory.mktemp("e2e-mysql")) as c:
-        yield c
+    yield from _cluster(services, etcd_client, tmp_path_factory, "e2e-mysql", {"s1": "mysql1", "s2": "mysql2"})
 
 
 @pytest.fixture
@@ -76,9 +81,7 @@ def test_dm_case_on_two_mysql_sources(mysql_scenario, case: Case):
 # ----------------------------------------------------------------------------- MySQL + MariaDB
 @pytest.fixture(scope="module")
 def mixed_cluster(services, etcd_client, tmp_path_factory):
-    with running(lambda prefix, work: Cluster(services, prefix, work, sources={"s1": "mysql1", "s2": "source2"}),
-                 etcd_client, "e2e-mixed", tmp_path_factory.mktemp("e2e-mixed")) as c:
-        yield c
+    yield from _cluster(services, etcd_client, tmp_path_factory, "e2e-mixed", {"s1": "mysql1", "s2": "source2"})
 
 
 @pytest.fixture

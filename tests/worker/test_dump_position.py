@@ -25,6 +25,18 @@ def test_dump_position_rules():
     assert not gtid_follows("0-1-9", "0-1-9") and not gtid_follows("0-1-9", "1-1-10")
 
 
+def spy_dumps(monkeypatch) -> list[dict]:
+    """The positioning arguments of every binlog dump ``decode_range`` opens, in order."""
+    opened: list[dict] = []
+    real = src._decode_range
+
+    def spy(db_kwargs, mapper, start, end, how, *a):
+        opened.append(how)
+        return real(db_kwargs, mapper, start, end, how, *a)
+    monkeypatch.setattr(src, "_decode_range", spy)
+    return opened
+
+
 def _flat(items):
     out = []
     for it in items:
@@ -48,13 +60,7 @@ def test_file_pos_dump_reads_what_a_gtid_dump_reads_and_falls_back(source1_db, d
     source1_db.execute("INSERT INTO orders_1 VALUES (3, 3)")
     end = master_status(source1_db.params)
     kw, mapper = srcs["s1"].db.pymysql_kwargs(), TableMapper(task.instance("s1"), task.meta_schema)
-    opened: list[dict] = []
-    real = src._decode_range
-
-    def spy(db_kwargs, mapper, start, end, how, *a):
-        opened.append(how)
-        return real(db_kwargs, mapper, start, end, how, *a)
-    monkeypatch.setattr(src, "_decode_range", spy)
+    opened = spy_dumps(monkeypatch)
 
     by_gtid = _flat(decode_range(kw, mapper, Position("", 0, p1.gtid), end))
     assert [h.get("log_file") for h in opened] == [None]

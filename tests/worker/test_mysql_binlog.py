@@ -8,7 +8,6 @@ import pytest
 
 from coordinator.routing import TableMapper
 from worker import gtid
-from worker.binlog import source as src
 from worker.binlog.source import BinlogReadError, decode_range
 from worker.events import Position
 from worker.sync.errors import UpstreamChanged
@@ -18,7 +17,7 @@ from tests.conftest import Database, devservices
 from tests.support.ports import free_port
 
 from .conftest import make_task
-from .test_dump_position import _flat
+from .test_dump_position import _flat, spy_dumps
 
 
 @pytest.fixture(scope="module")
@@ -76,13 +75,7 @@ def test_file_pos_and_gtid_dumps_read_the_same_on_mysql(mysql1_db, downstream_db
     mysql1_db.execute("INSERT INTO orders_1 VALUES (3, 3, NULL, 7)")
     end = master_status(mysql1_db.params)
     kw, mapper = srcs["s1"].db.pymysql_kwargs(), TableMapper(task.instance("s1"), task.meta_schema)
-    opened: list[dict] = []
-    real = src._decode_range
-
-    def spy(db_kwargs, mapper, start, end, how, *a):
-        opened.append(how)
-        return real(db_kwargs, mapper, start, end, how, *a)
-    monkeypatch.setattr(src, "_decode_range", spy)
+    opened = spy_dumps(monkeypatch)
 
     by_gtid = _flat(decode_range(kw, mapper, Position("", 0, p1.gtid), end))
     assert opened == [{"auto_position": p1.gtid, "is_mariadb": False}]
