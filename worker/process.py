@@ -55,6 +55,7 @@ from worker.shardddl import OptimisticDDLHandler, ShardDDLError, SourceTablesWri
 from worker.spark_session import SparkStarter
 from worker.sync.fence import FencedOut
 from worker.sync.binlog_skip import BinlogSkips
+from worker.sync.checkpoint import CheckpointStore
 from worker.sync.schema_ops import SchemaOpServer
 from worker.sync.errors import DownstreamDDLRejected, ReplicationKeyCollision, StartUnavailable, UpstreamChanged
 from worker.sync.syncer import Syncer
@@ -272,9 +273,10 @@ class Subtask:
         st_writer = SourceTablesWriter(self.worker.store, cfg.name, self.source.source_id, mapper)
         conn = up()
         try:
-            st_writer.write_all(list_upstream_tables(conn, mapper))
+            upstream = list_upstream_tables(conn, mapper)
         finally:
             conn.close()
+        st_writer.write_all(sorted(set(upstream) | set(self._lingering(cfg, mapper, upstream, log))))
         handler = None
         if cfg.shard_mode == "optimistic":
             handler = OptimisticDDLHandler(self.worker.store, cfg.name, self.source.source_id, mapper,
@@ -287,6 +289,21 @@ class Subtask:
         finally:
             if handler is not None:
                 handler.close()
+
+    def _lingering(self, cfg, mapper: TableMapper, upstream, log) -> list[tuple[str, str]]:
+        """Tables gone upstream whose checkpoint still tracks them: the replay has yet to meet
+        their ``DROP TABLE`` (and the rows and DDLs before it).  They stay lock members until it
+        does; leaving at once would let a lock decide without them (issue 28 case 5: a runner
+        that leaves before running its change)."""
+        if cfg.shard_mode != "optimistic":
+            return []
+        store = CheckpointStore(cfg.target.pymysql_kwargs(), cfg.meta_schema, cfg.name, self.source.source_id)
+        known = set(upstream)
+        out = [k for k in store.tracked_tables() if k not in known and mapper.target(*k) is not None]
+        for s, t in out:
+            log.info("table gone upstream stays a lock member until the replay meets its DROP TABLE",
+                     table=f"{s}.{t}")
+        return out
 
     def _stream(self, log, cfg, handler) -> None:
         reader = cfg.instance(self.source.source_id).syncer.binlog_reader

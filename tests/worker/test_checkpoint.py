@@ -59,3 +59,18 @@ def test_safe_until_only_rises(downstream_db):
     s.write_safe_until(Position("bin.000001", 700, "1-1-3"))
     s.write_safe_until(Position("bin.000001", 200))
     assert _store(downstream_db).safe_until == Position("bin.000001", 700, "1-1-3")
+
+
+def test_tracked_tables_are_those_whose_row_holds_a_schema(downstream_db):
+    """A table whose replayed DROP TABLE saved its row without a schema is not tracked; one
+    whose row holds a schema is, even when it is gone upstream by now (issue 28 case 5)."""
+    fresh = CheckpointStore(dict(downstream_db.params), downstream_db.name, "cp_not_made", "s1")
+    assert fresh.tracked_tables() == []          # no checkpoint table yet: nothing, no error
+    s = _store(downstream_db)
+    s.save_table("db", "kept", Position("bin.000001", 100), '{"x":1}')
+    s.save_table("db", "dropped", Position("bin.000001", 100), '{"x":1}')
+    s.save_table("db", "dropped", Position("bin.000001", 200), None, keep_info=False)
+    s.save_global(Position("bin.000001", 200))
+    s.flush()
+    assert s.tracked_tables() == [("db", "kept")]
+    assert _store(downstream_db, "s2").tracked_tables() == []

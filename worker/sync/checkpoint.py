@@ -340,6 +340,22 @@ class CheckpointStore(MetaStore):
         if tp is not None:
             tp.table_info = table_info
 
+    def tracked_tables(self) -> list[tuple[str, str]]:
+        """Tables whose checkpoint row holds a schema: as of that point the table existed (a
+        replayed ``DROP TABLE`` saves its row with none), so it stays a lock member until the
+        replay meets its drop, even when it is gone upstream by now.  Read only; no rows (the
+        table not made yet) is an empty list."""
+        try:
+            with self._transaction() as cur:
+                cur.execute(f"SELECT cp_schema, cp_table FROM {self.fq} WHERE id = %s AND is_global = 0 "
+                            f"AND table_info IS NOT NULL AND table_info <> 'null'", (self.source_id,))
+                return [(s, t) for s, t in cur.fetchall()]
+        except pymysql.MySQLError as e:
+            if e.args and e.args[0] in (1049, 1146):      # meta schema / checkpoint table not made yet
+                return []
+            raise CheckpointError(f"cannot read checkpoints from {self.fq}: {e}", task=self.task,
+                                  source=self.source_id) from e
+
     def delete_all(self) -> None:
         """Remove this source's rows (task removed with --remove-meta)."""
         with self._transaction() as cur:
