@@ -118,6 +118,30 @@ def test_consecutive_changes_become_multi_row_statements(downstream_db):
             "INSERT INTO `d`.`t` (`id`, `v`) VALUES (0,5),(1,5) ON DUPLICATE KEY UPDATE `v` = VALUES(`v`)"]
 
 
+def test_a_single_delete_by_a_composite_key_uses_the_key(downstream_db):
+    """One delete behind a composite key (e.g. a merged table keyed with DM's origin columns): MariaDB
+    plans a one-tuple ``(a, b) IN ((x, y))`` DELETE as a full scan that X-locks every row, so
+    the statement is column equalities; the server's own plan says whether it reads by the key."""
+    downstream_db.execute("CREATE TABLE m (id INT, c_source VARCHAR(128), v INT, PRIMARY KEY (id, c_source))")
+    downstream_db.execute("INSERT INTO m VALUES " + ",".join(f"({i}, 's{j}', 0)" for i in range(200) for j in (1, 2)))
+    downstream_db.execute("ANALYZE TABLE m")
+    with downstream_db.connect() as conn:
+        lit = Literals(conn)
+        meta = ("up", "t", f"`{downstream_db.name}`.`m`", ("id", "c_source", "v"), ("id", "c_source"))
+        one = list(_statements([(DELETE, meta, (7, "s1", 0), None, _pos(1), False)], False, lit))
+        assert one == [f"DELETE FROM `{downstream_db.name}`.`m` WHERE `id` = 7 AND `c_source` = 's1'"]
+        two = list(_statements([(DELETE, meta, (i, "s2", 0), None, _pos(1), False) for i in (8, 9)], False, lit))
+        assert two == [f"DELETE FROM `{downstream_db.name}`.`m` WHERE (`id`, `c_source`) IN ((8,'s2'),(9,'s2'))"]
+        for sql in one + two:
+            plan = downstream_db.execute("EXPLAIN " + sql)
+            assert plan[0][3] != "ALL" and plan[0][5] == "PRIMARY", (sql, plan)
+        with conn.cursor() as cur:
+            for sql in one + two:
+                cur.execute(sql)
+        conn.commit()
+    assert downstream_db.execute("SELECT COUNT(*) FROM m")[0][0] == 397
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops, st.integers(1, 3), st.integers(1, 4), st.booleans())
 def test_mixed_changes_of_the_same_keys_reach_the_model_state(downstream_db, seq, n, batch, safe):
