@@ -199,6 +199,32 @@ def stages(before: dict, after: dict) -> dict[str, float]:
     return {k: round(v, 2) for k, v in sorted(out.items()) if v > 0.005}
 
 
+def settled(addr: str, before: dict, timeout: float = 30.0) -> dict[str, float]:
+    """The worker's counters once the batch that reached the end has returned: its stage
+    seconds are added when a batch ends, while the checkpoints (the bench's clock) move with
+    every chunk inside it.  An idle batch after it sets ``lag_seconds`` to 0."""
+    deadline = time.monotonic() + timeout
+    while True:
+        now = scrape(addr)
+        idle = any(k.startswith("shardmerge_worker_lag_seconds{") and v == 0 for k, v in now.items())
+        if (idle and stages(before, now)) or time.monotonic() > deadline:
+            return now
+        time.sleep(0.1)
+
+
+def wait_stage(addr: str, task: str, stage: str, work: Path, timeout: float = 60) -> None:
+    """Until ``query-status`` shows every subtask of ``task`` in ``stage``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = json.loads(ctl(addr, "query-status", task).stdout or "{}")
+        subs = [s.get("stage") for src in st.get("sources", []) for s in src.get("subTaskStatus", [])]
+        if len(subs) == 2 and all(s == stage for s in subs):
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"subtasks not {stage} after {timeout:.0f} s: {subs}; logs in {work}")
+        time.sleep(0.3)
+
+
 def checkpoints(down, meta: str, task: str) -> dict[str, dict[int, int]]:
     """{source: GTID set of its global checkpoint}."""
     try:
@@ -320,7 +346,7 @@ def main() -> int:
         wait_checkpoints(down, meta, task, prepared, 600, "full load + prepare", cl.work)
         res = ctl(addr, "pause-task", task)
         assert res.returncode == 0, res.stdout + res.stderr
-        time.sleep(2.0)     # the subtasks stop (pause is asynchronous)
+        wait_stage(addr, task, "Paused", cl.work)     # pause is asynchronous: the subtasks stop
         log(f"both sides caught up with the prepare, stopped ({time.monotonic() - t_all:.1f} s)")
 
         # ---- the backlog: sysbench run on both sources at once
@@ -371,7 +397,7 @@ def main() -> int:
         assert res.returncode == 0, res.stdout + res.stderr
         secs = wait_checkpoints(down, meta, task, ends, 1800, "backlog", cl.work) - t0
         cpu = {sid: round(session_cpu(w.pid) - cpu0[sid], 2) for sid, w in workers.items()}
-        after = {sid: scrape(m) for sid, m in metrics.items()}
+        after = {sid: settled(m, before[sid]) for sid, m in metrics.items()}
         where = {sid: stages(before[sid], after[sid]) for sid in sources}
         ours = {"seconds": round(secs, 2), "txn_per_s": round(txns / secs), "rows_per_s": round(rows / secs),
                 "resume_task_command_s": round(resume_s, 2), "worker_cpu_s": cpu, "stage_seconds": where}
@@ -380,6 +406,9 @@ def main() -> int:
             f"resume-task command itself {resume_s:.2f} s); worker CPU {cpu} s; load average {loadavg()}")
         for sid in sources:
             log(f"shardmerge {sid} batch seconds by stage: {where[sid]}")
+            if not where[sid]:      # e.g. its worker lost its etcd lease on an overloaded machine
+                log(f"WARNING: the worker of {sid} replicated nothing: another worker took {sid} over; "
+                    "this run is not the two-worker set-up")
         log(f"catch-up speed vs the best native replica ({best_threads} threads): {ratio:.2f}x "
             f"(target >= 1.0x: {'met' if ratio >= 1.0 else 'NOT met'})")
 
