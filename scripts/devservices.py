@@ -65,6 +65,7 @@ APT_PACKAGES = {"etcd": "etcd-server", "etcdctl": "etcd-client",
                 "openssl": "openssl",   # the security tests make their own certificates
                 "debootstrap": "debootstrap",   # the MySQL chroot (ensure_mysql_root)
                 "pt-online-schema-change": "percona-toolkit",   # the online-DDL tests run the real tool
+                "sysbench": "sysbench",   # bench/vs_native.py's load generator (its own Lua OLTP workloads)
                 "promtool": "prometheus",   # tests/monitoring checks and unit-tests deploy/monitoring/alerts.yml
                 "chromium": "chromium", "chromedriver": "chromium-driver"}   # the web page test drives a real browser
 

@@ -118,6 +118,30 @@ def test_consecutive_changes_become_multi_row_statements(downstream_db):
             "INSERT INTO `d`.`t` (`id`, `v`) VALUES (0,5),(1,5) ON DUPLICATE KEY UPDATE `v` = VALUES(`v`)"]
 
 
+def test_a_single_delete_by_a_composite_key_uses_the_key(downstream_db):
+    """One delete behind a composite key (e.g. a merged table keyed with DM's origin columns): MariaDB
+    plans a one-tuple ``(a, b) IN ((x, y))`` DELETE as a full scan that X-locks every row, so
+    the statement is column equalities; the server's own plan says whether it reads by the key."""
+    downstream_db.execute("CREATE TABLE m (id INT, c_source VARCHAR(128), v INT, PRIMARY KEY (id, c_source))")
+    downstream_db.execute("INSERT INTO m VALUES " + ",".join(f"({i}, 's{j}', 0)" for i in range(200) for j in (1, 2)))
+    downstream_db.execute("ANALYZE TABLE m")
+    with downstream_db.connect() as conn:
+        lit = Literals(conn)
+        meta = ("up", "t", f"`{downstream_db.name}`.`m`", ("id", "c_source", "v"), ("id", "c_source"))
+        one = list(_statements([(DELETE, meta, (7, "s1", 0), None, _pos(1), False)], False, lit))
+        assert one == [f"DELETE FROM `{downstream_db.name}`.`m` WHERE `id` = 7 AND `c_source` = 's1'"]
+        two = list(_statements([(DELETE, meta, (i, "s2", 0), None, _pos(1), False) for i in (8, 9)], False, lit))
+        assert two == [f"DELETE FROM `{downstream_db.name}`.`m` WHERE (`id`, `c_source`) IN ((8,'s2'),(9,'s2'))"]
+        for sql in one + two:
+            plan = downstream_db.execute("EXPLAIN " + sql)
+            assert plan[0][3] != "ALL" and plan[0][5] == "PRIMARY", (sql, plan)
+        with conn.cursor() as cur:
+            for sql in one + two:
+                cur.execute(sql)
+        conn.commit()
+    assert downstream_db.execute("SELECT COUNT(*) FROM m")[0][0] == 397
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops, st.integers(1, 3), st.integers(1, 4), st.booleans())
 def test_mixed_changes_of_the_same_keys_reach_the_model_state(downstream_db, seq, n, batch, safe):
@@ -147,6 +171,40 @@ def test_replay_of_an_applied_partition_switches_to_safe_mode(downstream_db):
     ack = apply_changes(part, db_kwargs=kw, batch=10, source_id="s1", attempt=1)   # a retried Spark task
     assert ack[("up", "orders_1")][3] == 3
     assert sorted(downstream_db.execute("SELECT id, v FROM orders")) == [(1, 9), (2, 2)]
+
+
+def test_shards_of_one_target_share_a_statement_and_a_collision_names_its_shard(downstream_db):
+    """Interleaved changes of two shard tables into one keyed target are one multi-row statement
+    (sysbench's transactions each hit a random shard); when that statement hits a taken key, the
+    error still names the shard table and position of the change that collided."""
+    from worker.sync.apply import KeyCollision, _group_key
+
+    downstream_db.execute("CREATE TABLE merged (id INT PRIMARY KEY, v INT)")
+    downstream_db.execute("INSERT INTO merged VALUES (50, 0)")      # a row the task did not write
+    a = ("up", "orders_1", f"`{downstream_db.name}`.`merged`", ("id", "v"), ("id",))
+    b = ("up", "orders_2", a[2], a[3], a[4])
+    ins = [(INSERT, a, None, (1, 1), _pos(1), False), (INSERT, b, None, (2, 2), _pos(2), False),
+           (INSERT, a, None, (3, 3), _pos(3), False)]
+    assert len({_group_key(c) for c in ins}) == 1
+    keyless = ("up", "orders_1", a[2], ("id", "v"), ("id", "v"))
+    assert _group_key((DELETE, keyless, (1, 1), None, _pos(1), False)) != \
+        _group_key((DELETE, keyless[:1] + ("orders_2",) + keyless[2:], (1, 1), None, _pos(1), False))
+    kw = resolve_tls(downstream_db.params)
+    with downstream_db.connect() as conn:
+        lit = Literals(conn)
+        assert list(_statements(ins, False, lit)) == [
+            f"INSERT INTO `{downstream_db.name}`.`merged` (`id`, `v`) VALUES (1,1),(2,2),(3,3)"]
+    apply_changes(ins, db_kwargs=kw, batch=100, source_id="s1")
+    dels = [(DELETE, b, (2, 2), None, _pos(4), False), (DELETE, a, (3, 3), None, _pos(5), False)]
+    apply_changes(dels, db_kwargs=kw, batch=100, source_id="s1")
+    assert sorted(downstream_db.execute("SELECT id, v FROM merged")) == [(1, 1), (50, 0)]
+    collide = [(INSERT, a, None, (4, 4), _pos(6), False), (INSERT, b, None, (50, 5), _pos(7), False),
+               (INSERT, a, None, (6, 6), _pos(8), False)]
+    with pytest.raises(KeyCollision) as ei:
+        apply_changes(collide, db_kwargs=kw, batch=100, source_id="s1")
+    msg = str(ei.value)
+    assert "from up.orders_2" in msg and "position=mysql-bin.000001:1007" in msg, msg
+    assert sorted(downstream_db.execute("SELECT id, v FROM merged")) == [(1, 1), (50, 0)]   # rolled back
 
 
 def test_a_key_taken_by_another_shard_is_a_collision_not_an_overwrite(downstream_db):

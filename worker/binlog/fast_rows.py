@@ -17,6 +17,8 @@ import struct
 from pymysqlreplication.constants import FIELD_TYPE
 from pymysqlreplication.row_event import RowsEvent, UpdateRowsEvent
 
+from worker.binlog import table_maps
+
 _S = {fmt: struct.Struct(fmt).unpack_from for fmt in ("<b", "<B", "<h", "<H", "<i", "<I", "<q", "<Q", "<f", "<d",
                                                     ">b", ">h", ">i", ">IB")}
 _COMPRESSED = [0, 1, 1, 2, 2, 3, 3, 4, 4, 4]
@@ -183,6 +185,7 @@ class RowDecoder:
 
     def __init__(self):
         self._plans: dict[int, tuple] = {}
+        table_maps.install()    # each distinct table map of a dump parsed once (its columns: one plan)
 
     def _plan(self, columns):
         hit = self._plans.get(id(columns))
