@@ -475,9 +475,12 @@ class Lock(LockState):
             if by is not None and self.gated_by(by):
                 waiting.append(t)
                 if m is not None and m.answer is not None and m.answer.stage is Stage.SKIP_AND_WAIT \
-                        and m.answer.runner != by:
+                        and m.answer.runs_after is None and m.answer.runner != by:
                     # the resolution is persisted with the held table's answer: a rebuild restores
-                    # who runs the change instead of re-deciding it
+                    # who runs the change instead of re-deciding it.  Not an ordering hold
+                    # (``runs_after``): ``by`` runs no agreed change for it, and naming ``by`` its
+                    # runner made a rebuild, the operator and tests/sim take ``by``'s ordinary DDL
+                    # for a resolution (seed 4685)
                     a = m.answer
                     self._set_answer(m, Answer(a.info, Stage.SKIP_AND_WAIT, [], wait_runner(self, by), [], set(),
                                               a.afters, a.before, runner=by))
@@ -488,7 +491,8 @@ class Lock(LockState):
                 continue
             a = m.answer
             self._set_answer(m, Answer(a.info, Stage.RESOLVED, [], "conflict resolved: replay the skipped events",
-                                      [], set(), a.afters, a.before, runner=m.applied_by or by))
+                                      [], set(), a.afters, a.before,
+                                      runner=m.applied_by or (by if a.runs_after is None else None)))
             self._set_done(m, False)
             fx.others.append((t, m.answer))
         self._redirects = waiting
