@@ -251,9 +251,14 @@ class Lock(LockState):
         if again is not None:
             return self.settle(m, info, again)
         applied, by = m.applied_by_other, m.applied_by
+        # still held for ``by``'s change (not a released redirect: that one was released because the
+        # change was in effect, and a later gate of ``by`` -- its next resolution, or another table
+        # held until its next DDL ran -- is not this change's: holding the replay for it let a skip
+        # of ``by``'s next DDL hand this change over to run again, tests/sim seed 5117)
+        held = m.answer is not None and m.answer.stage is Stage.SKIP_AND_WAIT and m.answer.runs_after is None
         fx = Effects()
         ans = self.try_sync(m, info, before, afters, fx)
-        if (applied is not None and by is not None and by != m.table and self.gated_by(by)
+        if (applied is not None and by is not None and by != m.table and held and self.gated_by(by)
                 and ans.stage is Stage.NONE and not ans.ddls):
             # the replay of this table's change, which ``by`` was told to run downstream and has not
             # run yet (its worker died in between, say): the rows after it do not fit the downstream

@@ -414,6 +414,32 @@ def test_an_ordering_hold_is_persisted_as_one_not_as_a_resolutions_runner():
     assert [(o.table.table, o.stage, o.runner) for o in released.others] == [("a", Stage.RESOLVED, "")]
 
 
+def test_a_released_replay_is_not_held_again_for_its_runners_later_ordering_gate():
+    """tests/sim seed 5117: C ran the rename and A was released (its worker is slow to replay); C
+    then runs a DROP of `d` that B's `ADD d; DROP d` must wait for (an ordering hold, which gates C
+    again).  A's replay of the rename was held again "for C's change", and the operator's skip of
+    C's DROP (ran=false) handed the rename to A, which ran it a second time.  A released redirect
+    means the change is in effect: its replay runs nothing and waits for nobody."""
+    from coordinator.etcdproto import DoneMark
+    h = Harness(T, tables=("A", "B", "C"))
+    _three_renamed_runner_c(h)
+    released = h.done("C")
+    assert sorted((o.table.table, o.stage) for o in released.others) == [("a", Stage.RESOLVED), ("b", Stage.RESOLVED)]
+    assert ddls(h.send("B", RENAME, info=h.make_info("B", RENAME, before=h.init))) == []
+    assert ddls(h.send("C", "ALTER TABLE t ADD COLUMN d INT")) == ["ALTER TABLE t ADD COLUMN d INT"]
+    drop = h.send("C", "ALTER TABLE t DROP COLUMN d", done=False).operation
+    assert drop.ddls == ["ALTER TABLE t DROP COLUMN d"]
+    pair = ("ALTER TABLE t ADD COLUMN d INT", "ALTER TABLE t DROP COLUMN d")
+    assert h.send("B", *pair).operation.runs_after == str(h.refs["C"])       # ordering: gates C again
+    replay = h.send("A", info=h.make_info("A", RENAME, before=h.init)).operation
+    assert (replay.stage, replay.ddls) == (Stage.NONE, []), replay.message
+    skipped = DoneMark(info_revision=drop.info_revision, op_revision=drop.revision, stage=drop.stage, ran=False,
+                       task=drop.task, down_schema=drop.down_schema, down_table=drop.down_table, source=drop.source,
+                       up_schema=drop.up_schema, up_table=drop.up_table)
+    h.k.mark_done(skipped)
+    assert ddls(h.send("A", info=h.make_info("A", RENAME, before=h.init))) == []
+
+
 def test_a_table_adding_a_column_others_widened_since_is_not_an_error():
     """The chaos run's lagging worker: A adds `w INT` and widens it to BIGINT before B's worker
     sends B's `ADD COLUMN w INT`.  B's definition equals the one the column was added with: B has
