@@ -460,6 +460,14 @@ class LockKeeper:
                 continue
             if not restored:
                 pending.append(info)
+        latest: dict[tuple[LockKey, TableRef], int] = {(i.lock, i.table): i.revision for i in infos}
+        for (lk, t), op in ops.items():
+            found = k._locks.get(lk)
+            if found is not None and t in found.members and op.done and op.ddls \
+                    and op.stage in (Stage.NONE, Stage.UNLOCKED) and op.info_revision < latest.get((lk, t), 0):
+                # a runner's answer, done, then overwritten by its next Info: what a restored hold
+                # waits for has finished (ran) or was skipped (hand it over)
+                found.moved_on(t, op.ran)
         for lock in k._locks.values():
             lock.drain_redirects(Effects())   # runners already done release their redirects
         for info in pending:       # never answered (or answered for an older Info): decide now

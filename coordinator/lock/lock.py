@@ -251,9 +251,14 @@ class Lock(LockState):
         if again is not None:
             return self.settle(m, info, again)
         applied, by = m.applied_by_other, m.applied_by
+        # still held for ``by``'s change (not a released redirect: that one was released because the
+        # change was in effect, and a later gate of ``by`` -- its next resolution, or another table
+        # held until its next DDL ran -- is not this change's: holding the replay for it let a skip
+        # of ``by``'s next DDL hand this change over to run again, tests/sim seed 5117)
+        held = m.answer is not None and m.answer.stage is Stage.SKIP_AND_WAIT and m.answer.runs_after is None
         fx = Effects()
         ans = self.try_sync(m, info, before, afters, fx)
-        if (applied is not None and by is not None and by != m.table and self.gated_by(by)
+        if (applied is not None and by is not None and by != m.table and held and self.gated_by(by)
                 and ans.stage is Stage.NONE and not ans.ddls):
             # the replay of this table's change, which ``by`` was told to run downstream and has not
             # run yet (its worker died in between, say): the rows after it do not fit the downstream
@@ -475,9 +480,12 @@ class Lock(LockState):
             if by is not None and self.gated_by(by):
                 waiting.append(t)
                 if m is not None and m.answer is not None and m.answer.stage is Stage.SKIP_AND_WAIT \
-                        and m.answer.runner != by:
+                        and m.answer.runs_after is None and m.answer.runner != by:
                     # the resolution is persisted with the held table's answer: a rebuild restores
-                    # who runs the change instead of re-deciding it
+                    # who runs the change instead of re-deciding it.  Not an ordering hold
+                    # (``runs_after``): ``by`` runs no agreed change for it, and naming ``by`` its
+                    # runner made a rebuild, the operator and tests/sim take ``by``'s ordinary DDL
+                    # for a resolution (seed 4685)
                     a = m.answer
                     self._set_answer(m, Answer(a.info, Stage.SKIP_AND_WAIT, [], wait_runner(self, by), [], set(),
                                               a.afters, a.before, runner=by))
@@ -488,7 +496,8 @@ class Lock(LockState):
                 continue
             a = m.answer
             self._set_answer(m, Answer(a.info, Stage.RESOLVED, [], "conflict resolved: replay the skipped events",
-                                      [], set(), a.afters, a.before, runner=m.applied_by or by))
+                                      [], set(), a.afters, a.before,
+                                      runner=m.applied_by or (by if a.runs_after is None else None)))
             self._set_done(m, False)
             fx.others.append((t, m.answer))
         self._redirects = waiting

@@ -200,16 +200,24 @@ class LockState:
         else:
             self._redirect_after.pop(t, None)
 
-    def _handover(self, gone: TableRef) -> None:
+    def _handover(self, gone: TableRef, force: bool = False) -> None:
         """The runner of a resolution leaves, or its answer will not run (dropped upstream, the
         operator skipped its DDL or set its schema), before running the agreed change: the first
         table queued behind it runs it instead (its redirect is released now and its replay runs
         the change); the others wait for that one (invariant 1: nobody replays past a change
-        that never ran)."""
+        that never ran).  ``force``: the caller knows the change did not run although ``gone``'s
+        current answer says nothing of it (a rebuild reading an overwritten answer's done mark)."""
         self._gates.discard(gone)
-        queued = sorted((t for t, by in self._redirect_after.items() if by == gone and t != gone), key=str)
+        behind = [t for t, by in self._redirect_after.items() if by == gone and t != gone]
+        for t in behind:
+            if _ordering_hold(self.members.get(t)):
+                # held only so that ``gone``'s statements run first: they will not, so nothing to
+                # wait for (the drain releases it; its replay is decided afresh).  It never holds
+                # the agreed change, so it cannot be the one to run it
+                self._redirect_after.pop(t, None)
+        queued = sorted((t for t in behind if t in self._redirect_after), key=str)
         g = self.members.get(gone)
-        if not queued or (g is not None and gone not in self._running and not _replays(g)):
+        if not queued or (not force and g is not None and gone not in self._running and not _replays(g)):
             return
         new = queued[0]
         self._redirect_after.pop(new, None)
@@ -221,6 +229,20 @@ class LockState:
                 self.members[t].applied_by = new
         if queued[1:]:
             self._gates.add(new)
+
+    def moved_on(self, t: TableRef, ran: bool) -> None:
+        """Rebuild: ``t``'s stored Operation answers an older Info than its current one and is
+        done (its worker marks an answer done before it sends its next DDL), so the answer a
+        restored hold names ``t`` the runner of has finished: ``ran`` -- the change is made, the
+        gate goes (it stayed, and ``t``'s next answer then held the replays, and that answer's
+        `binlog skip` handed over a change that had run: tests/sim seed 7050); not ``ran`` (the
+        operator skipped it) -- the change is handed over, as ``mark_done`` would have."""
+        if t not in self._gates:
+            return
+        if ran:
+            self._gates.discard(t)
+        else:
+            self._handover(t, force=True)
 
     def gated_by(self, t: TableRef | None) -> bool:
         """``t`` resolved a conflict and its answer still has DDLs to run downstream (not done
@@ -346,6 +368,12 @@ class LockState:
         """Members with a pending conflicting DDL (a read-only view: no copy per look-up)."""
         return self._conflicts
 
+
+
+def _ordering_hold(m: Member | None) -> bool:
+    """``m`` is held only until another table's running statements are done (``Lock._order_conflict``),
+    not for a resolution's agreed change."""
+    return m is not None and m.answer is not None and m.answer.runs_after is not None
 
 
 def _replays(m: Member) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from coordinator.etcdproto import SourceTables, Stage
 from coordinator.lock import LockKeeper
+from coordinator.schema.ddl import apply_ddl
 
 from .harness import LOCK, Harness
 
@@ -347,6 +348,96 @@ def test_case5_a_runner_that_ran_its_change_before_leaving_is_not_replaced():
         ("a", Stage.RESOLVED, True), ("b", Stage.RESOLVED, True)]
     assert ddls(h2.send("A", RENAME)) == [] and ddls(h2.send("B", RENAME)) == []
     assert h2.lock.is_resolved()
+
+
+def test_case5_a_runner_that_moved_on_before_a_rebuild_is_not_handed_its_change_again():
+    """tests/sim seed 7050: C ran the rename, wrote its done mark and sent its next DDL; the leader
+    died before handling either.  The rebuild restores A's and B's holds naming C, and C's stored
+    Operation answers an older Info (its done mark says the rename ran): C's gate must go with it.
+    It stayed, so A's replay was held for C's next answer, and the operator's `binlog skip` of that
+    ordinary DDL (ran=false) handed the rename to A, which ran it a second time."""
+    from coordinator.etcdproto import DoneMark
+    h = Harness(T, tables=("A", "B", "C"))
+    _three_renamed_runner_c(h)
+    h.last["C"].done, h.last["C"].ran = True, True            # the mark is written, not handled
+    h.schema["C"] = apply_ddl(h.init, RENAME)
+    h.infos["C"] = h.make_info("C", "ALTER TABLE t ADD COLUMN d INT")     # its next DDL, not handled
+    rb = _rebuild(h)
+    k = rb.keeper
+    add = k.handle_info(h.infos["C"]).operation
+    assert add.ddls == ["ALTER TABLE t ADD COLUMN d INT"]
+    replay = k.handle_info(h.make_info("A", RENAME, before=h.init)).operation
+    assert (replay.stage, replay.ddls) == (Stage.NONE, []), replay.message
+    skipped = DoneMark(info_revision=add.info_revision, op_revision=add.revision, stage=add.stage, ran=False,
+                       task=add.task, down_schema=add.down_schema, down_table=add.down_table, source=add.source,
+                       up_schema=add.up_schema, up_table=add.up_table)
+    out = k.mark_done(skipped)                                  # C's ADD failed and was skipped
+    assert all(o.ddls == [] for o in out.others)
+    assert k.handle_info(h.make_info("B", RENAME, before=h.init)).operation.ddls == []
+
+
+def test_case5_a_runner_that_skipped_and_moved_on_before_a_rebuild_still_hands_its_change_over():
+    """As above, but the operator skipped C's rename (done mark ran=false) before C sent its next
+    DDL: the rebuild reads the overwritten answer's mark and hands the rename to A."""
+    h = Harness(T, tables=("A", "B", "C"))
+    _three_renamed_runner_c(h)
+    h.last["C"].done, h.last["C"].ran = True, False
+    h.infos["C"] = h.make_info("C", "ALTER TABLE t ADD COLUMN d INT", before=apply_ddl(h.init, RENAME))
+    rb = _rebuild(h)
+    by = {o.table.table: o for o in rb.operations}
+    assert (by["a"].stage, by["a"].runner) == (Stage.RESOLVED, "")          # A replays and runs it
+    assert (by["b"].stage, by["b"].runner) == (Stage.SKIP_AND_WAIT, str(h.refs["A"]))
+    assert rb.keeper.handle_info(h.make_info("A", RENAME, before=h.init)).operation.ddls == [RENAME]
+
+
+def test_an_ordering_hold_is_persisted_as_one_not_as_a_resolutions_runner():
+    """tests/sim seed 4685: A's `ADD c9; DROP c9` waits for C's running DROP of c9
+    (``Lock._order_conflict``, ``Operation.runs_after``).  The redirect drain of the same call
+    re-wrote that hold as "C runs the agreed change" (``runner`` set, ``runs_after`` lost), the
+    Operation the leader writes last: it told the operator, the sim's `binlog skip` and a rebuild
+    that C's ordinary DROP was a resolution A's rows depend on."""
+    h = Harness(T, tables=("A", "B", "C"))
+    h.send("B", "ALTER TABLE t ADD COLUMN c9 INT")
+    h.send("C", "ALTER TABLE t ADD COLUMN c9 INT")
+    assert ddls(h.send("B", "ALTER TABLE t DROP COLUMN c9")) == []               # C still has c9
+    assert ddls(h.send("C", "ALTER TABLE t DROP COLUMN c9", done=False)) == ["ALTER TABLE t DROP COLUMN c9"]
+    out = h.send("A", "ALTER TABLE t ADD COLUMN c9 INT", "ALTER TABLE t DROP COLUMN c9")
+    written = [o for o in out.operations if o.table == h.refs["A"]]
+    assert written and all((o.stage, o.runner, o.runs_after) == (Stage.SKIP_AND_WAIT, "", str(h.refs["C"]))
+                           for o in written), written
+    assert all("agreed change" not in o.message for o in written)
+    h.last["A"] = written[-1]                                    # what etcd holds
+    rb = _rebuild(h)
+    by = {o.table.table: o for o in rb.operations}
+    assert (by["a"].stage, by["a"].runner, by["a"].runs_after) == (Stage.SKIP_AND_WAIT, "", str(h.refs["C"]))
+    released = h.done("C")
+    assert [(o.table.table, o.stage, o.runner) for o in released.others] == [("a", Stage.RESOLVED, "")]
+
+
+def test_a_released_replay_is_not_held_again_for_its_runners_later_ordering_gate():
+    """tests/sim seed 5117: C ran the rename and A was released (its worker is slow to replay); C
+    then runs a DROP of `d` that B's `ADD d; DROP d` must wait for (an ordering hold, which gates C
+    again).  A's replay of the rename was held again "for C's change", and the operator's skip of
+    C's DROP (ran=false) handed the rename to A, which ran it a second time.  A released redirect
+    means the change is in effect: its replay runs nothing and waits for nobody."""
+    from coordinator.etcdproto import DoneMark
+    h = Harness(T, tables=("A", "B", "C"))
+    _three_renamed_runner_c(h)
+    released = h.done("C")
+    assert sorted((o.table.table, o.stage) for o in released.others) == [("a", Stage.RESOLVED), ("b", Stage.RESOLVED)]
+    assert ddls(h.send("B", RENAME, info=h.make_info("B", RENAME, before=h.init))) == []
+    assert ddls(h.send("C", "ALTER TABLE t ADD COLUMN d INT")) == ["ALTER TABLE t ADD COLUMN d INT"]
+    drop = h.send("C", "ALTER TABLE t DROP COLUMN d", done=False).operation
+    assert drop.ddls == ["ALTER TABLE t DROP COLUMN d"]
+    pair = ("ALTER TABLE t ADD COLUMN d INT", "ALTER TABLE t DROP COLUMN d")
+    assert h.send("B", *pair).operation.runs_after == str(h.refs["C"])       # ordering: gates C again
+    replay = h.send("A", info=h.make_info("A", RENAME, before=h.init)).operation
+    assert (replay.stage, replay.ddls) == (Stage.NONE, []), replay.message
+    skipped = DoneMark(info_revision=drop.info_revision, op_revision=drop.revision, stage=drop.stage, ran=False,
+                       task=drop.task, down_schema=drop.down_schema, down_table=drop.down_table, source=drop.source,
+                       up_schema=drop.up_schema, up_table=drop.up_table)
+    h.k.mark_done(skipped)
+    assert ddls(h.send("A", info=h.make_info("A", RENAME, before=h.init))) == []
 
 
 def test_a_table_adding_a_column_others_widened_since_is_not_an_error():

@@ -158,8 +158,8 @@ def _enabled(world: World, action: str) -> bool:
 def explore(events: list, crashes: int = 1, limit: int = 200_000, progress: float = 0.0,
             kinds: tuple[str, ...] = ("crash",), seconds: float = 0.0) -> Explored:
     """Depth-first over every interleaving; ``crashes`` faults at most per path, of ``kinds``:
-    ``crash`` (master crash, worker kill), ``leave`` (a table dropped upstream, seen at its
-    worker's restart), ``skip`` (a runner's DDL skipped by the operator), ``watch`` (a broken
+    ``crash`` (master crash, worker kill), ``leave`` (a table's abrupt departure at any
+    point, as the operator's `remove-table`), ``skip`` (a runner's DDL skipped by the operator), ``watch`` (a broken
     watch); ``progress``: print a line every that many seconds (0: silent); ``seconds``: stop
     (``complete`` False) after that long (0: no budget)."""
     out = Explored()

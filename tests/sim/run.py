@@ -18,7 +18,7 @@ class Config:
     fault_rate: float = 0.08       # share of steps that inject a fault
     master_crashes: int = 3
     worker_crashes: int = 4
-    departures: int = 1            # tables dropped upstream (issue 28 case 5), at most this many
+    departures: int = 1            # abrupt departures, as `remove-table` (issue 28 case 5), at most this many
     skips: int = 1                 # runner DDLs skipped by the operator (case 5), at most this many
     exclude: tuple[str, ...] = ()  # plans left out (scripts.PLANS)
 

@@ -92,7 +92,7 @@ class SimStore:
         return True
 
     def put_source_tables(self, st: SourceTables) -> None:
-        """A worker rewrote its source's tables (one left: dropped upstream)."""
+        """A worker rewrote its source's tables (one left: the departure fault)."""
         self._next()
         self.events.append(("tables", st))
 

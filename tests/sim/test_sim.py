@@ -45,7 +45,7 @@ def test_rename_against_drop_and_add_ends_in_a_named_exit_in_any_interleaving():
 def test_every_interleaving_with_up_to_two_faults_of_the_small_configuration():
     """CI's short form of ``python -m tests.sim --explore``: a rename against DROP+ADD, every
     interleaving with up to two master crashes / worker kills, then with one fault of every
-    kind (a table dropped upstream, a runner's DDL skipped, a broken watch)."""
+    kind (a table's abrupt departure, a runner's DDL skipped, a broken watch)."""
     r = explore(CONFIGS["small"], crashes=2)
     assert r.violation is None and r.complete, r.violation
     assert r.states > 700 and r.quiet > 5
@@ -77,7 +77,7 @@ def test_the_explorers_fork_is_a_deep_copy():
 
 
 def test_random_seeds_with_faults_pass_and_replays_reproduce():
-    """Every plan, up to 3 master crashes, 4 worker kills, a table dropped upstream and a runner's
+    """Every plan, up to 3 master crashes, 4 worker kills, a table's abrupt departure and a runner's
     DDL skipped per seed.  Before issue 28's fixes 665 of 2,000 seeds ended in a violation; the
     budget here must find none."""
     cfg = Config(max_steps=300)

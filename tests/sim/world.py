@@ -87,7 +87,7 @@ class Worker:
     intent: tuple[int, tuple[str, ...]] | None = None   # persisted downstream: (pos, statements) ran
     met: int = -1                       # the DDL at this position was met (the rows before it are applied)
     ran: int = -1                       # persisted: the DDL at this position ran (rule 8b's finished intent)
-    gone: bool = False                  # its table was dropped upstream: it left the lock, no more events
+    gone: bool = False                  # its table left the lock (abrupt departure): no more events
     skipped: bool = False               # its DDL was skipped (``binlog skip``): rows wait for the change
 
 
@@ -320,9 +320,12 @@ class World:
         w.phase, w.info, w.rev, w.seen, w.op = "run", None, 0, 0, None
 
     def table_dropped(self, w: Worker) -> bool:
-        """Issue 28 case 5: ``w``'s table was dropped upstream and its worker restarted (SIGKILL
-        at any point): the restarted worker lists the source's tables without it and rewrites its
-        SourceTables, so the table leaves the lock, whatever its answer was (run, held, done)."""
+        """Issue 28 case 5, an abrupt departure: ``w``'s table leaves the lock at any point
+        (SIGKILL first), whatever its answer was (run, held, done), as the operator's
+        `remove-table` takes it out (or a source's SourceTables rewritten without it).  Since
+        b6cf591 a table dropped upstream no longer leaves at its worker's restart: it stays a
+        member until the worker's replay meets its DROP TABLE, so it runs what it was told to run
+        first; the fault keeps the abrupt departure at any point, of which that one is a case."""
         if w.gone:
             return False
         self.worker_crash(w)
