@@ -30,13 +30,14 @@ from coordinator.sql import quote_table
 from coordinator.schema.split import rename_ddl_table, split_ddl
 from coordinator.schema.render import render_create_table
 from coordinator.schema.statement import create_like_source, parse_statement
-from worker.sync.ddl_handler import DDLContext, DDLDecision, direct_decision, follow_skipped
+from worker.sync.ddl_handler import (DDLContext, DDLDecision, FindSkip, SkipRequested, direct_decision,
+                                     follow_skipped)
 from worker.events import DDLEvent
 from worker.schema_tracker import Preview, SchemaTracker, SchemaTrackError, schema_to_json
 from worker.status import StatusReporter
 
 from .decision import Execute, Fail, Hold, Pause, Replay, Route, TableDDL, on_operation, redirected, route_kind
-from .errors import CoordinationStopped, ShardDDLError, SkipRequested, StrictConflict, UnsupportedShardDDL
+from .errors import CoordinationStopped, ShardDDLError, StrictConflict, UnsupportedShardDDL
 from .lock_client import LockClient, strs
 from .source_tables import SourceTablesWriter
 
@@ -90,6 +91,9 @@ class _Pending:
 class OptimisticDDLHandler:
     """``worker.sync.ddl_handler.DDLHandler`` for a task in optimistic shard mode (one task+source)."""
 
+    # a DDL waits for the lock's answer, i.e. for other sources (the syncer parks its apply stream)
+    coordinated = True
+
     def __init__(self, store: Store, task: str, source: str, mapper: TableMapper, tracker: SchemaTracker,
                  status: StatusReporter | None = None, *, strict: bool = False,
                  stop: threading.Event | None = None, source_tables: SourceTablesWriter | None = None,
@@ -101,13 +105,13 @@ class OptimisticDDLHandler:
         self.client = LockClient(store, self.stop, recheck_interval=recheck_interval,
                                  on_etcd_down=self._etcd_down)
         self._rewind: Callable[[], None] | None = None
-        self._find_skip: Callable[[object], object] | None = None
+        self._find_skip: FindSkip | None = None
         self._pending: dict[tuple[str, str], _Pending] = {}
         self._waiters: dict[tuple[str, str], threading.Thread] = {}
         self._cancel = threading.Event()
 
     # ------------------------------------------------------------------ DDLHandler protocol
-    def attach(self, rewind: Callable[[], None], find_skip: Callable[[object], object] | None = None) -> None:
+    def attach(self, rewind: Callable[[], None], find_skip: FindSkip | None = None) -> None:
         """The syncer gives its ``request_rewind`` (called when a held table is redirected) and
         its lookup of the operator's ``binlog skip`` records by statement start position (asked
         while a DDL is paused on its lock, so the skip takes effect without a restart)."""

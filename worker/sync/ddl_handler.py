@@ -21,19 +21,31 @@ every DDL of the binlog it stops and asks a :class:`DDLHandler`.  The contract:
    nothing, does not advance this table's point, drops the table's later DML and keeps the
    global point at ``event.start`` until :meth:`worker.sync.syncer.Syncer.request_rewind` makes
    the syncer restart from its checkpoints (the held table then replays from this DDL).
-4. ``ddl_skipped(event, ctx)`` (optional) replaces steps 2-3 for a statement the operator told
-   the syncer to skip (``shardctl binlog skip``): nothing is executed downstream and nothing is
-   coordinated, but the handler's schema state follows the upstream (DM pain #24: a skipped
-   DDL left DM's tracker behind); the syncer then advances the points as for a handled DDL.
-5. ``attach(rewind)`` (optional) is called once by the syncer with its ``request_rewind``, for
-   handlers that hold tables (step 3's ``hold``) and must restart the syncer later.
+   ``handle_ddl`` may instead raise :class:`SkipRequested` when the operator's ``binlog skip |
+   replace`` names the DDL while it waits: the syncer then uses that record as if it had met
+   it before the DDL.
+4. ``ddl_skipped(event, ctx)`` replaces steps 2-3 for a statement the operator told the syncer
+   to skip (``shardctl binlog skip``) or a binlog event filter ignores: nothing is executed
+   downstream and nothing is coordinated, but the handler's schema state follows the upstream
+   (DM pain #24: a skipped DDL left DM's tracker behind); the syncer then advances the points
+   as for a handled DDL.
+5. ``attach(rewind, find_skip)`` is called once by the syncer with its ``request_rewind`` (for
+   handlers that hold tables, step 3's ``hold``, and must restart the syncer later) and its
+   lookup of the operator's records by statement start (asked while a DDL waits on its lock).
 6. On (re)start the syncer calls ``restore(table_infos)`` with every table's checkpointed
    schema (``{(up_schema, up_table): json_text_or_None}``) so all in-memory state is rebuilt
    from the checkpoints alone; DDLs at or before a table's point are never handed over again.
+7. ``coordinated`` says whether ``handle_ddl`` may wait on other sources: then the syncer
+   parks its apply stream before each DDL (the other sources' applies may need its cores).
+8. A DDL a lock answered (``DDLDecision.coordinated``) is recorded finished with
+   ``after_info(event)`` once run; a restart that meets it again calls
+   ``resume_finished(event, ctx)`` instead of ``handle_ddl`` (checkpoint rule 8b).
+9. ``close()`` is called by the handler's owner once no syncer uses it any more.
 
 A DDL already executed before a crash but not yet checkpointed is handed over again; the
 syncer then compares the target's current ``SHOW CREATE TABLE`` with the one it recorded
-before executing (``ddl_intent`` in the checkpoint row) and does not run it a second time.
+before executing (``ddl_intent`` in the checkpoint row, ``worker.sync.ddl_intent``) and does
+not run it a second time.
 
 :class:`DirectDDLHandler` is the default for tables without shard coordination: it rewrites
 the statement for the routed target and executes it as is.
@@ -46,13 +58,15 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from coordinator.errors import ShardMergeError
+from coordinator.etcdproto import BinlogSkip
 from coordinator.obs import logger
 from coordinator.routing import TableMapper
 from coordinator.schema import kinds as ddlmod
 from coordinator.schema.ddl import apply_ddl
 from coordinator.schema.model import TableSchema
 from coordinator.schema.parse import parse_create_table
-from worker.events import DDLEvent
+from worker.events import DDLEvent, Position
+from worker.schema_tracker import schema_to_json
 
 
 class UnsupportedDDL(ShardMergeError):
@@ -98,18 +112,46 @@ class DDLContext:
     is_sharded: Callable[[str, str], bool]    # (up_schema, up_table) -> merged target?
 
 
+# the syncer's lookup of the operator's binlog skip|replace|inject record armed at a statement start
+FindSkip = Callable[[Position], BinlogSkip | None]
+
+
+class SkipRequested(Exception):
+    """Not an error: an operator's ``binlog skip|replace`` names the DDL a handler waits on
+    (contract step 3).  For a skip the handler has withdrawn what it sent for the table; for a
+    replace the replacement will overwrite it.  The syncer then uses the record (``skip``)
+    exactly as one met before the DDL."""
+
+    def __init__(self, skip: BinlogSkip):
+        super().__init__(f"binlog {getattr(skip, 'op', 'skip')} at {getattr(skip, 'position', skip)}")
+        self.skip = skip
+
+
 class DDLHandler(Protocol):
+    """The whole contract, step by step in the module docstring."""
+
+    @property
+    def coordinated(self) -> bool:
+        """``handle_ddl`` may wait on other sources (step 7)."""
+        ...
+
+    def attach(self, rewind: Callable[[], None], find_skip: FindSkip | None = None) -> None: ...
+
     def restore(self, table_infos: dict[tuple[str, str], str | None]) -> None: ...
 
     def handle_ddl(self, event: DDLEvent, ctx: DDLContext) -> DDLDecision: ...
 
     def ddl_executed(self, event: DDLEvent, decision: DDLDecision, ctx: DDLContext) -> None: ...
 
+    def ddl_skipped(self, event: DDLEvent, ctx: DDLContext) -> None: ...
+
     def table_info(self, schema: str, table: str) -> str | None: ...
 
     def resume_finished(self, event: DDLEvent, ctx: DDLContext) -> None: ...
 
     def after_info(self, event: DDLEvent) -> str | None: ...
+
+    def close(self) -> None: ...
 
 
 def rewrite_for_target(event: DDLEvent, ctx: DDLContext) -> list[str]:
@@ -142,8 +184,14 @@ class DirectDDLHandler:
     # no waiting on other sources: the syncer's apply stream may stay open across its DDLs
     coordinated = False
 
-    def __init__(self):
-        self.schemas: dict[tuple[str, str], object] = {}
+    def __init__(self) -> None:
+        self.schemas: dict[tuple[str, str], TableSchema] = {}
+
+    def attach(self, rewind: Callable[[], None], find_skip: FindSkip | None = None) -> None:
+        """Nothing to attach: no table is ever held, no DDL waits for an operator's record."""
+
+    def close(self) -> None:
+        """Nothing runs in the background."""
 
     def restore(self, table_infos: dict[tuple[str, str], str | None]) -> None:
         self.schemas = {}
@@ -157,7 +205,7 @@ class DirectDDLHandler:
 
     def table_info(self, schema: str, table: str) -> str | None:
         s = self.schemas.get((schema, table))
-        return None if s is None else json.dumps(s.to_json(), sort_keys=True, separators=(",", ":"))
+        return None if s is None else schema_to_json(s)
 
     def _follow(self, event: DDLEvent) -> None:
         """Move the table's schema past ``event``; raises when the schema engine cannot model it
@@ -182,12 +230,13 @@ class DirectDDLHandler:
         return direct_decision(event, ctx)
 
     def ddl_executed(self, event: DDLEvent, decision: DDLDecision, ctx: DDLContext) -> None:
-        return None
+        """Nothing to report: no lock answered the DDL."""
 
     def resume_finished(self, event: DDLEvent, ctx: DDLContext) -> None:
         """Direct DDLs are not recorded finished (rule 8's intent covers them)."""
 
     def after_info(self, event: DDLEvent) -> str | None:
+        """Never asked: direct decisions are not ``coordinated``."""
         return None
 
     def ddl_skipped(self, event: DDLEvent, ctx: DDLContext) -> None:

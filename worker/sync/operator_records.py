@@ -184,10 +184,8 @@ class OperatorRecords:
                 continue  # rule 6: already behind this table's point
             todo.append(DDLEvent(self.source, schema, table, parsed.kind, query, tgt.schema,
                                  tgt.table, m.start, m.end, int(m.ts or 0), {"session_schema": session}))
-        follow = getattr(self.handler, "ddl_skipped", None)
         for ev in todo:
-            if follow is not None:
-                follow(ev, self.ctx)
+            self.handler.ddl_skipped(ev, self.ctx)
             self.store.save_table(ev.schema, ev.table, ev.end, self.handler.table_info(ev.schema, ev.table),
                                   keep_info=False)
         self._count("filter_ignore" if skip is None else "operator_skip", 1)

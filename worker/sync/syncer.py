@@ -42,8 +42,7 @@ from worker.sync.checkpoint import CheckpointStore
 from worker.sync.chunk_apply import ChunkApplier, merge_acks
 from worker.sync.hooks import Hooks
 from worker.sync.ddl_intent import DDLIntent
-from worker.shardddl.errors import SkipRequested
-from worker.sync.ddl_handler import DDLContext, DDLDecision, DDLHandler, DirectDDLHandler
+from worker.sync.ddl_handler import DDLContext, DDLDecision, DDLHandler, DirectDDLHandler, SkipRequested
 from worker.sync.online_ddl import CutOver, OnlineDDL, OnlineDDLStore
 from worker.sync.operator_records import OperatorRecords, statement_tables
 from worker.downstream import fetch_generated, fetch_keys
@@ -104,9 +103,6 @@ class Syncer:
         self.inst = with_source_filters(self.inst, source)     # DM's source-level `filters` too
         self.mapper = TableMapper(self.inst, task.meta_schema)
         self.handler: DDLHandler = handler or DirectDDLHandler()
-        attach = getattr(self.handler, "attach", None)
-        if attach is not None:
-            attach(self.request_rewind, lambda pos: self.skips.find(pos) if self.skips is not None else None)
         self.up_kwargs = source.db.pymysql_kwargs()
         self.upstream_end = UpstreamEnd(self.up_kwargs)
         self.down_kwargs = task.target.pymysql_kwargs()
@@ -146,6 +142,7 @@ class Syncer:
         # DDL statements run downstream at most once (rule 8's intent)
         self.intent = DDLIntent(task=task.name, source=source.source_id, store=self.store, handler=self.handler,
                                 log=self.log, connect=self._downstream, refresh_target=self._refresh_target)
+        self.handler.attach(self.request_rewind, self.records.find)
 
     def _downstream(self):
         """A new autocommit connection to the downstream (short-lived: DDLs, key reads)."""
@@ -300,7 +297,7 @@ class Syncer:
                         self._started = False
                         raise
                 elif isinstance(item, Statement):
-                    if getattr(self.handler, "coordinated", True):
+                    if self.handler.coordinated:
                         # a shard DDL may wait for other sources, whose applies may need the
                         # cores this stream holds (sources sharing one Spark application)
                         self.applier.close_stream(park=True)
