@@ -49,7 +49,8 @@ from coordinator.retry import DOWNSTREAM_REFUSING, RetryExhausted, WaitBoard, re
 from coordinator.routing import TableMapper
 from worker import gtid
 from worker.binlog.doorbell import wait_for_binlog
-from worker.load import KeyCollision, SchemaChangedDuringLoad, run_full_load
+from worker.errors import KeyCollision
+from worker.load import SchemaChangedDuringLoad, run_full_load
 from worker.schema_tracker import SchemaTracker
 from worker.shardddl import OptimisticDDLHandler, ShardDDLError, SourceTablesWriter, list_upstream_tables
 from worker.spark_session import SparkStarter

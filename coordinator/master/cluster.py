@@ -15,18 +15,14 @@ import pymysql
 import yaml
 
 from coordinator.config import parse_source, parse_task
-from coordinator.errors import ConfigError, ShardMergeError
+from coordinator.errors import ConfigError
 from coordinator.etcdproto import (BinlogSkip, Fence, SourceBinding, SourceRecord, Store, SubtaskStatus, TaskRecord,
                                    binlog_pos_gtid, parse_binlog_pos)
 from coordinator.obs import logger
 from coordinator.schema.replacement import ReplacementError, plan_replacement
 
 from . import metrics
-
-
-class RequestError(ShardMergeError):
-    """A request the master refuses (unknown task/source, already running...); the message is
-    what the CLI prints."""
+from .errors import RequestError
 
 
 @dataclass

@@ -19,7 +19,7 @@ from coordinator.schema import SchemaError
 
 from . import metrics
 from .checkpoint_schema import CheckpointSchemaSource, DownstreamUnknown, DownstreamUnreachable
-from .cluster import RequestError
+from .errors import RequestError
 from .schema_check import check as check_schema
 from .write_batch import InFlight, WriteBatch, log_put
 

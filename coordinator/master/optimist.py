@@ -24,7 +24,7 @@ from coordinator.master.locks import Locks
 from coordinator.obs import logger
 
 from . import metrics
-from .cluster import RequestError
+from .errors import RequestError
 from .gauges import LockGauges
 
 _REBUILD = object()

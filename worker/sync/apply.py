@@ -66,6 +66,7 @@ from coordinator.sql import quote_ident
 from worker.sync.ddl_exec import server_error
 from worker.sync.fence import check_fence
 from worker.binlog.source import Unfinished
+from worker.errors import KeyCollision
 from worker.events import DELETE, INSERT, UPDATE, Position
 
 
@@ -77,11 +78,6 @@ LOCK_RETRIES = 6
 
 class ApplyError(ShardMergeError):
     """The downstream rejected a change; names source, target table and binlog position."""
-
-
-class KeyCollision(ApplyError):
-    """A replicated row has the key of a row already in the merged target (another shard's, or
-    data loaded outside the task).  Retrying cannot fix it."""
 
 
 class _GroupFailed(Exception):

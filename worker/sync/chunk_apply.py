@@ -16,7 +16,8 @@ from prometheus_client import Counter
 
 from worker.events import Position
 from worker.sync import apply_stream
-from worker.sync.apply import KeyCollision, Partitioner, apply_changes, apply_partition
+from worker.errors import KeyCollision
+from worker.sync.apply import Partitioner, apply_changes, apply_partition
 from worker.sync.apply_stream import ApplyStream, StreamError
 from worker.sync.errors import ReplicationKeyCollision, SyncError
 from worker.sync.fence import FencedOut

@@ -57,7 +57,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from coordinator.errors import ShardMergeError
 from coordinator.etcdproto import BinlogSkip
 from coordinator.obs import logger
 from coordinator.routing import TableMapper
@@ -67,10 +66,7 @@ from coordinator.schema.model import TableSchema
 from coordinator.schema.parse import parse_create_table
 from worker.events import DDLEvent, Position
 from worker.schema_tracker import schema_to_json
-
-
-class UnsupportedDDL(ShardMergeError):
-    """A DDL the data path cannot replicate (e.g. RENAME of a merged table)."""
+from worker.sync.errors import UnreplicableDDL
 
 
 _NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
@@ -92,6 +88,9 @@ SKIP_HINT = "`shardctl binlog skip {task} -s {source}` skips it"
 
 @dataclass
 class DDLDecision:
+    """The handler's instruction to the syncer for one ``DDLEvent``: what runs downstream, or
+    skip / pause / hold (contract steps 2-3).  The last of the decision types on a DDL's way
+    (docs/ARCHITECTURE.md); the only one the syncer sees."""
     execute: list[str] = field(default_factory=list)   # downstream statements, in order
     skip: bool = False            # execute nothing; the DDL counts as done
     pause: str | None = None      # stop before the DDL with this reason
@@ -161,7 +160,7 @@ def rewrite_for_target(event: DDLEvent, ctx: DDLContext) -> list[str]:
     for t in parsed.tables:
         tgt = ctx.mapper.target(t.schema, t.table)
         if tgt is None:
-            raise UnsupportedDDL(f"statement names filtered table `{t.schema}`.`{t.table}`; "
+            raise UnreplicableDDL(f"statement names filtered table `{t.schema}`.`{t.table}`; "
                                  f"allow it in the block-allow-list, or "
                                  + SKIP_HINT.format(task=ctx.task, source=ctx.source_id),
                                  source=ctx.source_id, table=event.upstream, position=str(event.end))
@@ -272,7 +271,7 @@ def direct_decision(event: DDLEvent, ctx: DDLContext) -> DDLDecision:
     if sharded and k in (ddlmod.DROP_TABLE, ddlmod.TRUNCATE_TABLE):
         return DDLDecision(skip=True, note="DROP/TRUNCATE of one shard is not propagated to the merged table")
     if k == ddlmod.RENAME_TABLE and sharded:
-        raise UnsupportedDDL("RENAME TABLE of a sharded table is not supported; rename the merged "
+        raise UnreplicableDDL("RENAME TABLE of a sharded table is not supported; rename the merged "
                              "table downstream and update the route rules instead; for pt-online-schema-change / "
                              "gh-ost cut-overs set `online-ddl: true` in the task; or " + SKIP_HINT.format(task=ctx.task, source=ctx.source_id),
                              source=ctx.source_id, table=event.upstream, position=str(event.end))

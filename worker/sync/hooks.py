@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
+
+Hook = Callable[[dict[str, Any]], None]    # called with a small dict; may raise (e.g. SimulatedCrash)
 
 
 class SimulatedCrash(Exception):
@@ -11,11 +14,11 @@ class SimulatedCrash(Exception):
 @dataclass
 class Hooks:
     """Failure-injection points (tests): each is called with a small dict and may raise."""
-    after_apply: callable = None        # DML of a segment committed, checkpoint not yet advanced
-    after_ddl_execute: callable = None  # DDL executed downstream, checkpoint not yet advanced
-    after_flush: callable = None        # a checkpoint flush completed
+    after_apply: Hook | None = None        # DML of a segment committed, checkpoint not yet advanced
+    after_ddl_execute: Hook | None = None  # DDL executed downstream, checkpoint not yet advanced
+    after_flush: Hook | None = None        # a checkpoint flush completed
 
-    def fire(self, name: str, info: dict) -> None:
-        fn = getattr(self, name)
+    def fire(self, name: str, info: dict[str, Any]) -> None:
+        fn: Hook | None = getattr(self, name)
         if fn is not None:
             fn(info)
