@@ -55,6 +55,7 @@ import decimal
 import random
 import re
 import time
+from typing import AbstractSet
 
 import pymysql
 from pymysql.constants import SERVER_STATUS
@@ -186,7 +187,7 @@ class Partitioner:
             m = self._meta[ref] = (meta, tuple(kidx), th, keyless, keep)
         return m
 
-    def split(self, txns, *, held: set = frozenset(), points: dict | None = None,
+    def split(self, txns, *, held: AbstractSet = frozenset(), points: dict | None = None,
               safe_until: Position | None = None, force_safe: bool = False) -> list[list]:
         """``txns`` as in :class:`worker.binlog.source.Chunk`; changes of ``held`` tables and
         of transactions at or before their table's point (``points``) are left out.  Returns

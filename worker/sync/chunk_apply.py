@@ -143,7 +143,7 @@ def merge_acks(acks: list[dict]) -> dict[tuple[str, str], list]:
     return merged
 
 
-def _root_apply_error(e: BaseException) -> str:
+def _root_apply_error(e: BaseException | str) -> str:
     text = str(e)
     for marker in ("KeyCollision:", "FencedOut:", "ApplyError:", "pymysql.err."):
         i = text.rfind(marker)

@@ -184,7 +184,7 @@ class DirectDDLHandler:
     coordinated = False
 
     def __init__(self) -> None:
-        self.schemas: dict[tuple[str, str], TableSchema] = {}
+        self.schemas: dict[tuple[str, str | None], TableSchema] = {}
 
     def attach(self, rewind: Callable[[], None], find_skip: FindSkip | None = None) -> None:
         """Nothing to attach: no table is ever held, no DDL waits for an operator's record."""
@@ -215,7 +215,11 @@ class DirectDDLHandler:
         elif event.kind == ddlmod.DROP_TABLE:
             self.schemas.pop(key, None)
         elif key in self.schemas:
-            self.schemas[key] = apply_ddl(self.schemas[key], event.query)
+            after = apply_ddl(self.schemas[key], event.query)
+            if after is None:
+                self.schemas.pop(key, None)
+            else:
+                self.schemas[key] = after
 
     def _track(self, event: DDLEvent) -> None:
         try:
@@ -261,13 +265,16 @@ def direct_decision(event: DDLEvent, ctx: DDLContext) -> DDLDecision:
     k = event.kind
     if k in (ddlmod.OTHER, ddlmod.NOT_DDL):
         return DDLDecision(skip=True, note="not a replicated statement")
+    tgt_s, table, tgt_t = event.target_schema, event.table, event.target_table
+    if tgt_s is None:
+        return DDLDecision(skip=True, note="filtered database")
     if k == ddlmod.CREATE_DATABASE:
-        return DDLDecision([f"CREATE DATABASE IF NOT EXISTS {ddlmod.quote(event.target_schema)}"])
+        return DDLDecision([f"CREATE DATABASE IF NOT EXISTS {ddlmod.quote(tgt_s)}"])
     if k in (ddlmod.DROP_DATABASE, ddlmod.ALTER_DATABASE):
         return DDLDecision(skip=True, note="database-level statement not propagated")
-    if event.target_table is None:
+    if table is None or tgt_t is None:
         return DDLDecision(skip=True, note="filtered table")
-    sharded = ctx.is_sharded(event.schema, event.table)
+    sharded = ctx.is_sharded(event.schema, table)
     if sharded and k in (ddlmod.DROP_TABLE, ddlmod.TRUNCATE_TABLE):
         return DDLDecision(skip=True, note="DROP/TRUNCATE of one shard is not propagated to the merged table")
     if k == ddlmod.RENAME_TABLE and sharded:
@@ -276,7 +283,7 @@ def direct_decision(event: DDLEvent, ctx: DDLContext) -> DDLDecision:
                              "gh-ost cut-overs set `online-ddl: true` in the task; or " + SKIP_HINT.format(task=ctx.task, source=ctx.source_id),
                              source=ctx.source_id, table=event.upstream, position=str(event.end))
     if k == ddlmod.DROP_TABLE:
-        return DDLDecision([f"DROP TABLE IF EXISTS {ddlmod.quote(event.target_schema, event.target_table)}"])
+        return DDLDecision([f"DROP TABLE IF EXISTS {ddlmod.quote(tgt_s, tgt_t)}"])
     return DDLDecision(rewrite_for_target(event, ctx))
 
 

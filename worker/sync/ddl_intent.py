@@ -42,13 +42,14 @@ class DDLIntent:
     def resume_finished(self, ev: DDLEvent, ctx: DDLContext) -> bool:
         """Rule 8b: the DDL was executed and answered before a restart (checkpoint not yet past
         it): the handler takes up its answer, the table's point moves past it; True when so."""
-        tp = self.store.tables.get((ev.schema, ev.table)) if ev.table is not None else None
+        table = ev.table
+        tp = self.store.tables.get((ev.schema, table)) if table is not None else None
         intent = tp.ddl_intent if tp is not None else None
-        if not (intent and intent.get("finished") and Position.from_json(intent["pos"]).same_point(ev.end)):
+        if table is None or not (intent and intent.get("finished")
+                                 and Position.from_json(intent["pos"]).same_point(ev.end)):
             return False
         self.handler.resume_finished(ev, ctx)
-        self.store.save_table(ev.schema, ev.table, ev.end, self.handler.table_info(ev.schema, ev.table),
-                              keep_info=False)
+        self.store.save_table(ev.schema, table, ev.end, self.handler.table_info(ev.schema, table), keep_info=False)
         self.log.info("DDL finished before a restart; not coordinated again", table=ev.upstream,
                       position=str(ev.end))
         return True

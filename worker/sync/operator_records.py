@@ -167,7 +167,8 @@ class OperatorRecords:
             events = [] if parsed.kind == ddlmod.NOT_DDL else statement_tables(parsed, m)
         except ShardMergeError:
             events = []     # not even tokenizable: nothing to route, skip it whole
-        todo, tables = [], []
+        todo: list[tuple[DDLEvent, str]] = []
+        tables: list[str] = []
         for schema, table, query in events:
             if table is None:
                 continue
@@ -182,11 +183,11 @@ class OperatorRecords:
             tp = self.store.table_point(schema, table)
             if tp is not None and m.end <= tp:
                 continue  # rule 6: already behind this table's point
-            todo.append(DDLEvent(self.source, schema, table, parsed.kind, query, tgt.schema,
-                                 tgt.table, m.start, m.end, int(m.ts or 0), {"session_schema": session}))
-        for ev in todo:
+            todo.append((DDLEvent(self.source, schema, table, parsed.kind, query, tgt.schema, tgt.table,
+                                  m.start, m.end, int(m.ts or 0), {"session_schema": session}), table))
+        for ev, table in todo:
             self.handler.ddl_skipped(ev, self.ctx)
-            self.store.save_table(ev.schema, ev.table, ev.end, self.handler.table_info(ev.schema, ev.table),
+            self.store.save_table(ev.schema, table, ev.end, self.handler.table_info(ev.schema, table),
                                   keep_info=False)
         self._count("filter_ignore" if skip is None else "operator_skip", 1)
         self.log.warning("statement ignored by a binlog event filter (filter-rules)" if skip is None else

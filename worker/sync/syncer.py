@@ -90,17 +90,17 @@ class Syncer:
         self.skips = skips
         self.schema_overrides = schema_overrides
         self.last_upstream_end: Position | None = None    # the upstream's end at the last batch
-        self.inst = task.instance(source.source_id)
-        if self.inst is None:
+        inst = task.instance(source.source_id)
+        if inst is None:
             raise SyncError(f"task {task.name!r} has no mysql-instances entry for source "
                             f"{source.source_id!r}", task=task.name, source=source.source_id)
         # how the binlog is read: "process" (decoder child process of the driver, the default)
         # or "spark" (the mysql-binlog data source, decoded in an executor); None = task config
-        self.reader = reader or self.inst.syncer.binlog_reader
+        self.reader = reader or inst.syncer.binlog_reader
         if self.reader not in READERS:
             raise SyncError(f"binlog reader {self.reader!r} is unknown; use one of {', '.join(sorted(READERS))} "
                             f"(task key syncer.binlog-reader)", task=task.name, source=source.source_id)
-        self.inst = with_source_filters(self.inst, source)     # DM's source-level `filters` too
+        self.inst = with_source_filters(inst, source)     # DM's source-level `filters` too
         self.mapper = TableMapper(self.inst, task.meta_schema)
         self.handler: DDLHandler = handler or DirectDDLHandler()
         self.up_kwargs = source.db.pymysql_kwargs()
@@ -230,7 +230,7 @@ class Syncer:
         for _ in range(max_batches):
             r = self.run_once()
             out.append(r)
-            if self.read_pos >= target:
+            if self._position() >= target:
                 self.applier.close_stream(park=True)
                 return out
         raise SyncError(f"not caught up after {max_batches} batches", task=self.task.name,
@@ -253,7 +253,7 @@ class Syncer:
         if not self._started or self._rewind.is_set():
             self._rewind.clear()
             self.start()
-        start = self.read_pos
+        start = self._position()
         tb = time.monotonic()
         end = self.upstream_end.position()
         self.last_upstream_end = end
@@ -306,14 +306,14 @@ class Syncer:
                     td = time.monotonic()
                     self._handle_ddl_row(item)
                     tm["ddl"] = tm.get("ddl", 0.0) + time.monotonic() - td
-                    self.read_pos = max(self.read_pos, item.end)
+                    self.read_pos = max(self._position(), item.end)
                 else:
                     self._advance_global(item.pos, tm)
                     break
             tc = time.monotonic()
         tm["close_read"] = time.monotonic() - tc
         tm["decode"] = reader.decode_seconds
-        result.end = self.read_pos
+        result.end = self._position()
         tm["total"] = time.monotonic() - t0
         if result.ddls:
             self.log.debug("batch with statements", ddls=result.ddls, rows=result.rows,
@@ -325,9 +325,9 @@ class Syncer:
         """The batch's binlog reader: both hand out Chunk/Statement/End the same way."""
         if not self._streamed:      # the spark reader's reads are Spark jobs: no idle stream in their way
             self.applier.free_cores()
-        args = (self.up_kwargs, (self.inst, self.task.meta_schema), start, end)
-        kw = dict(max_events=self.max_batch_events, source_id=self.source.source_id, max_rows=self.apply_rows)
-        return self.binlog.open(*args, **kw)
+        return self.binlog.open(self.up_kwargs, (self.inst, self.task.meta_schema), start, end,
+                                max_events=self.max_batch_events, source_id=self.source.source_id,
+                                max_rows=self.apply_rows)
 
     def _advance_global(self, pos: Position, tm: dict | None = None) -> None:
         """Everything before ``pos`` is handled: store it as the global point (rule 2)."""
@@ -337,13 +337,20 @@ class Syncer:
         if tm is not None:
             tm["checkpoint"] = tm.get("checkpoint", 0.0) + time.monotonic() - tc
         self.hooks.fire("after_flush", {"position": pos})
-        self.read_pos = max(self.read_pos, pos)
+        self.read_pos = pos if self.read_pos is None else max(self.read_pos, pos)
+
+    def _position(self) -> Position:
+        """The read position; set by :meth:`start`, which every batch runs first."""
+        if self.read_pos is None:
+            raise SyncError("the syncer has no read position: start() has not run", task=self.task.name,
+                            source=self.source.source_id)
+        return self.read_pos
 
     def _apply_chunk(self, chunk: Chunk, tm: dict) -> int:
         """The chunk's changes split by key and applied (``worker.sync.chunk_apply``), then the
         tables' points moved to what the tasks acknowledged."""
         tp = time.monotonic()
-        read_pos = self.read_pos
+        read_pos = self._position()
         points = {k: p.pos for k, p in self.store.tables.items() if p.pos > read_pos}
         parts = self.applier.split(chunk.txns, self.keys, self.generated, held=set(self.held), points=points,
                                    safe_until=self._safe_loaded, force_safe=self.inst.syncer.safe_mode)
@@ -446,7 +453,6 @@ class Syncer:
                                   {"session_schema": m.schema or "", "online_ddl_shadow": c.shadow}))
 
     def _handle_ddl(self, ev: DDLEvent) -> None:
-        key = (ev.schema, ev.table)
         if self.intent.resume_finished(ev, self.ctx):
             return
         decision: DDLDecision = self.handler.handle_ddl(ev, self.ctx)
@@ -455,7 +461,10 @@ class Syncer:
             raise SyncPaused(f"paused before DDL: {decision.pause}", task=self.task.name,
                              source=self.source.source_id, table=ev.upstream, position=str(ev.start))
         if decision.hold:
-            self.held[key] = ev
+            if ev.table is None:     # contract: only a table's DDL is held
+                raise SyncError("the DDL handler held a database-level statement", task=self.task.name,
+                                source=self.source.source_id, position=str(ev.start))
+            self.held[(ev.schema, ev.table)] = ev
             self.store.hold(ev.schema, ev.table, ev.start)
             DDLS.labels(self.task.name, self.source.source_id, "hold").inc()
             self.log.warning("table held on a DDL", table=ev.upstream, position=str(ev.start), note=decision.note)
@@ -475,7 +484,7 @@ class Syncer:
         # a DDL may create the target, change its key or its generated columns: later chunks
         # are split by the new key and leave out the new generated columns
         with connect_downstream(self.down_kwargs, autocommit=True) as c:
-            self._refresh_target(c, (ev.target_schema, ev.target_table))
+            self._refresh_target(c, (ev.target_schema or "", ev.target_table))
 
     def _refresh_target(self, c, target: tuple[str, str]) -> None:
         """Re-read one downstream table's key and generated columns (after a DDL that may have
