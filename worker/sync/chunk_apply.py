@@ -14,6 +14,7 @@ from typing import Any
 
 from prometheus_client import Counter
 
+from worker.downstream import fetch_generated, fetch_keys
 from worker.events import Position
 from worker.sync import apply_stream
 from worker.errors import KeyCollision
@@ -37,12 +38,30 @@ class ChunkApplier:
         self.spark, self.task, self.source, self.log = spark, task, source, log
         self.parallelism, self.local_apply_rows, self.streamed = parallelism, local_apply_rows, streamed
         self.stream: ApplyStream | None = None     # the long-lived apply job (syncer.apply-mode: stream)
+        # the downstream targets' key and generated columns ("schema.table" -> columns): the split
+        self.keys: dict[str, list[str]] = {}
+        self.generated: dict[str, set[str]] = {}
         self._parts: Partitioner | None = None
         self._parts_keys: tuple[dict, dict] | None = None
         self._driver_apply_noted = False
 
-    def split(self, txns, keys: dict[str, list[str]], generated: dict[str, set[str]], **kw) -> list:
+    def load_keys(self, conn) -> None:
+        """Every downstream table's key and generated columns (at start)."""
+        self.keys, self.generated = fetch_keys(conn), fetch_generated(conn)
+
+    def refresh_target(self, conn, target: tuple[str, str]) -> None:
+        """Re-read one downstream table's key and generated columns (after a DDL that may have
+        changed them, or on a shard's CREATE of a target another source may have made)."""
+        name = f"{target[0]}.{target[1]}"
+        key, gen = fetch_keys(conn, target).get(name), fetch_generated(conn, target).get(name)
+        if key != self.keys.get(name):      # new maps: the partitioner is rebuilt on identity change
+            self.keys = {k: v for k, v in self.keys.items() if k != name} | ({name: key} if key else {})
+        if gen != self.generated.get(name):
+            self.generated = {k: v for k, v in self.generated.items() if k != name} | ({name: gen} if gen else {})
+
+    def split(self, txns, **kw) -> list:
         """The chunk's changes in parts by (target, key hash); ``kw`` as ``Partitioner.split``."""
+        keys, generated = self.keys, self.generated
         # the maps themselves, compared by identity: an id() of a freed map can come back
         # for a later one and keep a stale partitioner
         built = self._parts_keys

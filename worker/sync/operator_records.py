@@ -5,8 +5,8 @@ The syncer owns the normal path of a statement (route, hand over, execute, check
 module only decides what an operator record turns the statement into and calls back into that
 path.  Its interface is narrow on purpose: :meth:`OperatorRecords.find` and
 :meth:`OperatorRecords.use` for an armed record, :meth:`OperatorRecords.ignore` for a filtered
-statement, and :func:`statement_tables` (how one statement expands to tables), which the
-syncer's own routing shares.  The records themselves live in etcd
+statement.  How a statement expands to tables is ``worker.sync.statement_route``'s, shared with
+the syncer's normal path.  The records themselves live in etcd
 (``worker.sync.binlog_skip.BinlogSkips``).
 """
 from __future__ import annotations
@@ -25,17 +25,7 @@ from worker.events import DDLEvent, Position
 from worker.sync.binlog_skip import BinlogSkips
 from worker.sync.checkpoint import CheckpointStore
 from worker.sync.ddl_handler import DDLContext, DDLHandler
-
-
-def statement_tables(parsed: ddlmod.ParsedDDL, m: Statement) -> list[tuple[str, str | None, str]]:
-    """(upstream schema, table or None for database-level, statement) of one statement: a
-    multi-table DROP TABLE is one DROP per table, any other statement belongs to its first table."""
-    if parsed.kind == ddlmod.DROP_TABLE and len(parsed.tables) > 1:
-        return [(t.schema, t.table, f"DROP TABLE {ddlmod.quote(t.schema, t.table)}") for t in parsed.tables]
-    if parsed.tables:
-        t0 = parsed.tables[0]
-        return [(t0.schema, t0.table, m.query)]
-    return [(parsed.database or m.schema or "", None, m.query)]
+from worker.sync.statement_route import statement_tables
 
 
 def _short(sql: str) -> str:

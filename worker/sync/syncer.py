@@ -44,8 +44,8 @@ from worker.sync.hooks import Hooks
 from worker.sync.ddl_intent import DDLIntent
 from worker.sync.ddl_handler import DDLContext, DDLDecision, DDLHandler, DirectDDLHandler, SkipRequested
 from worker.sync.online_ddl import CutOver, OnlineDDL, OnlineDDLStore
-from worker.sync.operator_records import OperatorRecords, statement_tables
-from worker.downstream import fetch_generated, fetch_keys
+from worker.sync.operator_records import OperatorRecords
+from worker.sync.statement_route import StatementRouter
 from worker.events import DDLEvent, Position
 from worker.filters import statement_ignored
 from worker.sync.errors import SyncError, SyncPaused
@@ -121,8 +121,6 @@ class Syncer:
         self.log = log.bind(task=task.name, source=source.source_id)
         self.read_pos: Position | None = None
         self.held: dict[tuple[str, str], DDLEvent] = {}
-        self.keys: dict[str, list[str]] = {}
-        self.generated: dict[str, set[str]] = {}
         self.rows_applied = 0
         self.last_error: str | None = None
         self._rewind = threading.Event()
@@ -132,16 +130,20 @@ class Syncer:
                               lambda: pymysql.connect(**self.up_kwargs, autocommit=True),
                               self.mapper.router.is_sharded)
         # the Spark side of the apply (driver, stream or one job per chunk)
+        # (syncer.apply-mode: stream: chunks go to a long-lived apply job; not with the spark reader,
+        # whose reads are Spark jobs the apply would wait for)
+        streamed = self.inst.syncer.apply_mode == "stream" and self.reader == "process"
         self.applier = ChunkApplier(spark, task=task.name, source=source.source_id, parallelism=self.parallelism,
-                                    local_apply_rows=local_apply_rows, streamed=self._streamed, log=self.log)
+                                    local_apply_rows=local_apply_rows, streamed=streamed, log=self.log)
+        self.route = StatementRouter(source.source_id, self.mapper, self.store, self._is_held, self._count_ddls)
         # the operator's binlog skip / replace / inject records, and the binlog event filter's skips
         self.records = OperatorRecords(skips, task=task.name, source=source.source_id, store=self.store,
                                        mapper=self.mapper, handler=self.handler, ctx=self.ctx, log=self.log,
                                        handle=self._handle_statement, advance=self._advance_global,
-                                       held=lambda s, t: (s, t) in self.held, count=self._count_ddls)
+                                       held=self._is_held, count=self._count_ddls)
         # DDL statements run downstream at most once (rule 8's intent)
         self.intent = DDLIntent(task=task.name, source=source.source_id, store=self.store, handler=self.handler,
-                                log=self.log, connect=self._downstream, refresh_target=self._refresh_target)
+                                log=self.log, connect=self._downstream, refresh_target=self.applier.refresh_target)
         self.handler.attach(self.request_rewind, self.records.find)
 
     def _downstream(self):
@@ -150,6 +152,9 @@ class Syncer:
 
     def _count_ddls(self, action: str, n: int = 1) -> None:
         DDLS.labels(self.task.name, self.source.source_id, action).inc(n)
+
+    def _is_held(self, schema: str, table: str) -> bool:
+        return (schema, table) in self.held
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Position:
@@ -181,8 +186,8 @@ class Syncer:
         if loaded.global_pos is None:
             self.store.save_global(self.read_pos)
             self.store.flush()
-        with connect_downstream(self.down_kwargs, autocommit=True) as c:
-            self.keys, self.generated = fetch_keys(c), fetch_generated(c)
+        with self._downstream() as c:
+            self.applier.load_keys(c)
         self.binlog.prepare()    # e.g. the decoder process, started ahead of the first batch
         self._started = True
         self.log.info("syncer started", position=str(self.read_pos),
@@ -267,7 +272,7 @@ class Syncer:
         tm = result.timings
         safe_written = False
         reader = self._open_reader(start, end)
-        if self._streamed and (end.file != start.file or end.pos - start.pos > STREAM_EARLY_BYTES):
+        if self.applier.streamed and (end.file != start.file or end.pos - start.pos > STREAM_EARLY_BYTES):
             session = self.applier.session()
             if session is not None:      # the job starts (~0.1 s) while the first rows decode
                 self.applier.open_stream(session, self._apply_kw())
@@ -323,7 +328,7 @@ class Syncer:
 
     def _open_reader(self, start: Position, end: Position):
         """The batch's binlog reader: both hand out Chunk/Statement/End the same way."""
-        if not self._streamed:      # the spark reader's reads are Spark jobs: no idle stream in their way
+        if not self.applier.streamed:      # the spark reader's reads are Spark jobs: no idle stream in their way
             self.applier.free_cores()
         return self.binlog.open(self.up_kwargs, (self.inst, self.task.meta_schema), start, end,
                                 max_events=self.max_batch_events, source_id=self.source.source_id,
@@ -352,7 +357,7 @@ class Syncer:
         tp = time.monotonic()
         read_pos = self._position()
         points = {k: p.pos for k, p in self.store.tables.items() if p.pos > read_pos}
-        parts = self.applier.split(chunk.txns, self.keys, self.generated, held=set(self.held), points=points,
+        parts = self.applier.split(chunk.txns, held=set(self.held), points=points,
                                    safe_until=self._safe_loaded, force_safe=self.inst.syncer.safe_mode)
         ta = time.monotonic()
         tm["plan"] = tm.get("plan", 0.0) + ta - tp
@@ -372,12 +377,6 @@ class Syncer:
         """The apply function's arguments (the same for every chunk until a restart)."""
         return dict(db_kwargs=self.down_kwargs, batch=self.inst.syncer.batch, source_id=self.source.source_id,
                     time_zone=self.time_zone, checkpoint=self.store.fq, epoch=self.store.epoch)
-
-    @property
-    def _streamed(self) -> bool:
-        """Chunks go to a long-lived apply job (``worker/sync/apply_stream.py``); not with the
-        spark reader, whose reads are Spark jobs the apply waits for."""
-        return self.inst.syncer.apply_mode == "stream" and self.reader == "process"
 
     # ------------------------------------------------------------------ DDL
     def _handle_ddl_row(self, m: Statement) -> None:
@@ -406,51 +405,20 @@ class Syncer:
 
     def _handle_statement(self, m: Statement) -> bool:
         """Route and hand over each table's DDL; False for a statement that is not a DDL."""
-        start, end = m.start, m.end
-        session = m.schema or ""
-        parsed = ddlmod.parse_ddl(m.query, session)
+        parsed = ddlmod.parse_ddl(m.query, m.schema or "")
         if parsed.kind == ddlmod.NOT_DDL:
             return False
-        if self.online is not None and (seen := self.online.observe(parsed, start, end)) is not None:
-            if isinstance(seen, CutOver):
-                self._cut_over(seen, m)
-            else:
-                DDLS.labels(self.task.name, self.source.source_id, "online_ddl").inc()
+        if self.online is not None and (seen := self.online.observe(parsed, m.start, m.end)) is not None:
+            if not isinstance(seen, CutOver):
+                self._count_ddls("online_ddl")
                 self.log.debug("online schema change statement: nothing runs downstream", note=seen.note,
-                               position=str(start))
+                               position=str(m.start))
+            elif (ev := self.route.cut_over(seen, m)) is not None:
+                self._handle_ddl(ev)
             return True
-        for schema, table, query in statement_tables(parsed, m):
-            if table is None:
-                if not self.mapper.filter.schema_allowed(schema):
-                    continue
-                tgt_s, tgt_t = self.mapper.router.route_schema(schema), None
-            else:
-                tgt = self.mapper.target(schema, table)
-                if tgt is None:
-                    continue
-                tgt_s, tgt_t = tgt.schema, tgt.table
-                tp = self.store.table_point(schema, table)
-                if tp is not None and end <= tp:
-                    DDLS.labels(self.task.name, self.source.source_id, "already_applied").inc()
-                    continue  # rule 6
-                if (schema, table) in self.held:
-                    continue
-            ev = DDLEvent(self.source.source_id, schema, table, parsed.kind, query, tgt_s, tgt_t,
-                          start, end, int(m.ts or 0), {"session_schema": session})
+        for ev in self.route.events(parsed, m):     # (lazy: each table checked just before it is handled)
             self._handle_ddl(ev)
         return True
-
-    def _cut_over(self, c: CutOver, m: Statement) -> None:
-        """An online schema change tool swapped its shadow table in: its DDLs are this table's
-        DDL at the RENAME's position (the RENAME itself runs nowhere)."""
-        tgt = self.mapper.target(c.schema, c.table)
-        tp = self.store.table_point(c.schema, c.table)
-        if not c.sql or tgt is None or (tp is not None and m.end <= tp) or (c.schema, c.table) in self.held:
-            return   # nothing remembered, a filtered table, already applied (rule 6) or held (replays it)
-        kind = ddlmod.parse_ddl(c.sql, c.schema).kind
-        self._handle_ddl(DDLEvent(self.source.source_id, c.schema, c.table, kind, c.sql, tgt.schema, tgt.table,
-                                  m.start, m.end, int(m.ts or 0),
-                                  {"session_schema": m.schema or "", "online_ddl_shadow": c.shadow}))
 
     def _handle_ddl(self, ev: DDLEvent) -> None:
         if self.intent.resume_finished(ev, self.ctx):
@@ -483,15 +451,5 @@ class Syncer:
             return      # the downstream did not change here (a skip, or run before a restart: loaded at start)
         # a DDL may create the target, change its key or its generated columns: later chunks
         # are split by the new key and leave out the new generated columns
-        with connect_downstream(self.down_kwargs, autocommit=True) as c:
-            self._refresh_target(c, (ev.target_schema or "", ev.target_table))
-
-    def _refresh_target(self, c, target: tuple[str, str]) -> None:
-        """Re-read one downstream table's key and generated columns (after a DDL that may have
-        changed them, or on a shard's CREATE of a target another source may have made)."""
-        name = f"{target[0]}.{target[1]}"
-        key, gen = fetch_keys(c, target).get(name), fetch_generated(c, target).get(name)
-        if key != self.keys.get(name):      # new maps: the partitioner is rebuilt on identity change
-            self.keys = {k: v for k, v in self.keys.items() if k != name} | ({name: key} if key else {})
-        if gen != self.generated.get(name):
-            self.generated = {k: v for k, v in self.generated.items() if k != name} | ({name: gen} if gen else {})
+        with self._downstream() as c:
+            self.applier.refresh_target(c, (ev.target_schema or "", ev.target_table))
