@@ -42,7 +42,7 @@ from coordinator.config import parse_source, parse_task  # noqa: E402
 from coordinator.routing import TableMapper  # noqa: E402
 from tests.support.proctree import tree_rss  # noqa: E402
 from coordinator import gc_tuning  # noqa: E402
-from worker.binlog.source import decode_range  # noqa: E402
+from worker.binlog import RouteArgs, decode_range  # noqa: E402
 from worker.sync.apply import resolve_tls  # noqa: E402
 from worker.binlog.spark_reader import load_range  # noqa: E402
 from worker.sync.syncer import Syncer  # noqa: E402
@@ -116,7 +116,7 @@ def _replicate(spark, mysql, conns, up_names: dict, start: dict, data_end: dict,
                 s.start()
             time.sleep(1.0)     # the decoder processes finish starting, as in a running worker
             if reader == "spark":   # the data source's planner and reader processes, as in a running worker
-                load_range(spark, srcs["s1"].db.pymysql_kwargs(), (task.instance("s1"), task.meta_schema),
+                load_range(spark, srcs["s1"].db.pymysql_kwargs(), RouteArgs(task.instance("s1"), task.meta_schema),
                            data_end["s1"], data_end["s1"], source_id="s1").collect()
             t0 = time.monotonic()
             if not args.concurrent:

@@ -87,7 +87,7 @@ def advance_gtid_set(text: str, gtid_: str) -> str:
     return gtid.advance(text, gtid_)
 
 
-# Kinds of row changes and statement events (see worker.binlog.source).
+# Kinds of row changes and statement events (see worker.binlog.contract).
 INSERT, UPDATE, DELETE, DDL, END = "insert", "update", "delete", "ddl", "end"
 DML_KINDS = (INSERT, UPDATE, DELETE)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from coordinator.binlog_filter import EventFilter
 from coordinator.errors import ShardMergeError
-from coordinator.schema import kinds as K
+from coordinator.schema.kinds import ClauseKind, ParsedDDL, StatementKind
 from coordinator.schema.statement import parse_statement
 
 
@@ -26,19 +26,16 @@ class FilterSplitError(ShardMergeError):
     """A binlog event filter ignores some changes of one ALTER TABLE and keeps others."""
 
 
-_KIND_EVENT = {K.CREATE_TABLE: "create table", K.DROP_TABLE: "drop table", K.TRUNCATE_TABLE: "truncate table",
-               K.RENAME_TABLE: "rename table", K.CREATE_INDEX: "create index", K.DROP_INDEX: "drop index",
-               K.CREATE_DATABASE: "create database", K.ALTER_DATABASE: "alter database",
-               K.DROP_DATABASE: "drop database", K.ALTER_TABLE: "alter table"}
-_CLAUSE_EVENT = {"drop_column": "drop column", "modify_column": "modify column", "change_column": "modify column",
-                 "rename_column": "rename column", "rename_index": "rename index", "rename_table": "rename table",
-                 "alter_default": "modify default value", "convert_charset": "modify charset"}
+_CLAUSE_EVENT = {ClauseKind.DROP_COLUMN: "drop column", ClauseKind.MODIFY_COLUMN: "modify column",
+                 ClauseKind.CHANGE_COLUMN: "modify column", ClauseKind.RENAME_COLUMN: "rename column",
+                 ClauseKind.RENAME_INDEX: "rename index", ClauseKind.RENAME_TABLE: "rename table",
+                 ClauseKind.ALTER_DEFAULT: "modify default value", ClauseKind.CONVERT_CHARSET: "modify charset"}
 
 
 def _clause_event(c) -> str:
-    if c.kind == "drop_index":
+    if c.kind is ClauseKind.DROP_INDEX:
         return "drop primary key" if str(c.data.get("name", "")).upper() == "PRIMARY" else "drop index"
-    if c.kind == "table_options":
+    if c.kind is ClauseKind.TABLE_OPTIONS:
         if c.data.get("charset"):
             return "modify charset"
         if c.data.get("collation"):
@@ -48,23 +45,23 @@ def _clause_event(c) -> str:
     return _CLAUSE_EVENT.get(c.kind, "alter table")
 
 
-def statement_events(parsed: K.ParsedDDL) -> list[str]:
+def statement_events(parsed: ParsedDDL) -> list[str]:
     """DM's event name of each change the statement makes ("" for a statement DM has no name for:
     only ``sql-pattern`` applies to it)."""
-    if parsed.kind == K.ALTER_TABLE:
+    if parsed.kind is StatementKind.ALTER_TABLE:
         try:
-            clauses = [c for c in parse_statement(parsed.query).clauses if c.kind != "noop"]
+            clauses = [c for c in parse_statement(parsed.query).clauses if c.kind is not ClauseKind.NOOP]
         except ShardMergeError:
             clauses = []
         return [_clause_event(c) for c in clauses] or ["alter table"]
-    return [_KIND_EVENT.get(parsed.kind, "")]
+    return [parsed.kind.row.event]
 
 
-def statement_ignored(flt: EventFilter, parsed: K.ParsedDDL, session_schema: str, real_name=None) -> bool:
+def statement_ignored(flt: EventFilter, parsed: ParsedDDL, session_schema: str, real_name=None) -> bool:
     """True when the filter ignores the statement: as in DM, one of its tables suffices.
     ``real_name(table)``: the real table of an online schema change tool's shadow table (else
     None), so a rule on ``t`` also covers ``_t_gho``'s ALTER, as DM's ``RealName`` does."""
-    if parsed.kind == K.NOT_DDL:
+    if parsed.kind is StatementKind.NOT_DDL:
         return False
     names = [(t.schema, (real_name(t.table) if real_name else None) or t.table) for t in parsed.tables] \
         or [(parsed.database or session_schema, "")]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from coordinator.errors import ShardMergeError
 from coordinator.schema.ddl import apply_ddl
 from coordinator.schema.errors import SchemaError
-from coordinator.schema.kinds import StatementKind
+from coordinator.schema.kinds import StatementKind, Track
 from coordinator.schema.model import TableSchema
 from coordinator.schema.parse import parse_create_table
 from coordinator.schema.statement import create_like_source, parse_statement
@@ -191,7 +191,7 @@ class SchemaTracker:
         statements = tuple(statements)
         before = None
         first_kind = _kind(statements[0]) if statements else None
-        if first_kind is not StatementKind.CREATE_TABLE:
+        if first_kind is None or first_kind.row.track is not Track.CREATE:
             before = self.ensure(schema, table, position=position)
         else:
             before = self.get(schema, table)

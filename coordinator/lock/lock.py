@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from coordinator.etcdproto import DroppedStage, Info, Stage, TableRef
 from coordinator.schema import TableSchema
+from coordinator.schema.statement import changed_columns
 from coordinator.sql import quote_ident
 
 from .explain import detected_message, readd_message, skip_message, wait_runner, waiting_for
@@ -24,12 +25,11 @@ __all__ = ["Answer", "Drops", "Effects", "Lock", "Member", "StepResult", "new_un
 
 # an ADD COLUMN that names its position (canonical text: `` FIRST`` / `` AFTER `c` `` at the end)
 _POSITIONED = re.compile(r"\s(?:FIRST|AFTER\s+(?:`(?:[^`]|``)+`|[\w$]+))\s*$", re.I)
-_DROP_RE = re.compile(r"\bDROP\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?`?([^`\s,;]+)`?", re.I)
 
 
 def _dropped_columns(ddls: list[str]) -> set[str]:
-    """Columns (lower case) the statements drop."""
-    return {x.lower() for d in ddls for x in _DROP_RE.findall(d)}
+    """Columns (lower case) the statements drop (their DROP COLUMN clauses)."""
+    return {c for d in ddls for c in changed_columns(d)[1]}
 
 
 @dataclass

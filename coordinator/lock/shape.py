@@ -2,14 +2,13 @@
 already fits the joined one.  Pure functions of schemas; the decisions live in ``lock.Lock``."""
 from __future__ import annotations
 
-import re
-
 import functools
 from dataclasses import replace
 
 from coordinator.schema import TableSchema
 from coordinator.schema.lattice import join_type
 from coordinator.schema.model import Column
+from coordinator.schema.statement import changed_columns
 
 
 def tolerated(s: TableSchema, j: TableSchema) -> bool:
@@ -117,11 +116,7 @@ def _col(s: TableSchema, key: str) -> Column:
     return c
 
 
-_ADD_RE = re.compile(r"\bADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?`?([^`\s,;(]+)`?", re.I)
-_NOT_COLUMNS = {"index", "key", "unique", "primary", "constraint", "foreign", "fulltext", "spatial", "partition",
-                "check", "vector"}
-
-
 def _added_columns(ddls: list[str]) -> set[str]:
-    """Columns the statements add (``ADD [COLUMN] name``; indexes and constraints left out)."""
-    return {x.lower() for d in ddls for x in _ADD_RE.findall(d) if x.lower() not in _NOT_COLUMNS}
+    """Columns (lower case) the statements add (their ADD COLUMN clauses; indexes and constraints
+    are not columns)."""
+    return {c for d in ddls for c in changed_columns(d)[0]}

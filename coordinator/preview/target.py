@@ -13,14 +13,14 @@ from typing import Sequence
 from coordinator.etcdproto import LockKey, SourceTables, TableRef
 from coordinator.schema import SchemaError, split_ddl
 from coordinator.schema.canonical import canonical_ddl
-from coordinator.schema.kinds import StatementKind
+from coordinator.schema.kinds import ClauseKind, Route, kinds_routed
 from coordinator.schema.split import rename_ddl_table
 from coordinator.schema.statement import parse_statement
 
 from .errors import BadStatement, TableNotInTask
 
-# statements a shard lock coordinates (worker.shardddl.decision.route_kind: COORDINATE)
-_COORDINATED = {StatementKind.ALTER_TABLE, StatementKind.CREATE_INDEX, StatementKind.DROP_INDEX}
+# statements a shard lock coordinates (their row's route, coordinator.schema.kinds.KIND_ROWS)
+_COORDINATED = kinds_routed(Route.COORDINATE)
 
 # MySQL/MariaDB table options: the schema model reads any ``NAME [=] value`` pair as one, so a
 # misspelt clause (``ADDD COLUMN c INT``) would pass as an option; the preview refuses it
@@ -68,7 +68,7 @@ def parse(sql: str, where: str = "the statement") -> Statement:
             raise BadStatement(f"{where} {text!r} does not parse: {c.text!r} has no column definition; give one "
                                "ALTER TABLE / CREATE INDEX / DROP INDEX statement as MySQL/MariaDB accept it",
                                statement=text[:200])
-        unknown = [" ".join(o) for o in (c.data or {}).get("options", ()) if c.kind == "table_options"
+        unknown = [" ".join(o) for o in (c.data or {}).get("options", ()) if c.kind is ClauseKind.TABLE_OPTIONS
                    and str(o[0]).upper().replace(" ", "_") not in _TABLE_OPTIONS]
         if unknown:
             raise BadStatement(f"{where} {text!r} does not parse: {c.text!r} is neither an ALTER TABLE clause nor a "

@@ -17,7 +17,7 @@ import sqlglot
 from sqlglot.tokens import TokenType
 
 from .errors import SchemaError
-from .kinds import StatementKind
+from .kinds import ClauseKind, StatementKind
 from .parse import _matching_paren, ident_name, raw, tokenize, tok_raw, word
 from .render import quote_ident, table_ref
 from .statement import Clause, parse_statement
@@ -196,28 +196,29 @@ def _position(pos) -> str:
 
 def _clause(c: Clause) -> str | None:
     d = c.data
-    if c.kind == "add_column":
+    if c.kind is ClauseKind.ADD_COLUMN:
         ine = "IF NOT EXISTS " if d.get("if_not_exists") else ""
         return f"ADD COLUMN {ine}{_column(d['def'])}{_position(d.get('position'))}"
-    if c.kind in ("change_column", "modify_column"):
+    if c.kind in (ClauseKind.CHANGE_COLUMN, ClauseKind.MODIFY_COLUMN):
         ie = "IF EXISTS " if d.get("if_exists") else ""
-        head = f"CHANGE COLUMN {ie}{quote_ident(d['old'])} " if c.kind == "change_column" else f"MODIFY COLUMN {ie}"
+        head = f"CHANGE COLUMN {ie}{quote_ident(d['old'])} " if c.kind is ClauseKind.CHANGE_COLUMN \
+            else f"MODIFY COLUMN {ie}"
         return f"{head}{_column(d['def'])}{_position(d.get('position'))}"
-    if c.kind == "add_index":
+    if c.kind is ClauseKind.ADD_INDEX:
         return "ADD " + _index(d["def"])
-    if c.kind == "drop_column":
+    if c.kind is ClauseKind.DROP_COLUMN:
         return f"DROP COLUMN {'IF EXISTS ' if d.get('if_exists') else ''}{quote_ident(d['name'])}"
-    if c.kind == "drop_index":
+    if c.kind is ClauseKind.DROP_INDEX:
         if d["name"].upper() == "PRIMARY":
             return "DROP PRIMARY KEY"
         return f"DROP INDEX {'IF EXISTS ' if d.get('if_exists') else ''}{quote_ident(d['name'])}"
-    if c.kind == "rename_column":
+    if c.kind is ClauseKind.RENAME_COLUMN:
         return f"RENAME COLUMN {quote_ident(d['old'])} TO {quote_ident(d['new'])}"
-    if c.kind == "alter_index":
+    if c.kind is ClauseKind.ALTER_INDEX:
         return f"ALTER INDEX {quote_ident(d['name'])} {'IGNORED' if d['ignored'] else 'NOT IGNORED'}"
-    if c.kind == "column_visibility":
+    if c.kind is ClauseKind.COLUMN_VISIBILITY:
         return f"ALTER COLUMN {quote_ident(d['name'])} SET {'INVISIBLE' if d['invisible'] else 'VISIBLE'}"
-    if c.kind == "alter_default":
+    if c.kind is ClauseKind.ALTER_DEFAULT:
         if d["default"] is None:
             return f"ALTER COLUMN {quote_ident(d['name'])} DROP DEFAULT"
         return f"ALTER COLUMN {quote_ident(d['name'])} SET DEFAULT {_tidy(d['default'])}"

@@ -8,7 +8,7 @@ from .errors import InvalidDDL, SchemaError, UnsupportedDDL
 from .model import Column, Index, TableSchema
 from .parse import (auto_index_name, complete_charset, finish_indexes, parse_column_def,
                     parse_create_table, parse_index_def, sort_indexes)
-from .kinds import StatementKind as K
+from .kinds import ClauseKind, StatementKind
 from .statement import Clause, parse_statement
 
 _MBMAXLEN = {"latin1": 1, "ascii": 1, "binary": 1, "utf8mb3": 3, "utf8mb4": 4, "ucs2": 2,
@@ -20,30 +20,31 @@ def apply_ddl(schema: TableSchema | None, sql: str) -> TableSchema | None:
     """Apply one statement.  ``schema`` None means the table does not exist
     (only CREATE TABLE applies); DROP TABLE returns None."""
     st = parse_statement(sql)
-    if st.kind is K.CREATE_TABLE:
+    if st.kind is StatementKind.CREATE_TABLE:
         if schema is not None:
             if st.data["if_not_exists"]:
                 return schema
             raise InvalidDDL(f"table `{st.table[1]}` already exists", statement=sql)
         return parse_create_table(st.sql)
     if schema is None:
-        if st.kind is K.DROP_TABLE and st.data["if_exists"]:
+        if st.kind is StatementKind.DROP_TABLE and st.data["if_exists"]:
             return None
         raise InvalidDDL(f"table `{st.table[1]}` does not exist", statement=sql)
-    if st.kind is K.DROP_TABLE:
+    if st.kind is StatementKind.DROP_TABLE:
         return None
-    if st.kind is K.TRUNCATE_TABLE:
+    if st.kind is StatementKind.TRUNCATE_TABLE:
         return replace(schema, options=tuple(o for o in schema.options if o[0] != "AUTO_INCREMENT"))
-    if st.kind is K.RENAME_TABLE:
+    if st.kind is StatementKind.RENAME_TABLE:
         return schema.with_name(st.data["new"][1])
-    if st.kind is K.CREATE_INDEX:
-        schema = _apply_clause(schema, Clause("add_index", st.data["def"],
+    if st.kind is StatementKind.CREATE_INDEX:
+        schema = _apply_clause(schema, Clause(ClauseKind.ADD_INDEX, st.data["def"],
                                               {"def": st.data["def"],
                                                "if_not_exists": st.data.get("if_not_exists", False)}), sql)
         return replace(schema, indexes=tuple(sort_indexes(schema.columns, schema.indexes)))
-    if st.kind is K.DROP_INDEX:
-        return _apply_clause(schema, Clause("drop_index", "", {"name": st.data["name"],
-                                                               "if_exists": st.data.get("if_exists", False)}), sql)
+    if st.kind is StatementKind.DROP_INDEX:
+        return _apply_clause(schema, Clause(ClauseKind.DROP_INDEX, "", {"name": st.data["name"],
+                                                                        "if_exists": st.data.get("if_exists", False)}),
+                             sql)
     for clause in st.clauses:
         schema = _apply_clause(schema, clause, sql)
     _check_auto_increment(schema, sql)
@@ -289,11 +290,13 @@ def _noop(s, d, sql, clause):
 
 
 _CLAUSES = {
-    "add_column": _add_column, "drop_column": _drop_column, "modify_column": _modify_column,
-    "change_column": _change_column, "rename_column": _rename_column,
-    "alter_default": _alter_default, "column_visibility": _column_visibility, "add_index": _add_index_clause, "drop_index": _drop_index,
-    "rename_index": _rename_index, "table_options": _table_options,
-    "convert_charset": _convert_charset, "rename_table": _rename_table, "noop": _noop, "alter_index": _alter_index,
+    ClauseKind.ADD_COLUMN: _add_column, ClauseKind.DROP_COLUMN: _drop_column,
+    ClauseKind.MODIFY_COLUMN: _modify_column, ClauseKind.CHANGE_COLUMN: _change_column,
+    ClauseKind.RENAME_COLUMN: _rename_column, ClauseKind.ALTER_DEFAULT: _alter_default,
+    ClauseKind.COLUMN_VISIBILITY: _column_visibility, ClauseKind.ADD_INDEX: _add_index_clause,
+    ClauseKind.DROP_INDEX: _drop_index, ClauseKind.RENAME_INDEX: _rename_index, ClauseKind.ALTER_INDEX: _alter_index,
+    ClauseKind.TABLE_OPTIONS: _table_options, ClauseKind.CONVERT_CHARSET: _convert_charset,
+    ClauseKind.RENAME_TABLE: _rename_table, ClauseKind.NOOP: _noop,
 }
 
 

@@ -2,6 +2,8 @@
 
 Used by the worker (routing, the shard-DDL path, ``binlog skip``) and by ``coordinator.schema``
 (``statement.parse_statement`` takes its kind from here), so a statement has one kind everywhere.
+What the worker does with a kind is its row in :data:`KIND_ROWS`, read instead of branching on the
+kind; the changes inside an ALTER TABLE are :class:`ClauseKind`.
 Rewriting replaces only the table-name tokens and keeps every other byte of the statement:
 regenerating SQL through a parser loses MariaDB-only syntax, and the downstream must see the
 user's statement.  A bare table name belongs to the event's session database
@@ -21,7 +23,8 @@ from coordinator.sql import quote_table
 
 
 class StatementKind(str, Enum):
-    """Kinds of statement the binlog carries; a ``str`` so records and logs keep plain text."""
+    """Kinds of statement the binlog carries; a ``str`` so records and logs keep plain text
+    (``DDLEvent.kind`` holds the value).  Each kind has its row in :data:`KIND_ROWS`."""
     CREATE_TABLE = "create_table"
     ALTER_TABLE = "alter_table"
     DROP_TABLE = "drop_table"
@@ -40,17 +43,119 @@ class StatementKind(str, Enum):
 
     @property
     def on_table(self) -> bool:
-        return self in TABLE_KINDS
+        return self.row.expand is not Expand.DATABASE
+
+    @property
+    def row(self) -> KindRow:
+        return KIND_ROWS[self]
 
 
-K = StatementKind
+class ClauseKind(str, Enum):
+    """One change inside an ALTER TABLE (``statement.Clause.kind``); a ``str`` whose value is the
+    name the clause always had, so anything printing or comparing it sees the same text."""
+    ADD_COLUMN = "add_column"
+    DROP_COLUMN = "drop_column"
+    MODIFY_COLUMN = "modify_column"
+    CHANGE_COLUMN = "change_column"
+    RENAME_COLUMN = "rename_column"
+    ALTER_DEFAULT = "alter_default"
+    COLUMN_VISIBILITY = "column_visibility"
+    ADD_INDEX = "add_index"
+    DROP_INDEX = "drop_index"
+    RENAME_INDEX = "rename_index"
+    ALTER_INDEX = "alter_index"
+    TABLE_OPTIONS = "table_options"
+    CONVERT_CHARSET = "convert_charset"
+    RENAME_TABLE = "rename_table"
+    NOOP = "noop"            # ALGORITHM= / LOCK= / FORCE / a CHECK constraint: changes nothing here
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# ----------------------------------------------------------------------------- one row per kind
+class Route(Enum):
+    """The shard-DDL path of a table statement (``worker.shardddl.decision.route_kind``)."""
+    COORDINATE = "coordinate"   # ALTER / CREATE INDEX / DROP INDEX: Info -> lock -> Operation
+    CREATE = "create"           # a new shard table: created downstream if missing, joins the lock
+    DROP = "drop"               # a shard table leaves: nothing runs downstream
+    IGNORE = "ignore"           # TRUNCATE of one shard: the merged table keeps the others' rows
+    REFUSE = "refuse"           # RENAME TABLE: not supported in optimistic mode
+    PASS_THROUGH = "pass"       # ADD / DROP PARTITION: run on the target as written, no lock
+    NONE = "none"               # not a table statement: never reaches the shard path
+
+
+class Direct(Enum):
+    """What a statement runs downstream when no lock coordinates it
+    (``worker.sync.ddl_handler.direct_decision``)."""
+    NOT_REPLICATED = "not_replicated"     # nothing runs: not a statement we replicate
+    CREATE_DATABASE = "create_database"   # ``CREATE DATABASE IF NOT EXISTS`` the target schema
+    DATABASE_SKIPPED = "database_skipped"  # nothing runs: database-level statement not propagated
+    REWRITE = "rewrite"                   # the statement on its routed target(s) (CREATE made IF NOT EXISTS)
+    DROP_TARGET = "drop_target"           # ``DROP TABLE IF EXISTS`` the routed target
+    SHARD_SKIPPED = "shard_skipped"       # nothing runs: one shard's change is not the merged table's
+    REFUSE = "refuse"                     # an error the operator resolves (RENAME of a sharded table)
+
+
+class Track(Enum):
+    """How the upstream table's tracked schema follows the statement."""
+    NONE = "none"            # no table schema changes
+    CREATE = "create"        # the statement's table schema becomes the tracked one
+    FORGET = "forget"        # the table is gone: forget it
+    APPLY = "apply"          # apply the statement as written (``schema.apply_ddl``)
+    APPLY_SPLIT = "split"    # apply it change by change (``schema.split_ddl``), as the lock sees it
+
+
+class Expand(Enum):
+    """Which tables one statement event stands for (``Syncer._statement_tables``)."""
+    DATABASE = "database"    # none: the statement names a database (or the session's)
+    FIRST = "first"          # its first named table (RENAME a TO b: ``a``)
+    EACH = "each"            # naming several tables, one ``DROP TABLE`` per table
+
+
+@dataclass(frozen=True)
+class KindRow:
+    """Everything the worker decides by a statement's kind alone.  Adding a kind is this row plus
+    its parse (``parse_ddl``, ``statement.parse_statement``) and its schema effect (``ddl.apply_ddl``)."""
+    route: Route             # shard path (ALTER ... ADD/DROP PARTITION is PASS_THROUGH by its text)
+    direct: Direct           # no lock, table not sharded
+    direct_sharded: Direct   # no lock, table sharded (several upstream tables merged into one)
+    track: Track
+    expand: Expand
+    event: str               # DM's binlog-event-filter name ("": only ``sql-pattern`` applies)
+
+
+_S, _R, _D, _T, _E = StatementKind, Route, Direct, Track, Expand
+KIND_ROWS: dict[StatementKind, KindRow] = {
+    # kind                       route           direct                 direct_sharded         track           expand       event
+    _S.CREATE_TABLE:     KindRow(_R.CREATE,      _D.REWRITE,            _D.REWRITE,            _T.CREATE,      _E.FIRST,    "create table"),
+    _S.ALTER_TABLE:      KindRow(_R.COORDINATE,  _D.REWRITE,            _D.REWRITE,            _T.APPLY_SPLIT, _E.FIRST,    "alter table"),
+    _S.DROP_TABLE:       KindRow(_R.DROP,        _D.DROP_TARGET,        _D.SHARD_SKIPPED,      _T.FORGET,      _E.EACH,     "drop table"),
+    _S.TRUNCATE_TABLE:   KindRow(_R.IGNORE,      _D.REWRITE,            _D.SHARD_SKIPPED,      _T.APPLY,       _E.FIRST,    "truncate table"),
+    _S.RENAME_TABLE:     KindRow(_R.REFUSE,      _D.REWRITE,            _D.REFUSE,             _T.APPLY,       _E.FIRST,    "rename table"),
+    _S.CREATE_INDEX:     KindRow(_R.COORDINATE,  _D.REWRITE,            _D.REWRITE,            _T.APPLY,       _E.FIRST,    "create index"),
+    _S.DROP_INDEX:       KindRow(_R.COORDINATE,  _D.REWRITE,            _D.REWRITE,            _T.APPLY,       _E.FIRST,    "drop index"),
+    _S.CREATE_DATABASE:  KindRow(_R.NONE,        _D.CREATE_DATABASE,    _D.CREATE_DATABASE,    _T.NONE,        _E.DATABASE, "create database"),
+    _S.ALTER_DATABASE:   KindRow(_R.NONE,        _D.DATABASE_SKIPPED,   _D.DATABASE_SKIPPED,   _T.NONE,        _E.DATABASE, "alter database"),
+    _S.DROP_DATABASE:    KindRow(_R.NONE,        _D.DATABASE_SKIPPED,   _D.DATABASE_SKIPPED,   _T.NONE,        _E.DATABASE, "drop database"),
+    _S.OTHER:            KindRow(_R.NONE,        _D.NOT_REPLICATED,     _D.NOT_REPLICATED,     _T.NONE,        _E.DATABASE, ""),
+    _S.NOT_DDL:          KindRow(_R.NONE,        _D.NOT_REPLICATED,     _D.NOT_REPLICATED,     _T.NONE,        _E.DATABASE, ""),
+}
+
+
+def kinds_routed(route: Route) -> frozenset[StatementKind]:
+    """The kinds whose row takes ``route``."""
+    return frozenset(k for k, r in KIND_ROWS.items() if r.route is route)
+
+
+# module-level names of the kinds, read as ``kinds.CREATE_TABLE`` by worker/sync/ddl_handler.py and
+# worker/sync/syncer.py until they read ``KIND_ROWS``; new code spells ``StatementKind.X``
+_K = StatementKind
 CREATE_TABLE, ALTER_TABLE, DROP_TABLE, TRUNCATE_TABLE, RENAME_TABLE = (
-    K.CREATE_TABLE, K.ALTER_TABLE, K.DROP_TABLE, K.TRUNCATE_TABLE, K.RENAME_TABLE)
-CREATE_INDEX, DROP_INDEX = K.CREATE_INDEX, K.DROP_INDEX
-CREATE_DATABASE, ALTER_DATABASE, DROP_DATABASE = K.CREATE_DATABASE, K.ALTER_DATABASE, K.DROP_DATABASE
-OTHER, NOT_DDL = K.OTHER, K.NOT_DDL
-TABLE_KINDS = frozenset({CREATE_TABLE, ALTER_TABLE, DROP_TABLE, TRUNCATE_TABLE, RENAME_TABLE, CREATE_INDEX,
-                         DROP_INDEX})
+    _K.CREATE_TABLE, _K.ALTER_TABLE, _K.DROP_TABLE, _K.TRUNCATE_TABLE, _K.RENAME_TABLE)
+CREATE_INDEX, DROP_INDEX = _K.CREATE_INDEX, _K.DROP_INDEX
+CREATE_DATABASE, ALTER_DATABASE, DROP_DATABASE = _K.CREATE_DATABASE, _K.ALTER_DATABASE, _K.DROP_DATABASE
+OTHER, NOT_DDL = _K.OTHER, _K.NOT_DDL
 
 
 class DDLParseError(ShardMergeError):
@@ -105,7 +210,7 @@ def parse_ddl(query: str, default_schema: str) -> ParsedDDL:
         raise DDLParseError(f"cannot tokenize statement: {e}", statement=query[:200]) from None
     words = [_word(t) for t in toks]
     if not toks:
-        return ParsedDDL(NOT_DDL, query)
+        return ParsedDDL(StatementKind.NOT_DDL, query)
     i = 0
 
     def skip(*ws: str) -> None:
@@ -130,35 +235,35 @@ def parse_ddl(query: str, default_schema: str) -> ParsedDDL:
     if head == "CREATE":
         skip("OR", "REPLACE", "ONLINE", "OFFLINE", "UNIQUE", "FULLTEXT", "SPATIAL", "DEFINER")
         if i < len(toks) and words[i] == "TEMPORARY":
-            return ParsedDDL(OTHER, query)   # temporary tables never reach a row-based binlog
+            return ParsedDDL(StatementKind.OTHER, query)   # temporary tables never reach a row-based binlog
         if i < len(toks) and words[i] == "TABLE":
             i += 1
             skip("IF", "NOT", "EXISTS")
-            return ParsedDDL(CREATE_TABLE, query, (name(),))
+            return ParsedDDL(StatementKind.CREATE_TABLE, query, (name(),))
         if i < len(toks) and words[i] in ("DATABASE", "SCHEMA"):
             i += 1
             skip("IF", "NOT", "EXISTS")
-            return ParsedDDL(CREATE_DATABASE, query, (), toks[i].text if i < len(toks) else "")
+            return ParsedDDL(StatementKind.CREATE_DATABASE, query, (), toks[i].text if i < len(toks) else "")
         if i < len(toks) and words[i] == "INDEX":
             while i < len(toks) and words[i] != "ON":
                 i += 1
             i += 1
-            return ParsedDDL(CREATE_INDEX, query, (name(),))
-        return ParsedDDL(OTHER, query)
+            return ParsedDDL(StatementKind.CREATE_INDEX, query, (name(),))
+        return ParsedDDL(StatementKind.OTHER, query)
     if head == "ALTER":
         skip("ONLINE", "OFFLINE", "IGNORE")
         if i < len(toks) and words[i] == "TABLE":
             i += 1
             skip("IF", "EXISTS")
-            return ParsedDDL(ALTER_TABLE, query, (name(),))
+            return ParsedDDL(StatementKind.ALTER_TABLE, query, (name(),))
         if i < len(toks) and words[i] in ("DATABASE", "SCHEMA"):
             i += 1
             db = toks[i].text if i < len(toks) and toks[i].token_type in _NAME_TYPES else default_schema
-            return ParsedDDL(ALTER_DATABASE, query, (), db)
-        return ParsedDDL(OTHER, query)
+            return ParsedDDL(StatementKind.ALTER_DATABASE, query, (), db)
+        return ParsedDDL(StatementKind.OTHER, query)
     if head == "DROP":
         if i < len(toks) and words[i] == "TEMPORARY":
-            return ParsedDDL(OTHER, query)
+            return ParsedDDL(StatementKind.OTHER, query)
         if i < len(toks) and words[i] == "TABLE":
             i += 1
             skip("IF", "EXISTS")
@@ -166,20 +271,20 @@ def parse_ddl(query: str, default_schema: str) -> ParsedDDL:
             while i < len(toks) and toks[i].token_type == TokenType.COMMA:
                 i += 1
                 names.append(name())
-            return ParsedDDL(DROP_TABLE, query, tuple(names))
+            return ParsedDDL(StatementKind.DROP_TABLE, query, tuple(names))
         if i < len(toks) and words[i] in ("DATABASE", "SCHEMA"):
             i += 1
             skip("IF", "EXISTS")
-            return ParsedDDL(DROP_DATABASE, query, (), toks[i].text if i < len(toks) else "")
+            return ParsedDDL(StatementKind.DROP_DATABASE, query, (), toks[i].text if i < len(toks) else "")
         if i < len(toks) and words[i] == "INDEX":
             while i < len(toks) and words[i] != "ON":
                 i += 1
             i += 1
-            return ParsedDDL(DROP_INDEX, query, (name(),))
-        return ParsedDDL(OTHER, query)
+            return ParsedDDL(StatementKind.DROP_INDEX, query, (name(),))
+        return ParsedDDL(StatementKind.OTHER, query)
     if head == "TRUNCATE":
         skip("TABLE")
-        return ParsedDDL(TRUNCATE_TABLE, query, (name(),))
+        return ParsedDDL(StatementKind.TRUNCATE_TABLE, query, (name(),))
     if head == "RENAME":
         # sqlglot lexes everything after RENAME as one string: parse the rest as its own text
         off = toks[0].end + 1
@@ -187,9 +292,9 @@ def parse_ddl(query: str, default_schema: str) -> ParsedDDL:
         blanks = _LEADING_BLANKS.match(query, off)
         off = blanks.end() if blanks else off
         if not query[off:].upper().startswith("TABLE"):
-            return ParsedDDL(OTHER, query)
-        return ParsedDDL(RENAME_TABLE, query, _rename_names(query, off, default_schema))
-    return ParsedDDL(NOT_DDL, query)
+            return ParsedDDL(StatementKind.OTHER, query)
+        return ParsedDDL(StatementKind.RENAME_TABLE, query, _rename_names(query, off, default_schema))
+    return ParsedDDL(StatementKind.NOT_DDL, query)
 
 
 _LEADING_BLANKS = re.compile(r"(?:\s+|/\*.*?\*/|--[^\n]*\n|#[^\n]*\n)*", re.S)

@@ -3,7 +3,7 @@ them to another table (the lock engine works per change, like DM)."""
 from __future__ import annotations
 
 from .render import table_ref
-from .kinds import StatementKind as K
+from .kinds import ClauseKind, StatementKind
 from .statement import parse_statement
 
 
@@ -22,7 +22,7 @@ def split_ddl(sql: str, target=None) -> list[str]:
     st = parse_statement(sql)
     a, b = st.table_span
     ref = table_ref(target) if target is not None else st.sql[a:b]
-    if st.kind is not K.ALTER_TABLE:
+    if st.kind is not StatementKind.ALTER_TABLE:
         return [st.sql[:a] + ref + st.sql[b:]]
     head = st.sql[:a]
-    return [f"{head}{ref} {c.text}" for c in st.clauses if c.kind != "noop"]
+    return [f"{head}{ref} {c.text}" for c in st.clauses if c.kind is not ClauseKind.NOOP]

@@ -8,14 +8,15 @@ index definitions) are handed to sqlglot's parser in parse.py.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from sqlglot.tokens import TokenType
 
 from coordinator.schema.parse import parse_table_options
 
-from .errors import UnsupportedDDL
-from .kinds import DDLParseError, StatementKind, parse_ddl
-from .parse import raw, tokenize, word
+from .errors import SchemaError, UnsupportedDDL
+from .kinds import ClauseKind, DDLParseError, StatementKind, parse_ddl
+from .parse import ident_name, raw, tokenize, word
 
 # the tokenizer keeps "PRIMARY KEY" / "FOREIGN KEY" / "ORDER BY" as single tokens
 _INDEX_WORDS = {"INDEX", "KEY", "UNIQUE", "PRIMARY", "PRIMARY KEY", "FULLTEXT", "SPATIAL",
@@ -26,7 +27,7 @@ _NOOP_WORDS = {"ALGORITHM", "LOCK", "FORCE"}
 @dataclass
 class Clause:
     """One change inside an ALTER TABLE; ``text`` is what split_ddl emits."""
-    kind: str
+    kind: ClauseKind
     text: str
     data: dict = field(default_factory=dict)
 
@@ -111,7 +112,7 @@ def parse_clause(sql, tokens, i, j) -> list[Clause]:
     if _is_check_clause(w0, w(i + 1), w(i + 2), w(i + 3)):
         # a CHECK constraint is not merged: one shard's constraint need not hold for the other
         # shards' rows in the merged table (docs/mysql.md); the statement changes nothing here
-        return [Clause("noop", text, {"check": True})]
+        return [Clause(ClauseKind.NOOP, text, {"check": True})]
     if w0 == "ADD":
         k = i + 1
         k, is_col = _skip(tokens, k, j, "COLUMN")
@@ -125,7 +126,7 @@ def parse_clause(sql, tokens, i, j) -> list[Clause]:
                     body_toks = list(range(k, m)) + list(range(m + 3, j))
                     break
             body = " ".join(raw(sql, tokens, m, m + 1) for m in body_toks) if ine else raw(sql, tokens, k2, j)
-            return [Clause("add_index", text, {"def": body, "if_not_exists": ine})]
+            return [Clause(ClauseKind.ADD_INDEX, text, {"def": body, "if_not_exists": ine})]
         if w(k) == "PARTITION":
             raise unsupported("partitioning")
         k, ine = _skip(tokens, k, j, "IF", "NOT", "EXISTS")
@@ -136,28 +137,28 @@ def parse_clause(sql, tokens, i, j) -> list[Clause]:
             for a, b in split_top_level(tokens, k + 1, j - 1):
                 body = raw(sql, tokens, a, b)
                 if word(tokens[a]) in _INDEX_WORDS:
-                    out.append(Clause("add_index", "ADD " + body, {"def": body, "if_not_exists": False}))
+                    out.append(Clause(ClauseKind.ADD_INDEX, "ADD " + body, {"def": body, "if_not_exists": False}))
                 else:
-                    out.append(Clause("add_column", "ADD COLUMN " + body,
+                    out.append(Clause(ClauseKind.ADD_COLUMN, "ADD COLUMN " + body,
                                       {"def": body, "position": None, "if_not_exists": ine}))
             return out
         end, pos = _position(sql, tokens, k, j)
-        return [Clause("add_column", text, {"def": raw(sql, tokens, k, end), "position": pos,
+        return [Clause(ClauseKind.ADD_COLUMN, text, {"def": raw(sql, tokens, k, end), "position": pos,
                                             "if_not_exists": ine})]
     if w0 == "DROP":
         k = i + 1
         if w(k) == "PRIMARY KEY" or (w(k), w(k + 1)) == ("PRIMARY", "KEY"):
-            return [Clause("drop_index", text, {"name": "PRIMARY", "if_exists": False})]
+            return [Clause(ClauseKind.DROP_INDEX, text, {"name": "PRIMARY", "if_exists": False})]
         if w(k) in ("INDEX", "KEY"):
             k, ie = _skip(tokens, k + 1, j, "IF", "EXISTS")
-            return [Clause("drop_index", text, {"name": tokens[k].text, "if_exists": ie})]
+            return [Clause(ClauseKind.DROP_INDEX, text, {"name": tokens[k].text, "if_exists": ie})]
         if w(k) in ("FOREIGN", "FOREIGN KEY", "CONSTRAINT", "CHECK", "PARTITION", "PERIOD", "SYSTEM"):
             raise unsupported(f"DROP {w(k)}")
         k, _ = _skip(tokens, k, j, "COLUMN")
         k, ie = _skip(tokens, k, j, "IF", "EXISTS")
         if k + 1 != j:
             raise unsupported("trailing tokens after DROP COLUMN")
-        return [Clause("drop_column", text, {"name": tokens[k].text, "if_exists": ie})]
+        return [Clause(ClauseKind.DROP_COLUMN, text, {"name": tokens[k].text, "if_exists": ie})]
     if w0 in ("MODIFY", "CHANGE"):
         k, _ = _skip(tokens, i + 1, j, "COLUMN")
         k, ie = _skip(tokens, k, j, "IF", "EXISTS")
@@ -168,37 +169,37 @@ def parse_clause(sql, tokens, i, j) -> list[Clause]:
         data = {"def": raw(sql, tokens, k, end), "position": pos, "if_exists": ie}
         if w0 == "CHANGE":
             data["old"] = old
-            return [Clause("change_column", text, data)]
-        return [Clause("modify_column", text, data)]
+            return [Clause(ClauseKind.CHANGE_COLUMN, text, data)]
+        return [Clause(ClauseKind.MODIFY_COLUMN, text, data)]
     if w0 == "RENAME":
         k = i + 1
         if w(k) == "COLUMN" and w(k + 2) == "TO" and k + 4 == j:
-            return [Clause("rename_column", text, {"old": tokens[k + 1].text, "new": tokens[k + 3].text})]
+            return [Clause(ClauseKind.RENAME_COLUMN, text, {"old": tokens[k + 1].text, "new": tokens[k + 3].text})]
         if w(k) in ("INDEX", "KEY") and w(k + 2) == "TO" and k + 4 == j:
-            return [Clause("rename_index", text, {"old": tokens[k + 1].text, "new": tokens[k + 3].text})]
+            return [Clause(ClauseKind.RENAME_INDEX, text, {"old": tokens[k + 1].text, "new": tokens[k + 3].text})]
         if w(k) in ("TO", "AS"):
             k += 1
         table, _, nxt = _table_at(sql, tokens, k)
         if nxt != j:
             raise unsupported("RENAME")
-        return [Clause("rename_table", text, {"table": table})]
+        return [Clause(ClauseKind.RENAME_TABLE, text, {"table": table})]
     if w0 == "ALTER":
         k, _ = _skip(tokens, i + 1, j, "COLUMN")
         if w(k) == "INDEX" or w(k) == "KEY":
             # MariaDB's ALTER INDEX i [NOT] IGNORED, and MySQL's ALTER INDEX i VISIBLE / INVISIBLE
             m = k + 2 + (w(k + 2) == "NOT")
             if k + 1 < j and w(m) == "IGNORED" and m + 1 == j:
-                return [Clause("alter_index", text, {"name": tokens[k + 1].text, "ignored": w(k + 2) != "NOT"})]
+                return [Clause(ClauseKind.ALTER_INDEX, text, {"name": tokens[k + 1].text, "ignored": w(k + 2) != "NOT"})]
             if k + 3 == j and w(k + 2) in ("VISIBLE", "INVISIBLE"):
-                return [Clause("alter_index", text, {"name": tokens[k + 1].text, "ignored": w(k + 2) == "INVISIBLE"})]
+                return [Clause(ClauseKind.ALTER_INDEX, text, {"name": tokens[k + 1].text, "ignored": w(k + 2) == "INVISIBLE"})]
             raise unsupported("ALTER INDEX")
         name, k = tokens[k].text, k + 1
         if (w(k), w(k + 1)) == ("SET", "DEFAULT") and k + 2 < j:
-            return [Clause("alter_default", text, {"name": name, "default": raw(sql, tokens, k + 2, j)})]
+            return [Clause(ClauseKind.ALTER_DEFAULT, text, {"name": name, "default": raw(sql, tokens, k + 2, j)})]
         if (w(k), w(k + 1)) == ("DROP", "DEFAULT") and k + 2 == j:
-            return [Clause("alter_default", text, {"name": name, "default": None})]
+            return [Clause(ClauseKind.ALTER_DEFAULT, text, {"name": name, "default": None})]
         if w(k) == "SET" and w(k + 1) in ("VISIBLE", "INVISIBLE") and k + 2 == j:     # MySQL 8.0.23+
-            return [Clause("column_visibility", text, {"name": name, "invisible": w(k + 1) == "INVISIBLE"})]
+            return [Clause(ClauseKind.COLUMN_VISIBILITY, text, {"name": name, "invisible": w(k + 1) == "INVISIBLE"})]
         raise unsupported("ALTER COLUMN form")
     if w0 == "CONVERT":
         k, ok = _skip(tokens, i + 1, j, "TO", "CHARACTER", "SET")
@@ -212,9 +213,9 @@ def parse_clause(sql, tokens, i, j) -> list[Clause]:
             coll, k = tokens[k + 1].text, k + 2
         if k != j:
             raise unsupported("CONVERT")
-        return [Clause("convert_charset", text, {"charset": cs, "collation": coll})]
+        return [Clause(ClauseKind.CONVERT_CHARSET, text, {"charset": cs, "collation": coll})]
     if w0 in _NOOP_WORDS:
-        return [Clause("noop", text)]
+        return [Clause(ClauseKind.NOOP, text)]
     if w0 in ("ORDER", "ORDER BY", "ENABLE", "DISABLE", "DISCARD", "IMPORT", "PARTITION", "REMOVE",
               "COALESCE", "REORGANIZE", "EXCHANGE", "ANALYZE", "CHECK", "OPTIMIZE", "REBUILD",
               "REPAIR", "TRUNCATE", "ADD", "WITH", "WITHOUT", "UPGRADE"):
@@ -225,7 +226,7 @@ def parse_clause(sql, tokens, i, j) -> list[Clause]:
         raise unsupported("unknown clause") from None
     if part is not None:
         raise unsupported("partitioning")
-    return [Clause("table_options", text, {"charset": cs, "collation": coll, "options": opts})]
+    return [Clause(ClauseKind.TABLE_OPTIONS, text, {"charset": cs, "collation": coll, "options": opts})]
 
 
 def create_like_source(sql: str) -> tuple[str | None, str] | None:
@@ -352,3 +353,23 @@ def parse_statement(sql: str) -> Statement:
             raise UnsupportedDDL("RENAME TABLE of several tables is not modelled", statement=sql)
         return Statement(StatementKind.RENAME_TABLE, sql, table, span, data={"new": new})
     raise UnsupportedDDL(f"unsupported statement {w0 or sql[:20]}", statement=sql)
+
+
+@lru_cache(maxsize=4096)
+def changed_columns(sql: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(added, dropped): lower-case names of the columns one statement's ADD COLUMN and DROP COLUMN
+    clauses name (indexes and constraints are not columns); both empty for any other statement and
+    for one the parser refuses.  Cached: the lock engine asks for the same few statements often."""
+    try:
+        st = parse_statement(sql)
+    except SchemaError:
+        return frozenset(), frozenset()
+    added, dropped = set(), set()
+    for c in st.clauses:
+        if c.kind is ClauseKind.ADD_COLUMN:
+            toks = tokenize(c.data["def"])
+            if toks:
+                added.add(ident_name(toks[0]).lower())
+        elif c.kind is ClauseKind.DROP_COLUMN:
+            dropped.add(c.data["name"].lower())
+    return frozenset(added), frozenset(dropped)

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from worker.sync.apply import Literals, Partitioner, _statements, apply_changes, resolve_tls
-from worker.binlog.source import RowsTable
+from worker.binlog.contract import RowsTable
 from worker.events import DELETE, INSERT, UPDATE, Position
 
 REF = RowsTable("up", "orders_1", "down", "orders", ("id", "v"), ("id",))

@@ -161,7 +161,7 @@ def _pid_of_peer(port: int) -> int | None:
 def test_a_lost_task_fails_the_chunk(spark, downstream_db):
     """The task applying a partition dies (its Python worker killed while it waits on a row
     lock): the chunk fails with a StreamError instead of waiting forever, and close() ends."""
-    from worker.binlog.source import RowsTable
+    from worker.binlog.contract import RowsTable
     downstream_db.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
     downstream_db.execute("INSERT INTO t VALUES (1, 0)")
     ref = RowsTable("up", "t", downstream_db.name, "t", ("id", "v"), ("id",))

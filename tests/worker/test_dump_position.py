@@ -6,9 +6,9 @@ import threading
 import time
 
 from coordinator.routing import TableMapper
-from worker.binlog import source as src
+from worker.binlog import source as src   # white-box: spies on the decoder's dumps
 from worker.binlog.doorbell import wait_for_binlog
-from worker.binlog.source import decode_range, dump_position, gtid_follows
+from worker.binlog import Statement, decode_range, dump_position, gtid_follows
 from worker.events import Position
 from worker.upstream import master_status
 
@@ -42,7 +42,7 @@ def _flat(items):
     for it in items:
         if isinstance(it, tuple):
             out.append((it[0].gtid, [(k, r.up_table, rows) for k, r, rows in it[1]]))
-        elif isinstance(it, src.Statement):
+        elif isinstance(it, Statement):
             out.append(("stmt", it.query))
         else:
             out.append(("end", it.pos.gtid))

@@ -3,7 +3,7 @@ and downstream MariaDB: a table with a VIRTUAL and a STORED generated column fro
 generated column added mid-stream, inserts/updates/deletes before and after (keyed and keyless);
 the downstream computes the generated values itself and `check` finds it equal."""
 from worker.sync.apply import Literals, Partitioner, _statements, apply_changes, connect_downstream, resolve_tls
-from worker.binlog.source import RowsTable
+from worker.binlog.contract import RowsTable
 from worker.check import check_task
 from worker.events import DELETE, INSERT, UPDATE, Position
 from worker.sync.syncer import Syncer

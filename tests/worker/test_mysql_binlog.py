@@ -8,7 +8,7 @@ import pytest
 
 from coordinator.routing import TableMapper
 from worker import gtid
-from worker.binlog.source import BinlogReadError, decode_range
+from worker.binlog import BinlogReadError, decode_range
 from worker.events import Position
 from worker.sync.errors import UpstreamChanged
 from worker.upstream import check_checkpoint_on_upstream, check_upstream, gtid_at, master_status

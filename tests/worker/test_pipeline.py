@@ -5,7 +5,7 @@ replicates exactly (the rows after the DDL are split by the new key, no batch cu
 from __future__ import annotations
 
 from tests.worker.conftest import make_task
-from worker.binlog.source import BinlogPrefetch, Chunk, DecoderProcess, End, Statement
+from worker.binlog import BinlogPrefetch, Chunk, DecoderProcess, End, RouteArgs, Statement
 from worker.check import check_task
 from worker.sync.syncer import Syncer
 from worker.upstream import master_status
@@ -25,7 +25,7 @@ def test_chunks_are_bounded_and_stop_at_statements(source1_db, downstream_db, po
     inst = task.instance("s1")
     decoder = DecoderProcess("s1")
     try:
-        with BinlogPrefetch(decoder, srcs["s1"].db.pymysql_kwargs(), (inst, task.meta_schema), p1, end,
+        with BinlogPrefetch(decoder, srcs["s1"].db.pymysql_kwargs(), RouteArgs(inst, task.meta_schema), p1, end,
                             source_id="s1", max_rows=7, piece_rows=2) as r:
             items = list(r.items())
         assert isinstance(items[-1], End) and items[-1].pos.same_point(end)
@@ -42,11 +42,11 @@ def test_chunks_are_bounded_and_stop_at_statements(source1_db, downstream_db, po
                 assert last is None or last < pos
                 last = pos
         # abandoning a read halfway kills the decoder; the next read starts a new one
-        with BinlogPrefetch(decoder, srcs["s1"].db.pymysql_kwargs(), (inst, task.meta_schema), p1, end,
+        with BinlogPrefetch(decoder, srcs["s1"].db.pymysql_kwargs(), RouteArgs(inst, task.meta_schema), p1, end,
                             source_id="s1", max_rows=2, piece_rows=1) as r:
             first = next(r.items())
         assert first is not None and decoder.proc is None
-        with BinlogPrefetch(decoder, srcs["s1"].db.pymysql_kwargs(), (inst, task.meta_schema), p1, end,
+        with BinlogPrefetch(decoder, srcs["s1"].db.pymysql_kwargs(), RouteArgs(inst, task.meta_schema), p1, end,
                             source_id="s1") as r:
             assert sum(it.rows for it in r.items() if isinstance(it, Chunk)) == 60
         assert decoder.proc is not None and decoder.proc.poll() is None

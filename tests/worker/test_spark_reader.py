@@ -12,7 +12,8 @@ import pytest
 from coordinator.config import ConfigError, parse_task
 from coordinator.routing import TableMapper
 from tests.worker.conftest import make_task
-from worker.binlog.source import BinlogPrefetch, BinlogReadError, Chunk, DecoderProcess, End, Statement, decode_range
+from worker.binlog import (BinlogPrefetch, BinlogReadError, Chunk, DecoderProcess, End, RouteArgs, Statement,
+                           decode_range)
 from worker.binlog.spark_reader import SparkBinlogReader, load_range
 from worker.check import check_task
 from worker.events import Position
@@ -57,7 +58,7 @@ def test_data_source_yields_what_decode_range_decodes(spark, source1_db, downstr
     end = master_status(source1_db.params)
     inst, kw = task.instance("s1"), srcs["s1"].db.pymysql_kwargs()
     direct = list(decode_range(kw, TableMapper(inst, task.meta_schema), p1, end))
-    rows = load_range(spark, kw, (inst, task.meta_schema), p1, end, source_id="s1", piece_rows=7).collect()
+    rows = load_range(spark, kw, RouteArgs(inst, task.meta_schema), p1, end, source_id="s1", piece_rows=7).collect()
     assert [r.seq for r in rows] == list(range(len(rows)))
     items = [pickle.loads(r.item) for r in rows]
     assert isinstance(items[-1], End) and items[-1].pos.same_point(end) and items[-1].decode_seconds > 0
@@ -67,7 +68,7 @@ def test_data_source_yields_what_decode_range_decodes(spark, source1_db, downstr
     assert any(e[0] == "stmt" and "ADD COLUMN note" in e[1] for e in _flatten(items))
     # a limited read stops at the same transaction boundary as the direct decoder
     direct = list(decode_range(kw, TableMapper(inst, task.meta_schema), p1, end, max_events=70))
-    rows = load_range(spark, kw, (inst, task.meta_schema), p1, end, max_events=70).collect()
+    rows = load_range(spark, kw, RouteArgs(inst, task.meta_schema), p1, end, max_events=70).collect()
     got = [pickle.loads(r.item) for r in rows]
     assert _flatten(got) == _flatten(direct) and got[-1].pos < end
 
@@ -83,7 +84,7 @@ def test_segmented_reader_hands_out_the_prefetch_stream(spark, source1_db, downs
     for k in range(6, 12):
         db.execute("INSERT INTO t VALUES " + ", ".join(f"({k * 10 + i}, {i}, 0)" for i in range(10)))
     end = master_status(db.params)
-    kw, margs = srcs["s1"].db.pymysql_kwargs(), (task.instance("s1"), task.meta_schema)
+    kw, margs = srcs["s1"].db.pymysql_kwargs(), RouteArgs(task.instance("s1"), task.meta_schema)
     decoder = DecoderProcess("s1")
     try:
         for max_events in (0, 55):

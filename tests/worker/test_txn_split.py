@@ -1,4 +1,4 @@
-"""Large transactions are handed out in pieces (``worker.binlog.source.Unfinished``) so their
+"""Large transactions are handed out in pieces (``worker.binlog.contract.Unfinished``) so their
 apply starts before the rest is decoded; nothing is lost or applied twice, also when the batch
 fails between two pieces (real MariaDB, real Spark session)."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from coordinator.routing import TableMapper
-from worker.binlog.source import Statement, Unfinished, decode_range
+from worker.binlog import Statement, Unfinished, decode_range
 from worker.sync.hooks import Hooks
 from worker.sync.syncer import Syncer
 from worker.upstream import master_status
@@ -128,7 +128,7 @@ def test_a_table_point_at_a_pieces_position_does_not_skip_it():
     """A piece stands with the position BEFORE its transaction: a table whose point is that
     position has not seen the transaction, so the piece is applied; a whole transaction
     committed at that position was seen, so it is skipped."""
-    from worker.binlog.source import RowsTable
+    from worker.binlog.contract import RowsTable
     from worker.events import INSERT, Position
     from worker.sync.apply import Partitioner
     ref = RowsTable("up", "orders_1", "down", "orders", ("id", "v"), ("id",))

@@ -1,27 +1,25 @@
 """Binlog readers: how a syncer gets ``[start, end)`` of its source's binlog as whole-transaction
-``Chunk``s, ``Statement``s and a final ``End`` (``source.py``), all readers alike.
+``Chunk``s, ``Statement``s and a final ``End``, all readers alike (the contract: ``contract.py``).
 
 ``READERS`` maps the task key ``syncer.binlog-reader`` to a reader; adding one is adding an entry
 (``coordinator.config.BINLOG_READERS`` lists the names the config accepts; a test keeps the two
-equal).  A reader is made once per syncer: ``prepare()`` at syncer start, ``open(...)`` per batch
-(an iterator and context manager, see ``source.BinlogPrefetch``), ``close()`` when the syncer goes.
+equal, another runs every reader over one range and compares the items).  A reader is made once per
+syncer: ``prepare()`` at syncer start, ``open(...)`` per batch (a ``contract.BinlogRange``),
+``close()`` when the syncer goes.
 """
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from typing import Callable
 
 from worker.events import Position
 
-from .source import BinlogPrefetch, DecoderProcess
+from .contract import (BinlogRange, BinlogReadError, BinlogReader, Chunk, End, Item, RouteArgs, RowsTable,
+                       Statement, Unfinished)
+from .source import BinlogPrefetch, DecoderProcess, decode_range, dump_position, gtid_follows
 
-
-class BinlogReader(Protocol):
-    def prepare(self) -> None: ...
-
-    def open(self, db_kwargs: dict, mapper_args: tuple, start: Position, end: Position | None,
-             **kw) -> BinlogPrefetch: ...
-
-    def close(self) -> None: ...
+__all__ = ["READERS", "BinlogPrefetch", "BinlogRange", "BinlogReadError", "BinlogReader", "Chunk", "DecoderProcess",
+           "End", "Item", "ProcessReader", "RouteArgs", "RowsTable", "SparkReader", "Statement", "Unfinished",
+           "decode_range", "dump_position", "gtid_follows", "make_reader"]
 
 
 class ProcessReader:
@@ -34,8 +32,10 @@ class ProcessReader:
     def prepare(self) -> None:
         self.decoder.ensure()
 
-    def open(self, db_kwargs, mapper_args, start, end, **kw) -> BinlogPrefetch:
-        return BinlogPrefetch(self.decoder, db_kwargs, mapper_args, start, end, **kw)
+    def open(self, db_kwargs: dict, route: RouteArgs, start: Position, end: Position | None, *,
+             max_events: int = 0, source_id: str = "", max_rows: int = 20_000) -> BinlogRange:
+        return BinlogPrefetch(self.decoder, db_kwargs, route, start, end, max_events=max_events,
+                              source_id=source_id, max_rows=max_rows)
 
     def close(self) -> None:
         self.decoder.kill()
@@ -51,9 +51,11 @@ class SparkReader:
         from .spark_reader import register   # pyspark's data source API: only when this reader is used
         register(self.spark)
 
-    def open(self, db_kwargs, mapper_args, start, end, **kw) -> BinlogPrefetch:
+    def open(self, db_kwargs: dict, route: RouteArgs, start: Position, end: Position | None, *,
+             max_events: int = 0, source_id: str = "", max_rows: int = 20_000) -> BinlogRange:
         from .spark_reader import SparkBinlogReader   # as in prepare()
-        return SparkBinlogReader(self.spark, db_kwargs, mapper_args, start, end, **kw)
+        return SparkBinlogReader(self.spark, db_kwargs, route, start, end, max_events=max_events,
+                                 source_id=source_id, max_rows=max_rows)
 
     def close(self) -> None:
         pass

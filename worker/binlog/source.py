@@ -6,15 +6,10 @@ lets the next rows be decoded while Spark tasks apply the previous ones, and sav
 a cache and a trip of every row through the JVM per batch.  Offsets are binlog positions; the
 syncer's checkpoints in the downstream are the one source of truth for where to resume.
 
-:class:`BinlogPrefetch` has the decoder run :func:`decode_range` and hands out, in binlog order:
-
-* :class:`Chunk` — transactions (``txns`` = ``[(end position, [(kind, RowsTable, rows)])]``,
-  a DML transaction's changes all carry the position at its END), at most about ``max_rows``
-  rows, fewer when the apply is waiting; a transaction of keyed tables larger than half of
-  that comes in pieces (:class:`Unfinished`, with the position before it) then its last piece;
-* :class:`Statement` — any statement event other than BEGIN/COMMIT (DDL), with the positions
-  before and after it;
-* :class:`End` — always last: the position the read stopped at (a transaction boundary).
+:class:`BinlogPrefetch` has the decoder run :func:`decode_range` and hands out the items of
+``worker.binlog.contract`` (``Chunk`` / ``Statement`` / ``End``) in binlog order: chunks of at most
+about ``max_rows`` rows, fewer when the apply is waiting; a transaction of keyed tables larger than
+half of that comes in pieces (``Unfinished``).
 
 Rows are tuples of values pymysql binds directly (no JSON in between); ``rows`` of an update is
 a list of ``(before, after)`` pairs.  Row images of common column types are decoded by
@@ -25,13 +20,11 @@ of its tables has no primary key).
 """
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import decimal
 import json
 import os
 import pickle
-import queue
 import random
 import select
 import subprocess
@@ -39,11 +32,9 @@ import sys
 import threading
 import time
 import weakref
-from dataclasses import dataclass
-from typing import NamedTuple
 
-from coordinator.errors import ShardMergeError
-from coordinator.routing import TableMapper
+from worker.binlog.contract import BinlogReadError, Chunk, End, RouteArgs, RowsTable, Statement, Unfinished
+from worker.binlog.read_ahead import ReadAhead, _Failed
 from worker.binlog.fast_rows import RowDecoder
 from coordinator import gc_tuning
 from worker import gtid
@@ -51,47 +42,6 @@ from worker.events import DELETE, INSERT, Position, UPDATE, advance_gtid_set, pa
 
 STALL_SECONDS = 60
 IDLE_EXIT_SECONDS = 300     # an idle decoder process exits (a syncer left unclosed costs nothing)
-
-
-class BinlogReadError(ShardMergeError):
-    """The binlog could not be read up to the requested end; names source and position."""
-
-
-# ------------------------------------------------------------------ value encoding
-def enc(v):
-    """A binlog value as JSON: types JSON lacks are tagged so a reader gets them back exactly
-    (used where values are stored as text, e.g. the full load's chunk bounds)."""
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    if isinstance(v, decimal.Decimal):
-        return {"$n": str(v)}
-    if isinstance(v, (bytes, bytearray)):
-        return {"$b": base64.b64encode(bytes(v)).decode()}
-    if isinstance(v, (dt.datetime, dt.date, dt.time)):
-        return {"$s": v.isoformat(sep=" ") if isinstance(v, dt.datetime) else v.isoformat()}
-    if isinstance(v, dt.timedelta):
-        total = int(v.total_seconds())
-        sign, total = ("-" if total < 0 else ""), abs(total)
-        micro = abs(v.microseconds) if v.days >= 0 else (1_000_000 - v.microseconds) % 1_000_000
-        s = f"{sign}{total // 3600:02d}:{total % 3600 // 60:02d}:{total % 60:02d}"
-        return {"$s": s + (f".{micro:06d}" if micro else "")}
-    if isinstance(v, (set, frozenset)):
-        return {"$s": ",".join(sorted(v))}
-    if isinstance(v, (dict, list)):
-        return {"$s": json.dumps(v, ensure_ascii=False, default=str)}
-    return {"$s": str(v)}
-
-
-def dec(v):
-    """Inverse of :func:`enc` into values pymysql can bind."""
-    if isinstance(v, dict):
-        if "$b" in v:
-            return base64.b64decode(v["$b"])
-        if "$n" in v:
-            return decimal.Decimal(v["$n"])
-        if "$s" in v:
-            return v["$s"]
-    return v
 
 
 # Types pymysql binds as the downstream expects (TIME as a signed duration, DECIMAL exactly).
@@ -149,55 +99,6 @@ def _image(values: dict, cols: tuple) -> tuple:
         if type(v) not in _PLAIN:
             return tuple(map(bindable, row))
     return row
-
-
-# ------------------------------------------------------------------ what the reader hands out
-class RowsTable(NamedTuple):
-    """One upstream table as seen by a rows event (interned: shared by all its rows)."""
-    up_schema: str
-    up_table: str
-    tgt_schema: str
-    tgt_table: str
-    cols: tuple          # column names of the row image (binlog_row_metadata=FULL), then ``origin``'s
-    pk: tuple            # the upstream primary key from the binlog metadata ((), if none), then ``origin``'s
-    origin: tuple = ()   # values of the shard origin columns (route ``extract-*``), last in every row
-
-
-@dataclass
-class Chunk:
-    txns: list           # [(Position, [(kind, RowsTable, rows)])], whole transactions in order
-    rows: int
-    end: Position        # end of the last transaction
-
-
-class Unfinished(list):
-    """The changes of a transaction whose commit comes later: a piece of a transaction larger
-    than the decoder's ``split_rows``, handed out before the rest is decoded.  In a chunk's
-    ``txns`` it stands with the position BEFORE its transaction (its commit position is not
-    known yet), so a table acknowledged with it is never marked past the transaction; a table
-    point equal to that position does not skip it (``Partitioner.split``).  Only transactions
-    whose every table has a primary key in the binlog are split: a keyless table's replay is
-    exact only for whole transactions (checkpoint rule 10)."""
-
-
-@dataclass
-class Statement:
-    query: str
-    schema: str          # the session's default database
-    ts: int
-    start: Position      # before the statement
-    end: Position        # after it
-
-
-@dataclass
-class End:
-    pos: Position
-    decode_seconds: float = 0.0
-
-
-@dataclass
-class _Failed:
-    error: str
 
 
 # ------------------------------------------------------------------ decoding
@@ -449,7 +350,7 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
 # ------------------------------------------------------------------ decoder process
 def _pieces(req: dict):
     """Decode one request, grouping transactions into pieces of about ``piece_rows`` rows."""
-    mapper = TableMapper(*req["mapper"])
+    mapper = RouteArgs(*req["mapper"]).mapper()
     t0 = time.monotonic()
     txns, rows, last = [], 0, None
     for item in decode_range(req["db_kwargs"], mapper, req["start"], req["end"],
@@ -552,37 +453,28 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 # ------------------------------------------------------------------ read-ahead
-class BinlogPrefetch:
+class BinlogPrefetch(ReadAhead):
     """Decodes ``[start, end)`` in a :class:`DecoderProcess` ahead of the consumer;
-    :meth:`items` yields Chunk/Statement/End in binlog order.
+    :meth:`items` yields Chunk/Statement/End in binlog order (``worker.binlog.contract``).
 
     The decoder groups transactions into pieces of about ``piece_rows`` rows; a receiving
     thread queues at most about ``max_rows`` rows of them (then the pipe fills and the
-    decoder waits: memory stays bounded).  :meth:`items` hands out as a chunk whatever whole
-    pieces are ready when the consumer asks (at least one, at most ``max_rows`` rows, never
-    across a statement event): while the apply keeps up, chunks stay small and the apply
-    starts early; when it falls behind, pieces pile up and the next chunk is bigger, so
-    fewer Spark jobs (~0.1-0.3 s each on a small machine) are paid per row."""
+    decoder waits: memory stays bounded); :class:`ReadAhead` merges them into chunks."""
 
-    def __init__(self, decoder: DecoderProcess, db_kwargs: dict, mapper_args: tuple, start: Position,
+    def __init__(self, decoder: DecoderProcess, db_kwargs: dict, route: RouteArgs, start: Position,
                  end: Position | None, *, max_events: int = 0, source_id: str = "", max_rows: int = 20_000,
                  piece_rows: int = 2_000):
+        super().__init__(source_id, start, max_rows=max_rows, piece_rows=piece_rows)
         self.decoder = decoder
         # a transaction of keyed tables larger than half a chunk is handed out in pieces: its
         # apply starts before the rest is decoded, and memory stays bounded by ``max_rows``
-        self._req = {"db_kwargs": db_kwargs, "mapper": mapper_args, "start": start, "end": end,
+        # (the route goes as the plain tuple it always was: the request's pickle is unchanged)
+        self._req = {"db_kwargs": db_kwargs, "mapper": tuple(route), "start": start, "end": end,
                      "max_events": max_events, "source_id": source_id, "piece_rows": piece_rows,
                      "split_rows": max(piece_rows, max_rows // 2)}
-        self.source_id, self.start = source_id, start
-        self.max_rows = max_rows
-        self.min_rows = min(piece_rows, max_rows)
-        self._q: queue.Queue = queue.Queue(maxsize=max(2, max_rows // max(1, piece_rows)))
-        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"binlog-read-{source_id}", daemon=True)
-        self._finished = False
-        self.decode_seconds = 0.0
 
-    def __enter__(self):
+    def __enter__(self) -> BinlogPrefetch:
         proc = self.decoder.ensure()
         try:
             pickle.dump(self._req, proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
@@ -594,18 +486,6 @@ class BinlogPrefetch:
         self._proc = proc
         self._thread.start()
         return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def _put(self, item) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._q.put(item, timeout=0.2)
-                return True
-            except queue.Full:
-                continue
-        return False
 
     def _run(self) -> None:
         try:
@@ -622,60 +502,8 @@ class BinlogPrefetch:
             if not self._stop.is_set():
                 self._put(_Failed(f"binlog decoder process ended unexpectedly ({type(e).__name__})"))
 
-    def _get(self, block: bool = True):
-        while True:
-            try:
-                item = self._q.get(timeout=0.5) if block else self._q.get_nowait()
-            except queue.Empty:
-                if not block:
-                    raise
-                if not self._thread.is_alive() and self._q.empty():
-                    raise BinlogReadError("binlog receiving thread ended without a result",
-                                          source=self.source_id, position=str(self.start)) from None
-                continue
-            if isinstance(item, _Failed):
-                raise BinlogReadError(f"decoding the binlog failed: {item.error}", source=self.source_id,
-                                      position=str(self.start))
-            return item
-
-    def items(self):
-        while True:
-            item = self._get()
-            if not isinstance(item, Chunk):
-                yield item
-                if isinstance(item, End):
-                    return
-                continue
-            txns, rows, last, nxt = list(item.txns), item.rows, item.end, None
-            while rows < self.max_rows:
-                if rows >= self.min_rows:
-                    try:
-                        more = self._get(block=False)
-                    except queue.Empty:
-                        break
-                else:
-                    more = self._get()
-                if isinstance(more, Chunk):
-                    txns += more.txns
-                    rows += more.rows
-                    last = more.end
-                else:
-                    nxt = more
-                    break
-            yield Chunk(txns, rows, last)
-            if nxt is not None:
-                yield nxt
-                if isinstance(nxt, End):
-                    return
-
     def close(self) -> None:
         self._stop.set()
         if not self._finished:
             self.decoder.kill()    # abandoned halfway: the next batch starts a fresh decoder
-        while True:   # unblock a receiving thread waiting on a full queue
-            try:
-                self._q.get_nowait()
-            except queue.Empty:
-                break
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
+        self._drain()

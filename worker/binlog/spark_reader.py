@@ -34,7 +34,9 @@ import weakref
 from pyspark import InheritableThread
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from worker.binlog.source import BinlogPrefetch, BinlogReadError, Chunk, End, _Failed, _pieces
+from worker.binlog.contract import BinlogReadError, Chunk, End, RouteArgs
+from worker.binlog.read_ahead import ReadAhead, _Failed
+from worker.binlog.source import _pieces
 from worker.events import Position
 
 FORMAT = "mysql-binlog"
@@ -53,12 +55,13 @@ def _unblob(text: str):
     return pickle.loads(base64.b64decode(text))
 
 
-def read_options(db_kwargs: dict, mapper_args: tuple, start: Position, end: Position | None, *,
+def read_options(db_kwargs: dict, route: RouteArgs, start: Position, end: Position | None, *,
                  max_events: int = 0, source_id: str = "", piece_rows: int = 2_000) -> dict[str, str]:
-    """The data source options of one read (Spark options are strings)."""
+    """The data source options of one read (Spark options are strings; the route as the plain
+    tuple it always was, so the option text is unchanged)."""
     return {"start": json.dumps(start.to_json()), "end": json.dumps(end.to_json()) if end else "",
             "max_events": str(int(max_events)), "piece_rows": str(int(piece_rows)), "source_id": source_id,
-            DB_OPTION: _blob(db_kwargs), "mapper": _blob(tuple(mapper_args))}
+            DB_OPTION: _blob(db_kwargs), "mapper": _blob(tuple(route))}
 
 
 def _request(options) -> dict:
@@ -120,11 +123,11 @@ def register(spark) -> None:
             _registered.add(spark)
 
 
-def load_range(spark, db_kwargs: dict, mapper_args: tuple, start: Position, end: Position | None, *,
+def load_range(spark, db_kwargs: dict, route: RouteArgs, start: Position, end: Position | None, *,
                max_events: int = 0, source_id: str = "", piece_rows: int = 2_000):
     """The DataFrame of one read (``seq long, item binary``)."""
     register(spark)
-    opts = read_options(db_kwargs, mapper_args, start, end, max_events=max_events, source_id=source_id,
+    opts = read_options(db_kwargs, route, start, end, max_events=max_events, source_id=source_id,
                         piece_rows=piece_rows)
     return spark.read.format(FORMAT).schema(SCHEMA).options(**opts).load()
 
@@ -140,10 +143,11 @@ def spark_error_text(e: BaseException) -> str:
 
 
 # ------------------------------------------------------------------ what the syncer consumes
-class SparkBinlogReader(BinlogPrefetch):
+class SparkBinlogReader(ReadAhead):
     """``[start, end)`` read through the ``mysql-binlog`` source, ahead of the consumer.
 
-    Same interface and items as :class:`BinlogPrefetch` (its ``items()`` is reused: chunks of
+    A ``worker.binlog.contract.BinlogRange``, with the same items as the decoder process's
+    ``BinlogPrefetch`` (``ReadAhead.items()``, shared with it: chunks of
     whatever whole pieces are ready, at most ``max_rows`` rows, never across a statement
     event, End last).  A background thread runs consecutive reads and queues their pieces:
     the first of a quarter of ``segment_rows`` (the apply starts early), then ``segment_rows``
@@ -153,12 +157,12 @@ class SparkBinlogReader(BinlogPrefetch):
     in all, cut at a transaction boundary exactly where one read of the whole range would
     stop.  Leaving the context early cancels the running read job."""
 
-    def __init__(self, spark, db_kwargs: dict, mapper_args: tuple, start: Position, end: Position | None, *,
+    def __init__(self, spark, db_kwargs: dict, route: RouteArgs, start: Position, end: Position | None, *,
                  max_events: int = 0, source_id: str = "", max_rows: int = 20_000, piece_rows: int = 2_000,
                  segment_rows: int | None = None):
-        super().__init__(None, db_kwargs, mapper_args, start, end, max_events=max_events, source_id=source_id,
-                         max_rows=max_rows, piece_rows=piece_rows)
+        super().__init__(source_id, start, max_rows=max_rows, piece_rows=piece_rows)
         self.spark = spark
+        self.db_kwargs, self.route = db_kwargs, route
         self.end = end
         self.max_events = max_events
         self.piece_rows = piece_rows
@@ -168,14 +172,14 @@ class SparkBinlogReader(BinlogPrefetch):
         # job group properties are thread-local; InheritableThread clears them when it ends
         self._thread = InheritableThread(self._run, name=f"binlog-spark-read-{source_id}", daemon=True)
 
-    def __enter__(self):
+    def __enter__(self) -> SparkBinlogReader:
         register(self.spark)
         self._thread.start()
         return self
 
     def _segment(self, pos: Position, limit: int):
         """One Spark read from ``pos``: yields its Chunk/Statement items, returns its End."""
-        df = load_range(self.spark, self._req["db_kwargs"], self._req["mapper"], pos, self.end,
+        df = load_range(self.spark, self.db_kwargs, self.route, pos, self.end,
                         max_events=limit, source_id=self.source_id, piece_rows=self.piece_rows)
         self.segments += 1
         expect = 0
@@ -215,7 +219,8 @@ class SparkBinlogReader(BinlogPrefetch):
                         return
                 total += seg_rows
                 decode += seg_end.decode_seconds
-                reached = bool(self.end and self.end.file) and seg_end.pos >= self.end
+                end = self.end
+                reached = end is not None and bool(end.file) and seg_end.pos >= end
                 # a read stops early only after ``limit`` rows; fewer means the range is done
                 if reached or seg_rows < limit or (self.max_events and total >= self.max_events):
                     self.decode_seconds = decode
@@ -238,10 +243,4 @@ class SparkBinlogReader(BinlogPrefetch):
                 self.spark.sparkContext.cancelJobGroup(self._group)
             except Exception:    # the session is gone: nothing left to cancel
                 pass
-        while True:   # unblock the thread waiting on a full queue
-            try:
-                self._q.get_nowait()
-            except Exception:
-                break
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
+        self._drain()

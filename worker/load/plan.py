@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from coordinator.obs import logger
 from coordinator.routing import SYSTEM_SCHEMAS, TableMapper
 from coordinator.sql import STORED_COLUMN, quote_ident
-from worker.binlog.source import dec, enc
+from worker.load.values import dec, enc
 from worker.downstream import table_key_columns
 from worker.load.snapshot import show_create
 

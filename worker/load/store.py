@@ -50,7 +50,7 @@ class ChunkRow:
     up_schema: str
     up_table: str
     chunk: int
-    lo: list | None           # encoded key values (worker.binlog.source.enc), None = open
+    lo: list | None           # encoded key values (worker.load.values.enc), None = open
     hi: list | None
     status: str = "pending"
     rows: int = 0

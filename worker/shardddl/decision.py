@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from enum import Enum
 
 from coordinator.etcdproto import Operation, Stage
-from coordinator.schema.kinds import StatementKind
+from coordinator.schema.kinds import Route, StatementKind
 
 
 @dataclass(frozen=True)
@@ -32,18 +31,6 @@ class TableDDL:
     end: str = ""               # binlog position after the event (names the statement to `binlog skip`)
 
 
-class Route(Enum):
-    COORDINATE = "coordinate"   # ALTER / CREATE INDEX / DROP INDEX: Info -> lock -> Operation
-    CREATE = "create"           # a new shard table: created downstream if missing, joins the lock
-    DROP = "drop"               # a shard table leaves: nothing runs downstream
-    IGNORE = "ignore"           # TRUNCATE of one shard: the merged table keeps the others' rows
-    REFUSE = "refuse"           # RENAME TABLE: not supported in optimistic mode
-    PASS_THROUGH = "pass"       # ADD / DROP PARTITION: run on the target as written, no lock
-
-
-_ROUTES = {StatementKind.CREATE_TABLE: Route.CREATE, StatementKind.DROP_TABLE: Route.DROP,
-           StatementKind.TRUNCATE_TABLE: Route.IGNORE, StatementKind.RENAME_TABLE: Route.REFUSE}
-
 _NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
 # partition maintenance DM runs on the merged table as the shard wrote it (DM_ADD_DROP_PARTITIONS):
 # it changes no column or index, so there is nothing for a lock to join.  REORGANIZE, COALESCE,
@@ -55,10 +42,12 @@ _PASS_THROUGH = re.compile(
 
 
 def route_kind(kind: StatementKind, sql: str = "") -> Route:
-    """The path of a statement of ``kind`` (``sql``: its text, which tells partition maintenance)."""
-    if kind is StatementKind.ALTER_TABLE and _PASS_THROUGH.match(sql):
+    """The path of a statement of ``kind``: its row's (``coordinator.schema.kinds.KIND_ROWS``), but a
+    coordinated statement that is partition maintenance (told by its text ``sql``) passes through."""
+    route = kind.row.route
+    if route is Route.COORDINATE and _PASS_THROUGH.match(sql):
         return Route.PASS_THROUGH
-    return _ROUTES.get(kind, Route.COORDINATE)
+    return route
 
 
 # ----------------------------------------------------------------------------- answers

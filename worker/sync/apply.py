@@ -66,7 +66,7 @@ from coordinator.obs import logger
 from coordinator.sql import quote_ident
 from worker.sync.ddl_exec import server_error
 from worker.sync.fence import check_fence
-from worker.binlog.source import Unfinished
+from worker.binlog.contract import Unfinished
 from worker.errors import KeyCollision
 from worker.events import DELETE, INSERT, UPDATE, Position
 
@@ -189,7 +189,7 @@ class Partitioner:
 
     def split(self, txns, *, held: AbstractSet = frozenset(), points: dict | None = None,
               safe_until: Position | None = None, force_safe: bool = False) -> list[list]:
-        """``txns`` as in :class:`worker.binlog.source.Chunk`; changes of ``held`` tables and
+        """``txns`` as in :class:`worker.binlog.contract.Chunk`; changes of ``held`` tables and
         of transactions at or before their table's point (``points``) are left out.  Returns
         the non-empty partitions."""
         n = self.n
@@ -197,7 +197,7 @@ class Partitioner:
         points = points or {}
         for pos, events in txns:
             # a piece of a transaction still being decoded stands with the position before it:
-            # a table point there does not cover it (``worker.binlog.source.Unfinished``)
+            # a table point there does not cover it (``worker.binlog.contract.Unfinished``)
             unfinished = type(events) is Unfinished
             safe = force_safe or (safe_until is not None and pos <= safe_until)
             for kind, ref, rows in events:

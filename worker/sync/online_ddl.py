@@ -30,7 +30,7 @@ import pymysql
 from coordinator.errors import ShardMergeError
 from coordinator.obs import logger
 from coordinator.routing import OnlineTables
-from coordinator.schema import kinds as ddlmod
+from coordinator.schema.kinds import ParsedDDL, Route, StatementKind
 from coordinator.schema.replacement import ReplacementError, plan_replacement
 from coordinator.sql import quote_table
 from worker.events import Position
@@ -147,10 +147,10 @@ class OnlineDDL:
         """For ``query-status``: every shard table with a shadow table not yet swapped in."""
         return [p.status() for _, p in sorted(self.pending.items()) if not p.cut_over]
 
-    def observe(self, parsed: ddlmod.ParsedDDL, start: Position, end: Position) -> Ignore | CutOver | None:
+    def observe(self, parsed: ParsedDDL, start: Position, end: Position) -> Ignore | CutOver | None:
         """The statement's meaning for online DDL; None when it is not a tool's statement (the
         syncer handles it as usual).  Remembers shadow DDLs (stored before returning)."""
-        if parsed.kind == ddlmod.RENAME_TABLE:
+        if parsed.kind is StatementKind.RENAME_TABLE:
             return self._rename(parsed, end)
         if not parsed.tables:
             return None
@@ -167,14 +167,15 @@ class OnlineDDL:
         if real is None:
             return Ignore(f"statement on the online schema change tool's table {t.schema}.{t.table}")
         key = (t.schema, real)
-        if parsed.kind == ddlmod.CREATE_TABLE:
+        route = parsed.kind.row.route     # a shard's CREATE / DROP / coordinated change, on the shadow
+        if route is Route.CREATE:
             p = Pending(t.schema, real, t.table)
             self.store.save(p)
             self.pending[key] = p
             log.info("online schema change started: shadow table created", table=f"{t.schema}.{real}",
                      shadow=t.table, position=str(start))
             return Ignore(f"shadow table {t.table} of {real} created")
-        if parsed.kind == ddlmod.DROP_TABLE:
+        if route is Route.DROP:
             gone = self.pending.get(key)
             if gone is not None and gone.shadow == t.table and not gone.cut_over:
                 self.store.delete(*key)
@@ -183,7 +184,7 @@ class OnlineDDL:
                             "remembered DDLs are forgotten", table=f"{t.schema}.{real}", shadow=t.table,
                             position=str(start))
             return Ignore(f"shadow table {t.table} dropped")
-        if parsed.kind in (ddlmod.ALTER_TABLE, ddlmod.CREATE_INDEX, ddlmod.DROP_INDEX):
+        if route is Route.COORDINATE:
             known = self.pending.get(key)
             p = known if known is not None and known.shadow == t.table and not known.cut_over \
                 else Pending(t.schema, real, t.table)   # else the CREATE came before the task's start
@@ -197,7 +198,7 @@ class OnlineDDL:
             return Ignore(f"DDL on shadow table {t.table} remembered for {real}")
         return Ignore(f"{parsed.kind.value} on shadow table {t.table}")
 
-    def _rename(self, parsed: ddlmod.ParsedDDL, end: Position) -> Ignore | CutOver | None:
+    def _rename(self, parsed: ParsedDDL, end: Position) -> Ignore | CutOver | None:
         pairs = list(zip(parsed.tables[0::2], parsed.tables[1::2]))
         tool = [(a, b) for a, b in pairs if self.tables.is_tool_table(a.table) or self.tables.is_tool_table(b.table)]
         if not tool:
