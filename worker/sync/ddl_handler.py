@@ -60,10 +60,11 @@ from typing import Callable, Protocol
 from coordinator.etcdproto import BinlogSkip
 from coordinator.obs import logger
 from coordinator.routing import TableMapper
-from coordinator.schema import kinds as ddlmod
+from coordinator.schema.kinds import Direct, StatementKind, Track, parse_ddl
 from coordinator.schema.ddl import apply_ddl
 from coordinator.schema.model import TableSchema
 from coordinator.schema.parse import parse_create_table
+from coordinator.sql import quote_table
 from worker.events import DDLEvent, Position
 from worker.schema_tracker import schema_to_json
 from worker.sync.errors import UnreplicableDDL
@@ -155,7 +156,7 @@ class DDLHandler(Protocol):
 
 def rewrite_for_target(event: DDLEvent, ctx: DDLContext) -> list[str]:
     """The upstream statement with every table name replaced by its routed target."""
-    parsed = ddlmod.parse_ddl(event.query, event.extra.get("session_schema", event.schema))
+    parsed = parse_ddl(event.query, event.extra.get("session_schema", event.schema))
     names = []
     for t in parsed.tables:
         tgt = ctx.mapper.target(t.schema, t.table)
@@ -164,8 +165,8 @@ def rewrite_for_target(event: DDLEvent, ctx: DDLContext) -> list[str]:
                                  f"allow it in the block-allow-list, or "
                                  + SKIP_HINT.format(task=ctx.task, source=ctx.source_id),
                                  source=ctx.source_id, table=event.upstream, position=str(event.end))
-        names.append(ddlmod.quote(tgt.schema, tgt.table))
-    if parsed.kind == ddlmod.CREATE_TABLE and not has_if_not_exists(event.query):
+        names.append(quote_table(tgt.schema, tgt.table))
+    if parsed.kind.row.track is Track.CREATE and not has_if_not_exists(event.query):
         names[0] = "IF NOT EXISTS " + names[0]
     return [parsed.rewrite(names)]
 
@@ -210,9 +211,10 @@ class DirectDDLHandler:
         """Move the table's schema past ``event``; raises when the schema engine cannot model it
         (the callers differ in what they do then)."""
         key = (event.schema, event.table)
-        if event.kind == ddlmod.CREATE_TABLE:
+        track = StatementKind(event.kind).row.track
+        if track is Track.CREATE:
             self.schemas[key] = parse_create_table(event.query)
-        elif event.kind == ddlmod.DROP_TABLE:
+        elif track is Track.FORGET:
             self.schemas.pop(key, None)
         elif key in self.schemas:
             after = apply_ddl(self.schemas[key], event.query)
@@ -228,7 +230,7 @@ class DirectDDLHandler:
             self.schemas.pop((event.schema, event.table), None)
 
     def handle_ddl(self, event: DDLEvent, ctx: DDLContext) -> DDLDecision:
-        if event.target_table is not None and event.kind not in (ddlmod.OTHER, ddlmod.NOT_DDL):
+        if event.target_table is not None and StatementKind(event.kind).row.track is not Track.NONE:
             self._track(event)
         return direct_decision(event, ctx)
 
@@ -250,7 +252,7 @@ class DirectDDLHandler:
             conn = ctx.upstream()
             try:
                 with conn.cursor() as cur:
-                    cur.execute(f"SHOW CREATE TABLE {ddlmod.quote(event.schema, event.table)}")
+                    cur.execute(f"SHOW CREATE TABLE {quote_table(event.schema, event.table)}")
                     sql = cur.fetchone()[1]
             finally:
                 conn.close()
@@ -261,30 +263,32 @@ class DirectDDLHandler:
 
 def direct_decision(event: DDLEvent, ctx: DDLContext) -> DDLDecision:
     """What a DDL runs downstream when no lock coordinates it: the statement on its routed
-    target, made idempotent; database-level and one-shard DROP/TRUNCATE statements run nothing."""
-    k = event.kind
-    if k in (ddlmod.OTHER, ddlmod.NOT_DDL):
+    target, made idempotent; database-level and one-shard DROP/TRUNCATE statements run nothing.
+    Read from the kind's row (``coordinator.schema.kinds.KIND_ROWS``: ``direct`` for a one-table
+    target, ``direct_sharded`` for a merged one)."""
+    row = StatementKind(event.kind).row
+    if row.direct is Direct.NOT_REPLICATED:
         return DDLDecision(skip=True, note="not a replicated statement")
     tgt_s, table, tgt_t = event.target_schema, event.table, event.target_table
     if tgt_s is None:
         return DDLDecision(skip=True, note="filtered database")
-    if k == ddlmod.CREATE_DATABASE:
-        return DDLDecision([f"CREATE DATABASE IF NOT EXISTS {ddlmod.quote(tgt_s)}"])
-    if k in (ddlmod.DROP_DATABASE, ddlmod.ALTER_DATABASE):
+    if row.direct is Direct.CREATE_DATABASE:
+        return DDLDecision([f"CREATE DATABASE IF NOT EXISTS {quote_table(tgt_s)}"])
+    if row.direct is Direct.DATABASE_SKIPPED:
         return DDLDecision(skip=True, note="database-level statement not propagated")
     if table is None or tgt_t is None:
         return DDLDecision(skip=True, note="filtered table")
-    sharded = ctx.is_sharded(event.schema, table)
-    if sharded and k in (ddlmod.DROP_TABLE, ddlmod.TRUNCATE_TABLE):
+    direct = row.direct_sharded if ctx.is_sharded(event.schema, table) else row.direct
+    if direct is Direct.SHARD_SKIPPED:
         return DDLDecision(skip=True, note="DROP/TRUNCATE of one shard is not propagated to the merged table")
-    if k == ddlmod.RENAME_TABLE and sharded:
+    if direct is Direct.REFUSE:
         raise UnreplicableDDL("RENAME TABLE of a sharded table is not supported; rename the merged "
                              "table downstream and update the route rules instead; for pt-online-schema-change / "
                              "gh-ost cut-overs set `online-ddl: true` in the task; or " + SKIP_HINT.format(task=ctx.task, source=ctx.source_id),
                              source=ctx.source_id, table=event.upstream, position=str(event.end))
-    if k == ddlmod.DROP_TABLE:
-        return DDLDecision([f"DROP TABLE IF EXISTS {ddlmod.quote(tgt_s, tgt_t)}"])
-    return DDLDecision(rewrite_for_target(event, ctx))
+    if direct is Direct.DROP_TARGET:
+        return DDLDecision([f"DROP TABLE IF EXISTS {quote_table(tgt_s, tgt_t)}"])
+    return DDLDecision(rewrite_for_target(event, ctx))      # Direct.REWRITE
 
 
 def follow_skipped(event: DDLEvent, ctx: DDLContext, apply, reload, forget) -> str:

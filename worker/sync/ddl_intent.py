@@ -14,7 +14,7 @@ from typing import Any, Callable
 import pymysql
 
 from coordinator.retry import is_transient, refusal_code
-from coordinator.schema import kinds as ddlmod
+from coordinator.schema.kinds import StatementKind, Track
 from coordinator.schema.ddl import apply_ddl
 from coordinator.schema.parse import parse_create_table
 from coordinator.schema.model import TableSchema
@@ -68,7 +68,8 @@ class DDLIntent:
         with self._connect() as conn:
             target = (ev.target_schema or "", ev.target_table) if ev.target_table else None
             before = show_create(conn, *target) if target else None
-            if target and before is not None and ev.kind == ddlmod.CREATE_TABLE and decision.execute \
+            if target and before is not None and StatementKind(ev.kind).row.track is Track.CREATE \
+                    and decision.execute \
                     and all(has_if_not_exists(s) for s in decision.execute):
                 # a new shard of a target that exists: the routed CREATE ... IF NOT EXISTS would
                 # change nothing downstream (no intent record, no statement).  The target may be

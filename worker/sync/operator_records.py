@@ -18,9 +18,9 @@ from typing import Callable
 from coordinator.errors import ShardMergeError
 from coordinator.etcdproto import BinlogSkip
 from coordinator.routing import TableMapper
-from coordinator.schema import kinds as ddlmod
+from coordinator.schema.kinds import StatementKind, parse_ddl
 from coordinator.schema.replacement import ReplacementError, plan_replacement
-from worker.binlog.source import Statement
+from worker.binlog.contract import Statement
 from worker.events import DDLEvent, Position
 from worker.sync.binlog_skip import BinlogSkips
 from worker.sync.checkpoint import CheckpointStore
@@ -79,7 +79,7 @@ class OperatorRecords:
                                   task=self.task, source=self.source) from None
 
     def _tables(self, sql: str, session: str, m: Statement) -> list[tuple[str, str]]:
-        parsed = ddlmod.parse_ddl(sql, session)
+        parsed = parse_ddl(sql, session)
         return [(schema, table) for schema, table, _ in statement_tables(parsed, m) if table]
 
     def _inject_before(self, m: Statement, rec: BinlogSkip) -> bool:
@@ -153,8 +153,8 @@ class OperatorRecords:
         table it names is held: the held table replays it after its redirect."""
         session = m.schema or ""
         try:
-            parsed = ddlmod.parse_ddl(m.query, session)
-            events = [] if parsed.kind == ddlmod.NOT_DDL else statement_tables(parsed, m)
+            parsed = parse_ddl(m.query, session)
+            events = [] if parsed.kind is StatementKind.NOT_DDL else statement_tables(parsed, m)
         except ShardMergeError:
             events = []     # not even tokenizable: nothing to route, skip it whole
         todo: list[tuple[DDLEvent, str]] = []

@@ -8,18 +8,20 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from coordinator.routing import TableMapper
-from coordinator.schema import kinds as ddlmod
-from worker.binlog.source import Statement
+from coordinator.schema.kinds import Expand, ParsedDDL, parse_ddl
+from coordinator.sql import quote_table
+from worker.binlog.contract import Statement
 from worker.events import DDLEvent
 from worker.sync.checkpoint import CheckpointStore
 from worker.sync.online_ddl import CutOver
 
 
-def statement_tables(parsed: ddlmod.ParsedDDL, m: Statement) -> list[tuple[str, str | None, str]]:
-    """(upstream schema, table or None for database-level, statement) of one statement: a
-    multi-table DROP TABLE is one DROP per table, any other statement belongs to its first table."""
-    if parsed.kind == ddlmod.DROP_TABLE and len(parsed.tables) > 1:
-        return [(t.schema, t.table, f"DROP TABLE {ddlmod.quote(t.schema, t.table)}") for t in parsed.tables]
+def statement_tables(parsed: ParsedDDL, m: Statement) -> list[tuple[str, str | None, str]]:
+    """(upstream schema, table or None for database-level, statement) of one statement, as its
+    kind's row expands it (``KIND_ROWS``, ``expand``): a multi-table DROP TABLE is one DROP per
+    table, any other statement belongs to its first table."""
+    if parsed.kind.row.expand is Expand.EACH and len(parsed.tables) > 1:
+        return [(t.schema, t.table, f"DROP TABLE {quote_table(t.schema, t.table)}") for t in parsed.tables]
     if parsed.tables:
         t0 = parsed.tables[0]
         return [(t0.schema, t0.table, m.query)]
@@ -33,7 +35,7 @@ class StatementRouter:
                  held: Callable[[str, str], bool], count: Callable[[str], None]):
         self.source, self.mapper, self.store, self._held, self._count = source, mapper, store, held, count
 
-    def events(self, parsed: ddlmod.ParsedDDL, m: Statement) -> Iterator[DDLEvent]:
+    def events(self, parsed: ParsedDDL, m: Statement) -> Iterator[DDLEvent]:
         """The statement's events, one per routed table still to handle.  Lazy: each table is
         checked just before its event is handled (the one before may have moved points)."""
         session = m.schema or ""
@@ -63,6 +65,6 @@ class StatementRouter:
         tp = self.store.table_point(c.schema, c.table)
         if not c.sql or tgt is None or (tp is not None and m.end <= tp) or self._held(c.schema, c.table):
             return None   # nothing remembered, a filtered table, already applied (rule 6) or held (replays it)
-        kind = ddlmod.parse_ddl(c.sql, c.schema).kind
+        kind = parse_ddl(c.sql, c.schema).kind
         return DDLEvent(self.source, c.schema, c.table, kind, c.sql, tgt.schema, tgt.table, m.start, m.end,
                         int(m.ts or 0), {"session_schema": m.schema or "", "online_ddl_shadow": c.shadow})

@@ -4,8 +4,9 @@ Per micro-batch (``run_once``):
 
 1. ``end`` = the upstream's ``SHOW MASTER STATUS``; a background thread decodes ``[read_pos,
    end)`` (at most ``max_batch_events`` changes, cut at a transaction boundary) ahead of the
-   apply (``worker.binlog.source``; with ``reader="spark"`` a Spark executor decodes it through
-   the ``mysql-binlog`` data source, ``worker.binlog.spark_reader``: same items, same order).
+   apply (the items of ``worker.binlog.contract``, decoded by ``worker.binlog.source``; with
+   ``reader="spark"`` a Spark executor decodes them through the ``mysql-binlog`` data source,
+   ``worker.binlog.spark_reader``: same items, same order).
 2. Before the first change is applied, *safe-until* = ``end`` is stored (checkpoint rule 7).
 3. The decoded stream arrives as chunks of whole transactions (up to ``apply_rows`` rows, cut
    at every statement event).  A chunk is split by (target, key hash) in the driver and applied
@@ -33,10 +34,9 @@ from coordinator.config import SourceConfig, TaskConfig, with_source_filters
 from coordinator.errors import ShardMergeError
 from coordinator.obs import logger
 from coordinator.routing import TableMapper
-from coordinator.schema import kinds as ddlmod
+from coordinator.schema.kinds import StatementKind, parse_ddl
 from worker.sync.apply import connect_downstream, resolve_tls
-from worker.binlog import READERS, BinlogReader, make_reader
-from worker.binlog.source import Chunk, Statement
+from worker.binlog import READERS, BinlogRange, BinlogReader, Chunk, RouteArgs, Statement, make_reader
 from worker.sync.apply_stream import MAX_LIFE
 from worker.sync.checkpoint import CheckpointStore
 from worker.sync.chunk_apply import ChunkApplier, merge_acks
@@ -326,11 +326,11 @@ class Syncer:
         BATCHES.labels(self.task.name, self.source.source_id).inc()
         return result
 
-    def _open_reader(self, start: Position, end: Position):
+    def _open_reader(self, start: Position, end: Position) -> BinlogRange:
         """The batch's binlog reader: both hand out Chunk/Statement/End the same way."""
         if not self.applier.streamed:      # the spark reader's reads are Spark jobs: no idle stream in their way
             self.applier.free_cores()
-        return self.binlog.open(self.up_kwargs, (self.inst, self.task.meta_schema), start, end,
+        return self.binlog.open(self.up_kwargs, RouteArgs(self.inst, self.task.meta_schema), start, end,
                                 max_events=self.max_batch_events, source_id=self.source.source_id,
                                 max_rows=self.apply_rows)
 
@@ -388,7 +388,7 @@ class Syncer:
             if skip is not None and self.records.use(m, skip):
                 return
             if self.mapper.events is not None and statement_ignored(
-                    self.mapper.events, ddlmod.parse_ddl(m.query, m.schema or ""), m.schema or "",
+                    self.mapper.events, parse_ddl(m.query, m.schema or ""), m.schema or "",
                     self.mapper.online.real_of_shadow if self.mapper.online else None) \
                     and self.records.ignore(m):       # binlog event filter: DM's "skip event"
                 return
@@ -405,8 +405,8 @@ class Syncer:
 
     def _handle_statement(self, m: Statement) -> bool:
         """Route and hand over each table's DDL; False for a statement that is not a DDL."""
-        parsed = ddlmod.parse_ddl(m.query, m.schema or "")
-        if parsed.kind == ddlmod.NOT_DDL:
+        parsed = parse_ddl(m.query, m.schema or "")
+        if parsed.kind is StatementKind.NOT_DDL:
             return False
         if self.online is not None and (seen := self.online.observe(parsed, m.start, m.end)) is not None:
             if not isinstance(seen, CutOver):
