@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
@@ -49,6 +49,13 @@ class ContextLogger(logging.LoggerAdapter):
 
     def bind(self, **ctx) -> "ContextLogger":
         return ContextLogger(self.logger, {**(self.extra or {}), **ctx})
+
+    if TYPE_CHECKING:     # the signatures callers use: any keyword is a context field (see process)
+        def debug(self, msg: object, *args: object, **fields: Any) -> None: ...
+        def info(self, msg: object, *args: object, **fields: Any) -> None: ...
+        def warning(self, msg: object, *args: object, **fields: Any) -> None: ...
+        def error(self, msg: object, *args: object, **fields: Any) -> None: ...
+        def exception(self, msg: object, *args: object, **fields: Any) -> None: ...
 
 
 _configured = False

@@ -2,9 +2,9 @@
 
 Rows events are filtered in the binlog decoder (``worker/binlog/source.py``, per table and
 ``insert`` / ``update`` / ``delete``); this module answers for statements, which the syncer
-then passes over the way DM does with a filtered DDL (``Syncer._skip_statement``): nothing runs
-downstream, no shard-DDL Info is sent, the table's tracked schema follows the upstream and its
-checkpoint moves past the statement.
+then passes over the way DM does with a filtered DDL (``OperatorRecords.ignore`` in
+``worker/sync/operator_records.py``): nothing runs downstream, no shard-DDL Info is sent, the
+table's tracked schema follows the upstream and its checkpoint moves past the statement.
 
 The DM event of a statement follows DM's syncer (``DDLWorker.AstToDDLEvent``): the statement
 kind (``create table``, ``truncate table``, ``drop table``, ...), and for an ALTER TABLE the

@@ -43,13 +43,15 @@ from coordinator.config import SourceConfig, load_source, parse_source, parse_ta
 from coordinator.errors import ConfigError, ShardMergeError, TransientError
 from coordinator.etcd_client import connect
 from coordinator.etcdproto import EtcdUnavailable, Store, WorkerRegistration
+from coordinator.etcdproto.leader import Lease
 from coordinator.etcdproto.keys import DEFAULT_PREFIX
 from coordinator.obs import ObsServer, logger
 from coordinator.retry import DOWNSTREAM_REFUSING, RetryExhausted, WaitBoard, refusal_code, retry
 from coordinator.routing import TableMapper
 from worker import gtid
 from worker.binlog.doorbell import wait_for_binlog
-from worker.load import KeyCollision, SchemaChangedDuringLoad, run_full_load
+from worker.errors import KeyCollision
+from worker.load import SchemaChangedDuringLoad, run_full_load
 from worker.schema_tracker import SchemaTracker
 from worker.shardddl import OptimisticDDLHandler, ShardDDLError, SourceTablesWriter, list_upstream_tables
 from worker.spark_session import SparkStarter
@@ -117,8 +119,8 @@ class Subtask:
                                        daemon=True)
         self.streaming = False
         self.failed: BaseException | None = None
-        self.syncer = None
-        self.handler = None              # the optimistic handler (its tracker answers binlog-schema list)
+        self.syncer: Syncer | None = None
+        self.handler: OptimisticDDLHandler | None = None      # the optimistic handler (its tracker answers binlog-schema list)
         # status left behind when stopped: "stopped", "paused" (pause-task) or None (the task is
         # gone with its status key, or a new subtask for the same key takes over)
         self.final_stage: str | None = "stopped"
@@ -337,6 +339,7 @@ class Subtask:
 
     def _stream_batches(self, syncer) -> None:
         caught_up_at = started = time.monotonic()
+        behind: int | None = 0    # upstream transactions not yet checkpointed (None: unknown)
         total_events = 0          # DM's totalEvents / totalTps: events this syncer has processed
         while not self.stop_event.is_set():
             r = syncer.run_once()
@@ -433,7 +436,7 @@ class WorkerProcess:
         self.subtasks: dict[tuple[str, str], Subtask] = {}
         self._stopping: dict[tuple[str, str], Subtask] = {}   # stopped, their thread maybe still ending
         self._paused_reported: set[tuple[str, str]] = set()   # paused subtasks whose status says so
-        self.lease = None
+        self.lease: Lease | None = None
         self.registered = False
         self.bound: set[str] = set()
         self._stop = threading.Event()
@@ -525,12 +528,11 @@ class WorkerProcess:
 
     # ------------------------------------------------------------------ registration
     def _register(self) -> None:
-        fields = dict(worker=self.name, addr=self.opts.metrics_addr,
-                      started_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        reg = WorkerRegistration(worker=self.name, addr=self.opts.metrics_addr,
+                                 started_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
         if self.local_source is not None:
-            fields["source"] = self.local_source.source_id
-            fields["source_yaml"] = self.local_source_text
-        self.lease = self.store.register_worker(WorkerRegistration(**fields), ttl=self.opts.ttl)
+            reg.source, reg.source_yaml = self.local_source.source_id, self.local_source_text
+        self.lease = self.store.register_worker(reg, ttl=self.opts.ttl)
         self.registered = True
         self.log.info("registered", ttl=self.opts.ttl)
 
@@ -538,7 +540,7 @@ class WorkerProcess:
         interval = max(self.opts.ttl / 3.0, 0.5)
         while not self._stop.wait(interval):
             try:
-                if not self.registered:
+                if not self.registered or self.lease is None:
                     self._register()
                     self._changed.set()
                     continue
@@ -644,9 +646,9 @@ class WorkerProcess:
                 # starting another would run two writers with the same epoch (issue 28 case 8)
                 self.log.warning("previous subtask still stopping; starting its successor later",
                                  task=key[0], source=key[1])
-                t = threading.Timer(1.0, self._changed.set)
-                t.daemon = True
-                t.start()
+                later = threading.Timer(1.0, self._changed.set)
+                later.daemon = True
+                later.start()
                 continue
             self._stopping.pop(key, None)
             src = self._source_config(key[1])

@@ -255,6 +255,27 @@ _MYSQL_UNREADABLE = (("binlog_transaction_compression", ("OFF", "0"), "OFF"),
                      ("binlog_row_value_options", ("",), "''"))
 
 
+def start_position(db_kwargs: dict, checkpoint: Position | None, meta, source_id: str) -> tuple[Position, str]:
+    """Where a syncer starts reading and where that came from: the checkpoint (checked to name a
+    point of this server's binlog), else the task's ``meta`` start (its GTID state read here),
+    else the upstream's current position (``""``: nothing to check).  A checkpoint or meta start
+    that is no longer in the binlog stops the start here (a purged start fails every dump)."""
+    came_from = ""
+    if checkpoint is not None:
+        check_checkpoint_on_upstream(db_kwargs, checkpoint, source_id)
+        pos, came_from = checkpoint, "the checkpoint"
+    elif meta and (meta.binlog_name or meta.binlog_gtid):
+        pos, came_from = Position(meta.binlog_name, meta.binlog_pos or 4, meta.binlog_gtid), "the task's meta start"
+        if not pos.gtid and pos.file:
+            with pymysql.connect(**db_kwargs) as c, c.cursor() as cur:
+                pos = Position(pos.file, pos.pos, gtid_at(cur, pos.file, pos.pos))
+    else:
+        pos = master_status(db_kwargs)
+    if came_from:
+        check_start_available(db_kwargs, pos, source_id, came_from)
+    return pos, came_from
+
+
 def check_upstream(db_kwargs: dict, source_id: str, flavor: str = "") -> str:
     """The row images must carry column names and full rows (DML is named from the image), and
     on MySQL nothing may be written in a form the reader cannot decode.  Returns the flavor."""

@@ -26,7 +26,8 @@ from .shape import _added_columns, fits, tolerated
 
 @dataclass
 class Answer:
-    """The decision for a member's latest Info, i.e. the Operation the master writes."""
+    """The lock engine's decision for a member's latest Info, i.e. the Operation the master
+    writes; the worker reads that Operation as a ``worker.shardddl.decision.OperationOutcome``."""
     info: Info
     stage: Stage
     ddls: list[str]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+from typing import Any
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -15,18 +16,14 @@ import pymysql
 import yaml
 
 from coordinator.config import parse_source, parse_task
-from coordinator.errors import ConfigError, ShardMergeError
+from coordinator.errors import ConfigError
 from coordinator.etcdproto import (BinlogSkip, Fence, SourceBinding, SourceRecord, Store, SubtaskStatus, TaskRecord,
                                    binlog_pos_gtid, parse_binlog_pos)
 from coordinator.obs import logger
 from coordinator.schema.replacement import ReplacementError, plan_replacement
 
 from . import metrics
-
-
-class RequestError(ShardMergeError):
-    """A request the master refuses (unknown task/source, already running...); the message is
-    what the CLI prints."""
+from .errors import RequestError
 
 
 @dataclass
@@ -47,7 +44,7 @@ def _mask(text: str, paths: list[tuple[str, ...]]) -> str:
     if not isinstance(data, dict):
         return text
     for path in paths:
-        node = data
+        node: Any = data
         for k in path[:-1]:
             node = node.get(k) if isinstance(node, dict) else None
         if isinstance(node, dict) and node.get(path[-1]):
@@ -66,7 +63,8 @@ class Cluster:
 
     # ------------------------------------------------------------------ sources
     def create_sources(self, fence: Fence, configs: list[str], files: list[str]) -> CommandResult:
-        parsed, results, warnings = [], [], []
+        parsed, results = [], []
+        warnings: list[str] = []
         for i, text in enumerate(configs):
             file = files[i] if i < len(files) and files[i] else f"<source #{i + 1}>"
             try:
@@ -130,10 +128,10 @@ class Cluster:
 
     def get_config(self, typ: str, name: str) -> str:
         if typ == "source":
-            rec = self.store.get_source(name)
-            if rec is None:
+            src = self.store.get_source(name)
+            if src is None:
                 raise RequestError(f"source {name!r} not found")
-            return _mask(rec.yaml, [("from", "password"), ("from", "security", "ssl-key-bytes")])
+            return _mask(src.yaml, [("from", "password"), ("from", "security", "ssl-key-bytes")])
         if typ == "task":
             rec = self.store.get_task(name)
             if rec is None:
@@ -296,7 +294,7 @@ class Cluster:
     @staticmethod
     def _subtask(task: str, source: str, st: SubtaskStatus | None, worker: str | None,
                  live: set[str], known: set[str]) -> dict:
-        d = {"task": task, "source": source, "worker": worker or "", "stage": "New"}
+        d: dict[str, Any] = {"task": task, "source": source, "worker": worker or "", "stage": "New"}
         if worker is None:
             wait = f"no worker bound to source {source}"
             if source not in known:
@@ -373,16 +371,16 @@ class Cluster:
         sources = sorted(set(sources) | set(added))
         changes = [f"registered source {s} offered by its worker" for s in added]
         workers = sorted(w.worker for w in regs)
-        offers = {}
+        offers: dict[str, list[str]] = {}
         for r in regs:
             if r.source:
                 offers.setdefault(r.source, []).append(r.worker)
         bindings = self.store.list_bindings()
         by_source = {b.source: b for b in bindings.items}
-        for b in bindings.items:
-            if b.source not in sources:
-                self.store.delete_binding(fence, b.source)
-                changes.append(f"unbound removed source {b.source} from {b.worker}")
+        for gone in bindings.items:
+            if gone.source not in sources:
+                self.store.delete_binding(fence, gone.source)
+                changes.append(f"unbound removed source {gone.source} from {gone.worker}")
         load = Counter(b.worker for b in by_source.values() if b.worker in workers and b.source in sources)
         bound = 0
         for s in sources:
@@ -499,17 +497,17 @@ def _handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: st
     if not source:
         raise RequestError(f"{cmd} needs exactly one source: -s SOURCE")
     cur = cluster._task_for_stage_change(task, [source], cmd)
-    file = pos = None
+    given: tuple[str, int] | None = None
     if binlog_pos:
         try:
-            file, pos = parse_binlog_pos(binlog_pos)
+            given = parse_binlog_pos(binlog_pos)
         except ValueError as e:
             raise RequestError(f"{cmd}: -b {e}", task=task, source=source) from None
     st = next((s for s in cluster.store.list_status(task).items if s.source == source), None)
     err = _stopped_statement(st)
     if op == "revert":
-        return _revert_skip(cluster, fence, task, source, file, pos)
-    if file is None:
+        return _revert_skip(cluster, fence, task, source, *(given or (None, None)))
+    if given is None:
         if err is None:
             if st is not None and st.stage == "Error":
                 last = (st.detail or {}).get("error")
@@ -521,20 +519,23 @@ def _handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: st
             raise RequestError(f"subtask of task {task!r} on source {source!r} is {why}; to skip a statement "
                                f"that is not reached yet, give its start position with -b FILE:POS",
                                task=task, source=source)
-        if _pos_or_none(err["position"]) is None:
+        at = _pos_or_none(err["position"])
+        if at is None:
             raise RequestError(f"the error position {err['position']!r} of task {task!r} on source {source!r} "
                                f"is not FILE:POS; give the statement's start position with -b FILE:POS",
                                task=task, source=source)
-        file, pos = _pos_or_none(err["position"])
-    elif err is not None:
+    else:
+        at = given
         # the end of the statement the subtask is stopped on names that statement too
-        if _pos_or_none(err["statement_end"]) == (file, pos) and _pos_or_none(err["position"]):
-            file, pos = _pos_or_none(err["position"])
-    at_error = err is not None and _pos_or_none(err["position"]) == (file, pos)
+        if err is not None and _pos_or_none(err["statement_end"]) == at and _pos_or_none(err["position"]):
+            at = _pos_or_none(err["position"]) or at
+    file, pos = at
+    stopped = err if err is not None and _pos_or_none(err["position"]) == at else None
+    at_error = stopped is not None
     if not at_error:
         _require_statement_start(cluster, task, source, file, pos, cmd)
-    gtid = binlog_pos_gtid(err["position"]) if at_error else binlog_pos_gtid(binlog_pos)
-    rec = BinlogSkip(task, source, file, pos, statement=(err.get("statement", "") if at_error else ""),
+    gtid = binlog_pos_gtid(stopped["position"]) if stopped is not None else binlog_pos_gtid(binlog_pos)
+    rec = BinlogSkip(task, source, file, pos, statement=(stopped.get("statement", "") if stopped is not None else ""),
                      gtid=gtid, requested_at=_utc_now(), op=op if replace_with else "skip",
                      replace_with=replace_with)
     prev = cluster.store.get_binlog_skip(task, source, file, pos)
@@ -627,7 +628,8 @@ def _revert_skip(cluster: Cluster, fence: Fence, task: str, source: str, file, p
         where = f" at {file}:{pos}" if file else ""
         raise RequestError(f"no pending binlog skip{where} for task {task!r} on source {source!r}; "
                            f"nothing to revert", task=task, source=source)
-    done, lost = [], []
+    done: list[str] = []
+    lost: list[str] = []
     for r in pending:
         (done if cluster.store.delete_binlog_skip(fence, r) else lost).append(r.position)
     if lost:

@@ -119,8 +119,13 @@ class Election:
 
     def _keep(self) -> None:
         fence = self.fence
+        if fence is None:        # deposed meanwhile (the next round follows)
+            return
         if self._lost:
             self._depose("a fenced write was refused")
+            return
+        if fence.lease is None:  # campaign() always grants one
+            self._depose("leader fence without a lease")
             return
         resp = list(self.store.client.refresh_lease(fence.lease.id))
         if not resp or resp[0].TTL <= 0:

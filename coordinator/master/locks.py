@@ -19,7 +19,7 @@ from coordinator.schema import SchemaError
 
 from . import metrics
 from .checkpoint_schema import CheckpointSchemaSource, DownstreamUnknown, DownstreamUnreachable
-from .cluster import RequestError
+from .errors import RequestError
 from .schema_check import check as check_schema
 from .write_batch import InFlight, WriteBatch, log_put
 
@@ -92,7 +92,8 @@ class Locks:
             self.store.delete_table(self.fence, lk, t)
         removed = 0
         for lk in r.resolved:
-            removed += self._remove(lk, self.keeper.find(lk).handled_revision if self.keeper.find(lk) else 0)
+            found = self.keeper.find(lk)
+            removed += self._remove(lk, found.handled_revision if found else 0)
         return {"locks": len(self.keeper.lock_keys()), "infos": len(infos.items), "operations_rewritten": written,
                 "operations_kept": kept, "resolved_removed": removed, "bad_records": len(bad)}
 
@@ -137,23 +138,26 @@ class Locks:
         PutResult of out.operation or None, "removed": True/False when the lock was resolved
         (removal done / deferred), else None}`` so operator commands can report what really
         happened.  ``started``: when the Info arrived (operation latency metric)."""
-        lk = out.lock
+        lk = out.lock      # None only for a call that changed nothing (no table or column changes)
         done: dict = {"operation": None, "removed": None}
         if self.batch is not None:
             for op in out.operations:
                 self.batch.put_operation(op, started if op is out.operation else None)
-            for t, cols, stage in out.dropped_puts:
-                self.batch.put_dropped(lk, t, cols, stage)
-            for col in out.dropped_deletes:
-                self.batch.delete_dropped(lk, col)
+            if lk is not None:
+                for t, cols, stage in out.dropped_puts:
+                    self.batch.put_dropped(lk, t, cols, stage)
+                for col in out.dropped_deletes:
+                    self.batch.delete_dropped(lk, col)
             if out.removed_tables or (lk is not None and (out.resolved or out.empty)):
                 self._direct()
         else:
             self._write_now(out, done, started)
+        if lk is None:
+            return done
         for t in out.removed_tables:
             self.store.delete_table(self.fence, lk, t)
             self.log.info("table removed from lock", lock_id=lk.id, source=t.source, table=f"{t.schema}.{t.table}")
-        if lk is not None and (out.resolved or out.empty):
+        if out.resolved or out.empty:
             done["removed"] = bool(self._remove(lk, out.handled_revision))
         return done
 
@@ -167,6 +171,8 @@ class Locks:
             log_put(self.log, op, res)
             if res.put and started is not None and op is out.operation:
                 metrics.OPERATION_LATENCY.observe(time.monotonic() - started)
+        if lk is None:
+            return
         for t, cols, stage in out.dropped_puts:
             self.store.put_dropped_columns(self.fence, lk, t, cols, stage)
         for col in out.dropped_deletes:

@@ -10,6 +10,7 @@ import threading
 import time
 
 from coordinator.etcdproto import MasterRegistration, Store
+from coordinator.etcdproto.leader import Lease
 from coordinator.obs import logger
 
 
@@ -18,7 +19,7 @@ class Membership:
         self.store, self.ttl = store, max(1, int(ttl))
         self.reg = MasterRegistration(member=member, addr=addr, http_addr=http_addr,
                                       started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        self.lease = None
+        self.lease: Lease | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="master-membership", daemon=True)
         self.log = logger("master.membership", member=member)

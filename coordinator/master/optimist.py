@@ -19,12 +19,13 @@ import time
 from concurrent.futures import Future
 from typing import Callable
 
-from coordinator.etcdproto import Fence, Fenced, RecordEvent, SourceTables, Store, TableRef, parse_lock_id
+from coordinator.etcdproto import (DoneMark, Fence, Fenced, Info, Operation, RecordEvent, SourceTables, Store, TableRef,
+                                   parse_lock_id)
 from coordinator.master.locks import Locks
 from coordinator.obs import logger
 
 from . import metrics
-from .cluster import RequestError
+from .errors import RequestError
 from .gauges import LockGauges
 
 _REBUILD = object()
@@ -38,7 +39,7 @@ class Optimist:
         self.log = logger("master.optimist", fence=fence.revision)
         self.ready = False
         self.closed = False
-        self.engine = None
+        self.engine: Locks | None = None      # built by the thread's first item, a rebuild
         self.gauges = LockGauges()
         self._q: queue.Queue = queue.Queue()
         self._watches: list[int] = []
@@ -92,7 +93,7 @@ class Optimist:
                 if item is _REBUILD:
                     self._rebuild_until_ok()
                 elif isinstance(item, tuple) and item[0] is _WRITE_FAILED:
-                    if item[1] is self.engine:
+                    if self.engine is not None and item[1] is self.engine:
                         self.engine.settle()     # raises the failed flush's error
                 elif isinstance(item, tuple) and isinstance(item[0], Future):
                     fut, fn, args = item
@@ -148,18 +149,24 @@ class Optimist:
         if self.engine is not None:
             self.engine.writing.abandon()   # the listing below must see the old engine's writes
         # drop queued events of the old generation lazily (their gen no longer matches)
-        engine = Locks(self.store, self.fence, self.log,
-                       on_write_failed=lambda: self._q.put((_WRITE_FAILED, engine)))
+
+        def write_failed() -> None:
+            self._q.put((_WRITE_FAILED, engine))
+
+        engine = Locks(self.store, self.fence, self.log, on_write_failed=write_failed)
         self.engine = engine
         sts = self.store.list_source_tables()
         infos = self.store.list_infos()
         ops = self.store.list_operations()
         dcs = self.store.list_dropped_columns()
-        stats = self.engine.rebuild(sts, infos, ops, dcs)
+        stats = engine.rebuild(sts, infos, ops, dcs)
         metrics.REBUILDS.inc()
+
+        def forward(ev) -> None:
+            self._q.put((gen, ev))
+
         for kind, listing in (("source-tables", sts), ("info", infos), ("done", ops)):
-            self._watches.append(self.store.watch(kind, listing.revision + 1,
-                                                  lambda ev, g=gen: self._q.put((g, ev)),
+            self._watches.append(self.store.watch(kind, listing.revision + 1, forward,
                                                   # deleted Infos and done marks mean nothing to it
                                                   deletes=kind == "source-tables", prev=False, many=True))
         self.ready = True
@@ -169,7 +176,7 @@ class Optimist:
         """Hand ``first`` and every event already queued behind it (up to ``BURST``) to the
         engine, then write their answers together (master/write_batch.py).  A non-event item
         drained on the way (an operator call, a rebuild) is kept in ``_next``, handled next."""
-        engine = self.engine
+        engine = self.locks
         engine.begin()
         item, n = first, 0
         while True:
@@ -204,21 +211,29 @@ class Optimist:
         assert isinstance(ev, RecordEvent)
         if ev.error is not None:
             metrics.BAD_RECORDS.inc()
-            self.engine.bad_record(ev.error)
+            self.locks.bad_record(ev.error)
             return
+        rec = ev.record      # the kind's record type (the watch decodes it), None when deleted
         if ev.kind == "info":
-            if not ev.deleted:
-                self.engine.on_info(ev.record)
+            if not ev.deleted and isinstance(rec, Info):
+                self.locks.on_info(rec)
         elif ev.kind == "done":
-            if not ev.deleted:
-                self.engine.on_done(ev.record)
+            if not ev.deleted and isinstance(rec, (Operation, DoneMark)):
+                self.locks.on_done(rec)
         elif ev.kind == "source-tables":
             if ev.deleted:
                 p = ev.parts
                 if p.get("task") and p.get("source"):
-                    self.engine.on_source_tables(SourceTables(p["task"], p["source"], {}), deleted=True)
-            else:
-                self.engine.on_source_tables(ev.record, deleted=False)
+                    self.locks.on_source_tables(SourceTables(p["task"], p["source"], {}), deleted=True)
+            elif isinstance(rec, SourceTables):
+                self.locks.on_source_tables(rec, deleted=False)
+
+    @property
+    def locks(self) -> Locks:
+        """The current lock engine (the thread's first item builds it, before any event or call)."""
+        if self.engine is None:
+            raise RequestError("the lock engine is not built yet; retry")
+        return self.engine
 
     _gauges_at = 0.0
 
@@ -231,7 +246,7 @@ class Optimist:
 
     # ------------------------------------------------------------------ API (serialised)
     def show_locks(self, task: str, sources: list[str]):
-        return self.call(lambda: self.engine.show(task, sources))
+        return self.call(lambda: self.locks.show(task, sources))
 
     def unlock(self, fence: Fence, req) -> str:
         try:
@@ -239,13 +254,13 @@ class Optimist:
         except Exception as e:  # noqa: BLE001 — BadKey names the input
             raise RequestError(str(e)) from None
         if req.force_remove:
-            return self.call(lambda: self.engine.force_remove(lock, req.ID, no_check=req.no_check))
+            return self.call(lambda: self.locks.force_remove(lock, req.ID, no_check=req.no_check))
         table = TableRef(req.source, req.database, req.table)
         if req.remove_table:
-            return self.call(lambda: self.engine.remove_table(lock, req.ID, table))
-        return self.call(lambda: self.engine.unlock(lock, req.ID, table, req.action or "skip"))
+            return self.call(lambda: self.locks.remove_table(lock, req.ID, table))
+        return self.call(lambda: self.locks.unlock(lock, req.ID, table, req.action or "skip"))
 
     def remove_task_meta(self, fence: Fence, task: str, sources: list[str] | None) -> int:
         """stop-task / start-task --remove-meta: forget the task's locks and delete its shard-DDL
         metadata in etcd.  Returns how many locks were dropped."""
-        return self.call(lambda: self.engine.remove_task(task, sources))
+        return self.call(lambda: self.locks.remove_task(task, sources))

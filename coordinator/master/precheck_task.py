@@ -9,7 +9,7 @@ from coordinator.etcdproto import Store
 from coordinator.precheck import FAIL, WARN, CheckReport, run_prechecks
 
 from . import metrics
-from .cluster import RequestError
+from .errors import RequestError
 
 
 def registered_sources(store: Store, names: list[str]) -> dict[str, SourceConfig]:

@@ -65,8 +65,10 @@ def _changes(cur: TableSchema, nxt: TableSchema) -> list[tuple[str, str, str]]:
                        ("index", {i.key: i for i in cur.indexes}, {i.key: i for i in nxt.indexes})):
         for k in sorted(set(a) | set(b)):
             x, y = a.get(k), b.get(k)
-            if x is None:
+            if x is None and y is not None:
                 out.append((kind, y.name, "lock"))
+            elif x is None:
+                continue          # (k comes from one of the two maps)
             elif y is None:
                 out.append((kind, x.name, "downstream"))
             elif x.lattice_key() != y.lattice_key():

@@ -23,7 +23,8 @@ from coordinator.routing import TableMapper
 from coordinator.schema.errors import NOT_CREATE_TABLE, SchemaError
 from coordinator.schema.parse import parse_create_table
 
-from .cluster import Cluster, CommandResult, RequestError
+from .cluster import Cluster, CommandResult
+from .errors import RequestError
 
 ANSWER_TIMEOUT = 20.0     # seconds the master waits for the worker's answer (below service.FORWARD_TIMEOUT)
 

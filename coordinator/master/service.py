@@ -23,7 +23,8 @@ from coordinator.master.schema_ops import operate_schema
 from coordinator.obs import logger
 from protos import master_pb2 as pb, master_pb2_grpc as pbg
 
-from .cluster import Cluster, RequestError
+from .cluster import Cluster
+from .errors import RequestError
 from .election import Election
 from .optimist import Optimist
 from .transfer import transfer_source

@@ -18,7 +18,8 @@ from __future__ import annotations
 from coordinator.etcdproto import Fence, SourceBinding
 
 from . import metrics
-from .cluster import Cluster, CommandResult, RequestError
+from .cluster import Cluster, CommandResult
+from .errors import RequestError
 
 LOADING_UNITS = ("Dump", "Load")
 

@@ -107,7 +107,7 @@ class Track(Enum):
 
 
 class Expand(Enum):
-    """Which tables one statement event stands for (``Syncer._statement_tables``)."""
+    """Which tables one statement event stands for (``worker.sync.statement_route.statement_tables``)."""
     DATABASE = "database"    # none: the statement names a database (or the session's)
     FIRST = "first"          # its first named table (RENAME a TO b: ``a``)
     EACH = "each"            # naming several tables, one ``DROP TABLE`` per table
@@ -146,16 +146,6 @@ KIND_ROWS: dict[StatementKind, KindRow] = {
 def kinds_routed(route: Route) -> frozenset[StatementKind]:
     """The kinds whose row takes ``route``."""
     return frozenset(k for k, r in KIND_ROWS.items() if r.route is route)
-
-
-# module-level names of the kinds, read as ``kinds.CREATE_TABLE`` by worker/sync/ddl_handler.py and
-# worker/sync/syncer.py until they read ``KIND_ROWS``; new code spells ``StatementKind.X``
-_K = StatementKind
-CREATE_TABLE, ALTER_TABLE, DROP_TABLE, TRUNCATE_TABLE, RENAME_TABLE = (
-    _K.CREATE_TABLE, _K.ALTER_TABLE, _K.DROP_TABLE, _K.TRUNCATE_TABLE, _K.RENAME_TABLE)
-CREATE_INDEX, DROP_INDEX = _K.CREATE_INDEX, _K.DROP_INDEX
-CREATE_DATABASE, ALTER_DATABASE, DROP_DATABASE = _K.CREATE_DATABASE, _K.ALTER_DATABASE, _K.DROP_DATABASE
-OTHER, NOT_DDL = _K.OTHER, _K.NOT_DDL
 
 
 class DDLParseError(ShardMergeError):

@@ -215,7 +215,7 @@ def _detected_b(store, locks, sh: Shards):
 
 
 def test_unlock_reports_failure_when_a_newer_info_arrived(store, fence):
-    from coordinator.master.cluster import RequestError
+    from coordinator.master.errors import RequestError
     from coordinator.master.locks import Locks
     sh = Shards(store, "shop")
     locks = Locks(store, fence, logger("test.locks"))
@@ -237,7 +237,7 @@ def test_unlock_reports_failure_when_a_newer_info_arrived(store, fence):
 
 
 def test_unlock_reports_failure_when_the_info_is_gone(store, fence):
-    from coordinator.master.cluster import RequestError
+    from coordinator.master.errors import RequestError
     from coordinator.master.locks import Locks
     sh = Shards(store, "shop")
     locks = Locks(store, fence, logger("test.locks"))
@@ -253,7 +253,7 @@ def test_unlock_through_the_optimist_thread_reports_failure_and_answers_the_newe
     """The race as it happens in a master: the newer Info is written while the optimist thread
     is deciding the unlock; the request fails and the watch then delivers the newer Info."""
     from protos import master_pb2 as pb
-    from coordinator.master.cluster import RequestError
+    from coordinator.master.errors import RequestError
     from coordinator.master.optimist import Optimist
     sh = Shards(store, "shop")
     opt = Optimist(store, fence).start()

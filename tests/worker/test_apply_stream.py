@@ -64,7 +64,7 @@ def test_modes_replicate_the_same_rows(spark, source1_db, downstream_db, positio
     syncer = Syncer(spark, task, srcs["s1"], apply_rows=1000, local_apply_rows=50)
     try:
         results = syncer.sync_until_caught_up()
-        assert syncer._stream is None           # caught up: the stream's job ended
+        assert syncer.applier.stream is None           # caught up: the stream's job ended
     finally:
         syncer.close()
     assert sum(r.ddls for r in results) >= 3
@@ -89,7 +89,7 @@ def test_collision_in_a_stream_stops_the_syncer_then_replays_in_safe_mode(spark,
         with pytest.raises(ReplicationKeyCollision) as ei:
             syncer.sync_until_caught_up()
         assert "Duplicate entry" in str(ei.value) and "orders_2" in str(ei.value), str(ei.value)
-        assert syncer._stream is None
+        assert syncer.applier.stream is None
         # the colliding partition's transaction was rolled back: the first shard's rows are intact
         assert downstream_db.execute("SELECT COUNT(*) FROM orders WHERE v = 1")[0][0] == 400
         downstream_db.execute("DELETE FROM orders WHERE id >= 390")   # the operator lets shard 2 win

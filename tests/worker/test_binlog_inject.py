@@ -12,7 +12,7 @@ from coordinator.etcdproto import BinlogSkip, Stage, Store
 from tests.worker.conftest import make_task, optimistic_syncer
 from tests.worker_coord.conftest import AutoMaster
 from worker.shardddl import ShardDDLError
-from worker.sync.syncer import Hooks, SimulatedCrash
+from worker.sync.hooks import Hooks, SimulatedCrash
 
 
 def _run(syncer):

@@ -16,7 +16,7 @@ from tests.worker.conftest import make_task, optimistic_syncer
 from worker.sync.binlog_skip import BinlogSkips
 from tests.worker_coord.conftest import AutoMaster
 from worker.shardddl import UnsupportedShardDDL
-from worker.sync.syncer import SimulatedCrash
+from worker.sync.hooks import SimulatedCrash
 from worker.sync.errors import SyncError
 
 

@@ -8,7 +8,8 @@ import pytest
 from tests.worker.conftest import make_task
 from worker.check import check_task
 from worker.sync.ddl_handler import DDLDecision, DirectDDLHandler
-from worker.sync.syncer import Hooks, SimulatedCrash, Syncer
+from worker.sync.hooks import Hooks, SimulatedCrash
+from worker.sync.syncer import Syncer
 from worker.upstream import master_status
 
 

@@ -1,7 +1,7 @@
 """Rule 8 after a restart: a DDL counts as already executed only if what IT changes is in
 effect downstream — a merged target changed meanwhile by another source's DDL must not make a
 DDL that never ran look done (that would lose the column for every later row)."""
-from worker.sync.syncer import ddl_in_effect
+from worker.sync.ddl_intent import ddl_in_effect
 
 BEFORE = "CREATE TABLE `items` (\n  `id` int(11) NOT NULL,\n  `v` int(11) DEFAULT NULL,\n  PRIMARY KEY (`id`)\n)"
 ADD_X = "ALTER TABLE `db`.`items` ADD COLUMN x INT"

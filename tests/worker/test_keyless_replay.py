@@ -9,7 +9,8 @@ import pytest
 
 import worker.sync.apply as apply_mod
 from tests.worker.conftest import make_task
-from worker.sync.syncer import Hooks, SimulatedCrash, Syncer
+from worker.sync.hooks import Hooks, SimulatedCrash
+from worker.sync.syncer import Syncer
 
 
 def _rows(db, table: str) -> Counter:

@@ -31,7 +31,7 @@ def _direct(kind: StatementKind, sharded: bool) -> Direct:
     ctx = DDLContext("task", "s1", _Mapper(), lambda: None, lambda: None, lambda s, t: sharded)  # type: ignore[arg-type]
     try:
         d = direct_decision(_event(kind), ctx)
-    except ShardMergeError as e:      # UnsupportedDDL: the operator must act
+    except ShardMergeError as e:      # UnreplicableDDL: the operator must act
         assert "RENAME TABLE" in str(e), e
         return Direct.REFUSE
     if d.skip:

@@ -113,7 +113,7 @@ def test_timestamps_keep_their_instant_whatever_the_driver_time_zone(spark, sour
 
 
 def test_same_syncer_resumes_after_a_failure_mid_batch(spark, source1_db, downstream_db, positions):
-    from worker.sync.syncer import Hooks, SimulatedCrash
+    from worker.sync.hooks import Hooks, SimulatedCrash
     import pytest
     (p1,) = positions(source1_db)
     task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})

@@ -17,7 +17,8 @@ from worker.binlog import (BinlogPrefetch, BinlogReadError, Chunk, DecoderProces
 from worker.binlog.spark_reader import SparkBinlogReader, load_range
 from worker.check import check_task
 from worker.events import Position
-from worker.sync.syncer import Hooks, SimulatedCrash, Syncer
+from worker.sync.hooks import Hooks, SimulatedCrash
+from worker.sync.syncer import Syncer
 from worker.sync.errors import SyncError
 from worker.upstream import master_status
 

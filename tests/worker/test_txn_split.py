@@ -7,7 +7,8 @@ import pytest
 
 from coordinator.routing import TableMapper
 from worker.binlog import Statement, Unfinished, decode_range
-from worker.sync.syncer import Hooks, Syncer
+from worker.sync.hooks import Hooks
+from worker.sync.syncer import Syncer
 from worker.upstream import master_status
 
 from .conftest import make_task

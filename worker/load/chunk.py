@@ -25,6 +25,7 @@ from pymysql.converters import escape_string
 
 from coordinator.errors import ShardMergeError
 from coordinator.sql import STORED_COLUMN
+from worker.errors import KeyCollision
 from worker.load.plan import key_where
 from worker.load.snapshot import connect_reader, fingerprint, open_snapshot, show_create
 from worker.load.store import _q
@@ -57,10 +58,6 @@ def row_literal(cols: list[str], types: list[str]) -> str:
 
 class ChunkError(ShardMergeError):
     """A chunk could not be loaded; names source, shard table, chunk and snapshot position."""
-
-
-class KeyCollision(ChunkError):
-    """Rows of a shard collide with rows already in the merged target (another shard's)."""
 
 
 class SchemaChangedDuringLoad(ChunkError):

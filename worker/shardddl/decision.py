@@ -85,10 +85,12 @@ class Replay:
     message: str
 
 
-Verdict = Execute | Hold | Pause | Fail | Replay   # (the lock engine has its own Answer record)
+# What one Operation means for the worker's waiting DDL (the master wrote it from the lock engine's
+# ``coordinator.lock.Answer``; the handler turns it into the syncer's ``DDLDecision``)
+OperationOutcome = Execute | Hold | Pause | Fail | Replay
 
 
-def on_operation(op: Operation, *, strict: bool) -> Verdict:
+def on_operation(op: Operation, *, strict: bool) -> OperationOutcome:
     """What an Operation answering our Info means for the waiting DDL."""
     if op.stage is Stage.RESOLVED:
         return Replay(op.message or "conflict resolved: replay")

@@ -24,14 +24,3 @@ class UnsupportedShardDDL(ShardDDLError):
 class CoordinationStopped(ShardDDLError, TransientError):
     """The subtask is stopping while a DDL waited for its Operation; nothing was executed or
     checkpointed, the DDL is re-processed on the next start."""
-
-
-class SkipRequested(Exception):
-    """Not an error: an operator's ``binlog skip|replace`` names the DDL a subtask is paused on.
-    For a skip the handler has withdrawn the table's Info; for a replace the replacement's Info
-    will overwrite it.  The syncer then uses the record (``skip``) exactly as one met before the
-    DDL."""
-
-    def __init__(self, skip):
-        super().__init__(f"binlog {getattr(skip, 'op', 'skip')} at {getattr(skip, 'position', skip)}")
-        self.skip = skip

@@ -25,18 +25,19 @@ from coordinator.routing import TableMapper, Target
 from coordinator.schema.canonical import canonical_ddl, tidy_ddl
 from coordinator.schema.ddl import apply_ddl
 from coordinator.schema.errors import SchemaError
-from coordinator.schema.kinds import StatementKind, parse_ddl
+from coordinator.schema.kinds import ClauseKind, StatementKind, Track, parse_ddl
 from coordinator.sql import quote_table
 from coordinator.schema.split import rename_ddl_table, split_ddl
 from coordinator.schema.render import render_create_table
 from coordinator.schema.statement import create_like_source, parse_statement
-from worker.sync.ddl_handler import DDLContext, DDLDecision, direct_decision, follow_skipped
+from worker.sync.ddl_handler import (DDLContext, DDLDecision, FindSkip, SkipRequested, direct_decision,
+                                     follow_skipped)
 from worker.events import DDLEvent
 from worker.schema_tracker import Preview, SchemaTracker, SchemaTrackError, schema_to_json
 from worker.status import StatusReporter
 
 from .decision import Execute, Fail, Hold, Pause, Replay, Route, TableDDL, on_operation, redirected, route_kind
-from .errors import CoordinationStopped, ShardDDLError, SkipRequested, StrictConflict, UnsupportedShardDDL
+from .errors import CoordinationStopped, ShardDDLError, StrictConflict, UnsupportedShardDDL
 from .lock_client import LockClient, strs
 from .source_tables import SourceTablesWriter
 
@@ -61,7 +62,7 @@ def routed_ddls(statements: list[str], target: Target) -> list[str]:
 def _renames_table(sql: str) -> bool:
     """``ALTER TABLE t ..., RENAME [TO] u``: a table rename inside an ALTER (refused like ``RENAME TABLE``)."""
     try:
-        return any(c.kind == "rename_table" for c in parse_statement(sql).clauses)
+        return any(c.kind is ClauseKind.RENAME_TABLE for c in parse_statement(sql).clauses)
     except SchemaError:
         return False
 
@@ -70,7 +71,7 @@ def create_if_not_exists(sql: str) -> str:
     """``CREATE TABLE x`` -> ``CREATE TABLE IF NOT EXISTS x`` (a shard's CREATE of a merged
     target that another shard created first must not fail)."""
     st = parse_statement(sql)
-    if st.kind is not StatementKind.CREATE_TABLE or st.data.get("if_not_exists") or st.table_span is None:
+    if st.kind.row.track is not Track.CREATE or st.data.get("if_not_exists") or st.table_span is None:
         return st.sql
     a, _ = st.table_span
     return st.sql[:a] + "IF NOT EXISTS " + st.sql[a:]
@@ -90,6 +91,9 @@ class _Pending:
 class OptimisticDDLHandler:
     """``worker.sync.ddl_handler.DDLHandler`` for a task in optimistic shard mode (one task+source)."""
 
+    # a DDL waits for the lock's answer, i.e. for other sources (the syncer parks its apply stream)
+    coordinated = True
+
     def __init__(self, store: Store, task: str, source: str, mapper: TableMapper, tracker: SchemaTracker,
                  status: StatusReporter | None = None, *, strict: bool = False,
                  stop: threading.Event | None = None, source_tables: SourceTablesWriter | None = None,
@@ -101,13 +105,13 @@ class OptimisticDDLHandler:
         self.client = LockClient(store, self.stop, recheck_interval=recheck_interval,
                                  on_etcd_down=self._etcd_down)
         self._rewind: Callable[[], None] | None = None
-        self._find_skip: Callable[[object], object] | None = None
+        self._find_skip: FindSkip | None = None
         self._pending: dict[tuple[str, str], _Pending] = {}
         self._waiters: dict[tuple[str, str], threading.Thread] = {}
         self._cancel = threading.Event()
 
     # ------------------------------------------------------------------ DDLHandler protocol
-    def attach(self, rewind: Callable[[], None], find_skip: Callable[[object], object] | None = None) -> None:
+    def attach(self, rewind: Callable[[], None], find_skip: FindSkip | None = None) -> None:
         """The syncer gives its ``request_rewind`` (called when a held table is redirected) and
         its lookup of the operator's ``binlog skip`` records by statement start position (asked
         while a DDL is paused on its lock, so the skip takes effect without a restart)."""
@@ -171,10 +175,11 @@ class OptimisticDDLHandler:
         ddl, c = p.ddl, self._ctx(p.ddl, p.target)
         if p.operation is not None:
             self.client.mark_done(p.operation, c)
-        if ddl.kind is StatementKind.CREATE_TABLE and p.preview is not None:
+        route = ddl.kind.row.route      # a CREATE joins the lock's membership, a DROP leaves it
+        if route is Route.CREATE and p.preview is not None:
             self.tracker.commit(p.preview)
             self.source_tables.add(ddl.schema, ddl.table)
-        elif ddl.kind is StatementKind.DROP_TABLE:
+        elif route is Route.DROP:
             self.source_tables.remove(ddl.schema, ddl.table)
             self.tracker.forget(ddl.schema, ddl.table)
         elif p.preview is not None:
@@ -238,11 +243,13 @@ class OptimisticDDLHandler:
         self._pending.pop(key, None)
         tr = self.tracker
 
+        track, route = kind.row.track, kind.row.route
+
         def apply():
-            if kind is StatementKind.DROP_TABLE:
+            if track is Track.FORGET:
                 tr.forget(*key)
             else:
-                tr.apply(*key, split_ddl(event.query) if kind is StatementKind.ALTER_TABLE else [event.query],
+                tr.apply(*key, split_ddl(event.query) if track is Track.APPLY_SPLIT else [event.query],
                          position=str(event.start))
 
         def reload():
@@ -251,11 +258,11 @@ class OptimisticDDLHandler:
 
         follow_skipped(event, ctx, apply, reload, lambda: tr.forget(*key))
         if event.target_table is not None and ctx.is_sharded(*key):
-            if kind is StatementKind.CREATE_TABLE:
+            if route is Route.CREATE:
                 self.source_tables.add(*key)
-            elif kind is StatementKind.DROP_TABLE:
+            elif route is Route.DROP:
                 self.source_tables.remove(*key)
-            elif kind is not StatementKind.TRUNCATE_TABLE:
+            elif route is not Route.IGNORE:
                 self._finish_answered(event, event.table)
 
     # ------------------------------------------------------------------ the decision
@@ -468,10 +475,11 @@ class OptimisticDDLHandler:
         """Non-coordinated table DDL: follow it in the tracker (best effort — a table whose DDL
         cannot be modelled is re-read from the upstream on next use)."""
         try:
-            if kind is StatementKind.DROP_TABLE:
+            track = kind.row.track
+            if track is Track.FORGET:
                 self.tracker.forget(event.schema, table)
             else:
-                stmts = split_ddl(event.query) if kind is StatementKind.ALTER_TABLE else [event.query]
+                stmts = split_ddl(event.query) if track is Track.APPLY_SPLIT else [event.query]
                 self.tracker.apply(event.schema, table, stmts, position=str(event.start))
         except (SchemaError, SchemaTrackError) as e:
             _log.warning("DDL not modelled by the schema tracker; table will be re-read from upstream",

@@ -55,6 +55,7 @@ import decimal
 import random
 import re
 import time
+from typing import AbstractSet
 
 import pymysql
 from pymysql.constants import SERVER_STATUS
@@ -66,6 +67,7 @@ from coordinator.sql import quote_ident
 from worker.sync.ddl_exec import server_error
 from worker.sync.fence import check_fence
 from worker.binlog.contract import Unfinished
+from worker.errors import KeyCollision
 from worker.events import DELETE, INSERT, UPDATE, Position
 
 
@@ -77,11 +79,6 @@ LOCK_RETRIES = 6
 
 class ApplyError(ShardMergeError):
     """The downstream rejected a change; names source, target table and binlog position."""
-
-
-class KeyCollision(ApplyError):
-    """A replicated row has the key of a row already in the merged target (another shard's, or
-    data loaded outside the task).  Retrying cannot fix it."""
 
 
 class _GroupFailed(Exception):
@@ -190,7 +187,7 @@ class Partitioner:
             m = self._meta[ref] = (meta, tuple(kidx), th, keyless, keep)
         return m
 
-    def split(self, txns, *, held: set = frozenset(), points: dict | None = None,
+    def split(self, txns, *, held: AbstractSet = frozenset(), points: dict | None = None,
               safe_until: Position | None = None, force_safe: bool = False) -> list[list]:
         """``txns`` as in :class:`worker.binlog.contract.Chunk`; changes of ``held`` tables and
         of transactions at or before their table's point (``points``) are left out.  Returns

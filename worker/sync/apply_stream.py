@@ -40,6 +40,7 @@ import struct
 import threading
 import time
 import weakref
+from typing import BinaryIO, cast
 
 from coordinator.obs import logger
 from worker.sync.apply import apply_changes, connect_downstream
@@ -186,7 +187,7 @@ class ApplyStream:
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._listener, selectors.EVENT_READ)
         self._idle: list[socket.socket] = []
-        self._files: dict[socket.socket, object] = {}
+        self._files: dict[socket.socket, BinaryIO] = {}
         self._task_kw: dict[socket.socket, dict] = {}   # the arguments each connected task applies with
         self._error: BaseException | None = None
         self._closed = False
@@ -276,22 +277,24 @@ class ApplyStream:
                     raise StreamError(f"ApplyError: apply task lost while sending a partition: {e}") from e
                 busy[s] = i
             for key, _ in self._sel.select(timeout=0.5):
-                s = key.fileobj
-                if s is self._listener:
+                if key.fileobj is self._listener:
                     self._accept()
                     continue
+                s = cast(socket.socket, key.fileobj)     # registered: the listener and task sockets
                 msg = _recv(self._files[s])
-                i = busy.pop(s, None)
+                sent = busy.pop(s, None)
                 if msg is None:
                     self._drop(s)
-                    if i is not None:
+                    if sent is not None:
                         raise StreamError("ApplyError: apply task lost (its connection closed) "
                                           "before acknowledging a partition")
                     continue
                 if msg[0] == "error":
                     self._drop(s)
                     raise StreamError(msg[1])
-                acks[i] = msg[1]
+                if sent is None:
+                    raise StreamError("ApplyError: an apply task acknowledged a partition it was not sent")
+                acks[sent] = msg[1]
                 self._idle.append(s)
             if not self._thread.is_alive() and not busy and todo and not self._idle:
                 err = self._error

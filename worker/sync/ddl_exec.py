@@ -85,7 +85,7 @@ def run_ddls(conn, statements: list[str], *, timestamp: int | None = None, ignor
                     if ignorable and code in IGNORABLE_DDL_ERRORS:
                         fields = {k: str(v) for k, v in ctx.items() if v not in (None, "")}
                         _log.info("DDL already in effect downstream; ignored", statement=sql, code=code,
-                                  reason=IGNORABLE_DDL_ERRORS[code], **fields)  # type: ignore[arg-type]
+                                  reason=IGNORABLE_DDL_ERRORS[code], **fields)
                         continue
                     e.sqlstate, e.statement = _sqlstate(cur), sql
                     raise

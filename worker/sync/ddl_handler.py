@@ -21,19 +21,31 @@ every DDL of the binlog it stops and asks a :class:`DDLHandler`.  The contract:
    nothing, does not advance this table's point, drops the table's later DML and keeps the
    global point at ``event.start`` until :meth:`worker.sync.syncer.Syncer.request_rewind` makes
    the syncer restart from its checkpoints (the held table then replays from this DDL).
-4. ``ddl_skipped(event, ctx)`` (optional) replaces steps 2-3 for a statement the operator told
-   the syncer to skip (``shardctl binlog skip``): nothing is executed downstream and nothing is
-   coordinated, but the handler's schema state follows the upstream (DM pain #24: a skipped
-   DDL left DM's tracker behind); the syncer then advances the points as for a handled DDL.
-5. ``attach(rewind)`` (optional) is called once by the syncer with its ``request_rewind``, for
-   handlers that hold tables (step 3's ``hold``) and must restart the syncer later.
+   ``handle_ddl`` may instead raise :class:`SkipRequested` when the operator's ``binlog skip |
+   replace`` names the DDL while it waits: the syncer then uses that record as if it had met
+   it before the DDL.
+4. ``ddl_skipped(event, ctx)`` replaces steps 2-3 for a statement the operator told the syncer
+   to skip (``shardctl binlog skip``) or a binlog event filter ignores: nothing is executed
+   downstream and nothing is coordinated, but the handler's schema state follows the upstream
+   (DM pain #24: a skipped DDL left DM's tracker behind); the syncer then advances the points
+   as for a handled DDL.
+5. ``attach(rewind, find_skip)`` is called once by the syncer with its ``request_rewind`` (for
+   handlers that hold tables, step 3's ``hold``, and must restart the syncer later) and its
+   lookup of the operator's records by statement start (asked while a DDL waits on its lock).
 6. On (re)start the syncer calls ``restore(table_infos)`` with every table's checkpointed
    schema (``{(up_schema, up_table): json_text_or_None}``) so all in-memory state is rebuilt
    from the checkpoints alone; DDLs at or before a table's point are never handed over again.
+7. ``coordinated`` says whether ``handle_ddl`` may wait on other sources: then the syncer
+   parks its apply stream before each DDL (the other sources' applies may need its cores).
+8. A DDL a lock answered (``DDLDecision.coordinated``) is recorded finished with
+   ``after_info(event)`` once run; a restart that meets it again calls
+   ``resume_finished(event, ctx)`` instead of ``handle_ddl`` (checkpoint rule 8b).
+9. ``close()`` is called by the handler's owner once no syncer uses it any more.
 
 A DDL already executed before a crash but not yet checkpointed is handed over again; the
 syncer then compares the target's current ``SHOW CREATE TABLE`` with the one it recorded
-before executing (``ddl_intent`` in the checkpoint row) and does not run it a second time.
+before executing (``ddl_intent`` in the checkpoint row, ``worker.sync.ddl_intent``) and does
+not run it a second time.
 
 :class:`DirectDDLHandler` is the default for tables without shard coordination: it rewrites
 the statement for the routed target and executes it as is.
@@ -45,18 +57,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from coordinator.errors import ShardMergeError
+from coordinator.etcdproto import BinlogSkip
 from coordinator.obs import logger
 from coordinator.routing import TableMapper
-from coordinator.schema import kinds as ddlmod
+from coordinator.schema.kinds import Direct, StatementKind, Track, parse_ddl
 from coordinator.schema.ddl import apply_ddl
 from coordinator.schema.model import TableSchema
 from coordinator.schema.parse import parse_create_table
-from worker.events import DDLEvent
-
-
-class UnsupportedDDL(ShardMergeError):
-    """A DDL the data path cannot replicate (e.g. RENAME of a merged table)."""
+from coordinator.sql import quote_table
+from worker.events import DDLEvent, Position
+from worker.schema_tracker import schema_to_json
+from worker.sync.errors import UnreplicableDDL
 
 
 _NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
@@ -78,6 +89,9 @@ SKIP_HINT = "`shardctl binlog skip {task} -s {source}` skips it"
 
 @dataclass
 class DDLDecision:
+    """The handler's instruction to the syncer for one ``DDLEvent``: what runs downstream, or
+    skip / pause / hold (contract steps 2-3).  The last of the decision types on a DDL's way
+    (docs/ARCHITECTURE.md); the only one the syncer sees."""
     execute: list[str] = field(default_factory=list)   # downstream statements, in order
     skip: bool = False            # execute nothing; the DDL counts as done
     pause: str | None = None      # stop before the DDL with this reason
@@ -98,12 +112,38 @@ class DDLContext:
     is_sharded: Callable[[str, str], bool]    # (up_schema, up_table) -> merged target?
 
 
+# the syncer's lookup of the operator's binlog skip|replace|inject record armed at a statement start
+FindSkip = Callable[[Position], BinlogSkip | None]
+
+
+class SkipRequested(Exception):
+    """Not an error: an operator's ``binlog skip|replace`` names the DDL a handler waits on
+    (contract step 3).  For a skip the handler has withdrawn what it sent for the table; for a
+    replace the replacement will overwrite it.  The syncer then uses the record (``skip``)
+    exactly as one met before the DDL."""
+
+    def __init__(self, skip: BinlogSkip):
+        super().__init__(f"binlog {getattr(skip, 'op', 'skip')} at {getattr(skip, 'position', skip)}")
+        self.skip = skip
+
+
 class DDLHandler(Protocol):
+    """The whole contract, step by step in the module docstring."""
+
+    @property
+    def coordinated(self) -> bool:
+        """``handle_ddl`` may wait on other sources (step 7)."""
+        ...
+
+    def attach(self, rewind: Callable[[], None], find_skip: FindSkip | None = None) -> None: ...
+
     def restore(self, table_infos: dict[tuple[str, str], str | None]) -> None: ...
 
     def handle_ddl(self, event: DDLEvent, ctx: DDLContext) -> DDLDecision: ...
 
     def ddl_executed(self, event: DDLEvent, decision: DDLDecision, ctx: DDLContext) -> None: ...
+
+    def ddl_skipped(self, event: DDLEvent, ctx: DDLContext) -> None: ...
 
     def table_info(self, schema: str, table: str) -> str | None: ...
 
@@ -111,20 +151,22 @@ class DDLHandler(Protocol):
 
     def after_info(self, event: DDLEvent) -> str | None: ...
 
+    def close(self) -> None: ...
+
 
 def rewrite_for_target(event: DDLEvent, ctx: DDLContext) -> list[str]:
     """The upstream statement with every table name replaced by its routed target."""
-    parsed = ddlmod.parse_ddl(event.query, event.extra.get("session_schema", event.schema))
+    parsed = parse_ddl(event.query, event.extra.get("session_schema", event.schema))
     names = []
     for t in parsed.tables:
         tgt = ctx.mapper.target(t.schema, t.table)
         if tgt is None:
-            raise UnsupportedDDL(f"statement names filtered table `{t.schema}`.`{t.table}`; "
+            raise UnreplicableDDL(f"statement names filtered table `{t.schema}`.`{t.table}`; "
                                  f"allow it in the block-allow-list, or "
                                  + SKIP_HINT.format(task=ctx.task, source=ctx.source_id),
                                  source=ctx.source_id, table=event.upstream, position=str(event.end))
-        names.append(ddlmod.quote(tgt.schema, tgt.table))
-    if parsed.kind == ddlmod.CREATE_TABLE and not has_if_not_exists(event.query):
+        names.append(quote_table(tgt.schema, tgt.table))
+    if parsed.kind.row.track is Track.CREATE and not has_if_not_exists(event.query):
         names[0] = "IF NOT EXISTS " + names[0]
     return [parsed.rewrite(names)]
 
@@ -142,8 +184,14 @@ class DirectDDLHandler:
     # no waiting on other sources: the syncer's apply stream may stay open across its DDLs
     coordinated = False
 
-    def __init__(self):
-        self.schemas: dict[tuple[str, str], object] = {}
+    def __init__(self) -> None:
+        self.schemas: dict[tuple[str, str | None], TableSchema] = {}
+
+    def attach(self, rewind: Callable[[], None], find_skip: FindSkip | None = None) -> None:
+        """Nothing to attach: no table is ever held, no DDL waits for an operator's record."""
+
+    def close(self) -> None:
+        """Nothing runs in the background."""
 
     def restore(self, table_infos: dict[tuple[str, str], str | None]) -> None:
         self.schemas = {}
@@ -157,18 +205,23 @@ class DirectDDLHandler:
 
     def table_info(self, schema: str, table: str) -> str | None:
         s = self.schemas.get((schema, table))
-        return None if s is None else json.dumps(s.to_json(), sort_keys=True, separators=(",", ":"))
+        return None if s is None else schema_to_json(s)
 
     def _follow(self, event: DDLEvent) -> None:
         """Move the table's schema past ``event``; raises when the schema engine cannot model it
         (the callers differ in what they do then)."""
         key = (event.schema, event.table)
-        if event.kind == ddlmod.CREATE_TABLE:
+        track = StatementKind(event.kind).row.track
+        if track is Track.CREATE:
             self.schemas[key] = parse_create_table(event.query)
-        elif event.kind == ddlmod.DROP_TABLE:
+        elif track is Track.FORGET:
             self.schemas.pop(key, None)
         elif key in self.schemas:
-            self.schemas[key] = apply_ddl(self.schemas[key], event.query)
+            after = apply_ddl(self.schemas[key], event.query)
+            if after is None:
+                self.schemas.pop(key, None)
+            else:
+                self.schemas[key] = after
 
     def _track(self, event: DDLEvent) -> None:
         try:
@@ -177,17 +230,18 @@ class DirectDDLHandler:
             self.schemas.pop((event.schema, event.table), None)
 
     def handle_ddl(self, event: DDLEvent, ctx: DDLContext) -> DDLDecision:
-        if event.target_table is not None and event.kind not in (ddlmod.OTHER, ddlmod.NOT_DDL):
+        if event.target_table is not None and StatementKind(event.kind).row.track is not Track.NONE:
             self._track(event)
         return direct_decision(event, ctx)
 
     def ddl_executed(self, event: DDLEvent, decision: DDLDecision, ctx: DDLContext) -> None:
-        return None
+        """Nothing to report: no lock answered the DDL."""
 
     def resume_finished(self, event: DDLEvent, ctx: DDLContext) -> None:
         """Direct DDLs are not recorded finished (rule 8's intent covers them)."""
 
     def after_info(self, event: DDLEvent) -> str | None:
+        """Never asked: direct decisions are not ``coordinated``."""
         return None
 
     def ddl_skipped(self, event: DDLEvent, ctx: DDLContext) -> None:
@@ -198,7 +252,7 @@ class DirectDDLHandler:
             conn = ctx.upstream()
             try:
                 with conn.cursor() as cur:
-                    cur.execute(f"SHOW CREATE TABLE {ddlmod.quote(event.schema, event.table)}")
+                    cur.execute(f"SHOW CREATE TABLE {quote_table(event.schema, event.table)}")
                     sql = cur.fetchone()[1]
             finally:
                 conn.close()
@@ -209,27 +263,32 @@ class DirectDDLHandler:
 
 def direct_decision(event: DDLEvent, ctx: DDLContext) -> DDLDecision:
     """What a DDL runs downstream when no lock coordinates it: the statement on its routed
-    target, made idempotent; database-level and one-shard DROP/TRUNCATE statements run nothing."""
-    k = event.kind
-    if k in (ddlmod.OTHER, ddlmod.NOT_DDL):
+    target, made idempotent; database-level and one-shard DROP/TRUNCATE statements run nothing.
+    Read from the kind's row (``coordinator.schema.kinds.KIND_ROWS``: ``direct`` for a one-table
+    target, ``direct_sharded`` for a merged one)."""
+    row = StatementKind(event.kind).row
+    if row.direct is Direct.NOT_REPLICATED:
         return DDLDecision(skip=True, note="not a replicated statement")
-    if k == ddlmod.CREATE_DATABASE:
-        return DDLDecision([f"CREATE DATABASE IF NOT EXISTS {ddlmod.quote(event.target_schema)}"])
-    if k in (ddlmod.DROP_DATABASE, ddlmod.ALTER_DATABASE):
+    tgt_s, table, tgt_t = event.target_schema, event.table, event.target_table
+    if tgt_s is None:
+        return DDLDecision(skip=True, note="filtered database")
+    if row.direct is Direct.CREATE_DATABASE:
+        return DDLDecision([f"CREATE DATABASE IF NOT EXISTS {quote_table(tgt_s)}"])
+    if row.direct is Direct.DATABASE_SKIPPED:
         return DDLDecision(skip=True, note="database-level statement not propagated")
-    if event.target_table is None:
+    if table is None or tgt_t is None:
         return DDLDecision(skip=True, note="filtered table")
-    sharded = ctx.is_sharded(event.schema, event.table)
-    if sharded and k in (ddlmod.DROP_TABLE, ddlmod.TRUNCATE_TABLE):
+    direct = row.direct_sharded if ctx.is_sharded(event.schema, table) else row.direct
+    if direct is Direct.SHARD_SKIPPED:
         return DDLDecision(skip=True, note="DROP/TRUNCATE of one shard is not propagated to the merged table")
-    if k == ddlmod.RENAME_TABLE and sharded:
-        raise UnsupportedDDL("RENAME TABLE of a sharded table is not supported; rename the merged "
+    if direct is Direct.REFUSE:
+        raise UnreplicableDDL("RENAME TABLE of a sharded table is not supported; rename the merged "
                              "table downstream and update the route rules instead; for pt-online-schema-change / "
                              "gh-ost cut-overs set `online-ddl: true` in the task; or " + SKIP_HINT.format(task=ctx.task, source=ctx.source_id),
                              source=ctx.source_id, table=event.upstream, position=str(event.end))
-    if k == ddlmod.DROP_TABLE:
-        return DDLDecision([f"DROP TABLE IF EXISTS {ddlmod.quote(event.target_schema, event.target_table)}"])
-    return DDLDecision(rewrite_for_target(event, ctx))
+    if direct is Direct.DROP_TARGET:
+        return DDLDecision([f"DROP TABLE IF EXISTS {quote_table(tgt_s, tgt_t)}"])
+    return DDLDecision(rewrite_for_target(event, ctx))      # Direct.REWRITE
 
 
 def follow_skipped(event: DDLEvent, ctx: DDLContext, apply, reload, forget) -> str:

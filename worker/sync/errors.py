@@ -11,7 +11,7 @@ class SyncError(ShardMergeError):
 
 class ReplicationKeyCollision(SyncError):
     """A replicated row collided with another shard's row on the target's key
-    (:class:`worker.sync.apply.KeyCollision`): a retry cannot fix it, the subtask stops in Error."""
+    (:class:`worker.errors.KeyCollision`): a retry cannot fix it, the subtask stops in Error."""
 
 
 class DownstreamDDLRejected(SyncError):
@@ -30,6 +30,13 @@ class StartUnavailable(SyncError):
     """The position a subtask must read from is not in the upstream's binlog any more (purged
     transactions, a purged file) or is not a position of this server's flavor: a retry cannot
     bring it back, so the subtask stops with what to do instead of retrying forever."""
+
+
+class UnreplicableDDL(ShardMergeError):
+    """A DDL the direct path cannot replicate downstream (RENAME TABLE of a merged table, a
+    statement naming a filtered table); retried until the operator routes, allows or skips it.
+    Not the schema library's ``coordinator.schema.UnsupportedDDL`` (a statement it does not
+    model), which is a ``SchemaError`` without the source / table / position context."""
 
 
 class SyncPaused(ShardMergeError):
