@@ -11,7 +11,7 @@ import yaml
 from coordinator.config import parse_task
 from coordinator.routing import TableMapper
 from worker.binlog import table_maps
-from worker.binlog.source import decode_range
+from worker.binlog import decode_range
 from worker.upstream import master_status
 
 
