@@ -24,11 +24,11 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Iterator, NamedTuple, Protocol, Union
 
 from coordinator.errors import ShardMergeError
+from coordinator.routing import TableMapper
 from worker.events import Position
 
 if TYPE_CHECKING:
     from coordinator.config import Instance
-    from coordinator.routing import TableMapper
 
 # The items travel pickled (decoder pipe, Spark rows) under the module name they always had:
 # a driver and an executor of different versions still read each other's items.
@@ -96,7 +96,6 @@ class RouteArgs(NamedTuple):
     meta_schema: str
 
     def mapper(self) -> TableMapper:
-        from coordinator.routing import TableMapper
         return TableMapper(self.instance, self.meta_schema)
 
 
