@@ -74,3 +74,26 @@ def test_tracked_tables_are_those_whose_row_holds_a_schema(downstream_db):
     s.flush()
     assert s.tracked_tables() == [("db", "kept")]
     assert _store(downstream_db, "s2").tracked_tables() == []
+
+
+def test_unchanged_global_point_is_not_written_again(downstream_db):
+    """A statement right after a chunk saves the global point the chunk's flush just wrote: that
+    save must not cost another downstream transaction (shard DDL latency, issue 33)."""
+    import pymysql
+    s = _store(downstream_db)
+    p = Position("bin.000003", 800, "1-1-20")
+    s.save_global(p)
+    s.flush()
+    # the stored row is changed behind the store's back: a flush that wrote the global row again
+    # would put ``p`` back
+    with pymysql.connect(**downstream_db.params, database=downstream_db.name, autocommit=True) as c, \
+            c.cursor() as cur:
+        cur.execute(f"UPDATE {s.fq} SET binlog_pos = 10 WHERE id = 's1' AND is_global = 1")
+    assert s.save_global(p)
+    assert not s.global_dirty
+    s.flush()
+    assert _store(downstream_db).global_pos == Position("bin.000003", 10, "1-1-20")
+    # a real move is written as before
+    assert s.save_global(Position("bin.000003", 900, "1-1-21"))
+    s.flush()
+    assert _store(downstream_db).global_pos == Position("bin.000003", 900, "1-1-21")

@@ -230,6 +230,10 @@ class CheckpointStore(MetaStore):
             log.warning("refused to move the global checkpoint back", task=self.task,
                         source=self.source_id, position=str(pos), current=str(self.global_pos))
             return False
+        if pos == self.global_pos:
+            # unchanged (a statement right after a chunk starts where the chunk ended): the
+            # flush that follows has nothing to write for it, one downstream commit fewer a DDL
+            return True
         self.global_pos = pos
         self.global_dirty = True
         return True
