@@ -5,6 +5,7 @@ shard-DDL conflict seen in a real browser (Debian's chromium through selenium) a
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import yaml
@@ -96,15 +97,31 @@ def test_task_over_http_start_status_pause_resume_stop(cluster, scenario):
 
 
 def _browser(tmp_path: Path, extra: list[str] | None = None):
+    """A headless Chromium driven by chromedriver.
+
+    On a loaded 2-core machine Chromium sometimes exits before it writes DevToolsActivePort
+    (SessionNotCreatedException, seen once in CI): the browser start is retried with a fresh
+    profile, at most three times; what the page does is tested after that, never retried."""
     from selenium import webdriver
+    from selenium.common.exceptions import SessionNotCreatedException
     from selenium.webdriver.chrome.service import Service
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-              "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
-              f"--user-data-dir={tmp_path / 'chromium-profile'}", "--window-size=1600,1800", *(extra or [])):
-        opts.add_argument(a)
-    return webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=opts)
+    last: Exception | None = None
+    for attempt in range(3):
+        opts = webdriver.ChromeOptions()
+        opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+        for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--no-first-run", f"--user-data-dir={tmp_path / f'chromium-profile-{attempt}'}",
+                  "--window-size=1600,1800", *(extra or [])):
+            opts.add_argument(a)
+        service = Service(shutil.which("chromedriver") or "/usr/bin/chromedriver",
+                          log_output=str(tmp_path / f"chromedriver-{attempt}.log"))
+        try:
+            return webdriver.Chrome(service=service, options=opts)
+        except SessionNotCreatedException as e:
+            last = e
+            time.sleep(2)
+    raise AssertionError(f"chromium did not start in 3 tries (chromedriver logs under {tmp_path}): {last}")
 
 
 _READ_ROWS = """
