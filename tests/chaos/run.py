@@ -1,7 +1,7 @@
 """Chaos test: replicate 2 sources x 4 shards into one target while processes and servers die.
 
     .venv/bin/python -m tests.chaos.run --seed 7 --faults 20 --duration 600     # long form
-    .venv/bin/python -m tests.chaos.run --seed 7 --faults 5 --duration 150      # short form (CI)
+    .venv/bin/python -m tests.chaos.run --seed 7 --faults 5 --duration 100      # short form (CI)
 
 Runs on a PRIVATE etcd + MariaDB set (``tests/chaos/services.py``: ports +2000, data under
 ``.services/chaos``), 2 masters and 2 workers (real ``shardctl`` subprocesses).  While writers

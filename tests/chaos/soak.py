@@ -1,7 +1,7 @@
 """Soak run: the chaos harness for a long time at a steady load, watching memory and lag.
 
     .venv/bin/python -m tests.chaos.soak --minutes 30     # the documented run (docs/reliability.md)
-    .venv/bin/python -m tests.chaos.soak --minutes 2      # CI form (tests/chaos/test_soak_short.py)
+    .venv/bin/python -m tests.chaos.soak --minutes 1.5 --fault-every 40   # CI form (test_soak_short.py)
 
 * Load: the chaos writers plus one bulk writer per source, together about 1,000-1,200 row
   changes/s (20-row INSERTs at 280 rows/s per source, and DELETEs of as many of the oldest bulk
@@ -71,19 +71,20 @@ class BulkWriter(BackgroundWriter):
 
 
 class Soak(Harness):
-    def __init__(self, minutes: float, seed: int, **kw):
+    def __init__(self, minutes: float, seed: int, fault_every: float = 90.0, **kw):
         duration = minutes * 60
-        super().__init__(seed, max(1, int(duration // 90)), duration, **kw)
-        self.minutes = minutes
+        super().__init__(seed, max(1, int(duration // fault_every)), duration, **kw)
+        self.minutes, self.fault_every = minutes, fault_every
         self.warmup = min(300.0, 0.4 * duration)
         self.samples: list[dict] = []
         self.sampler = threading.Thread(target=self._sample, name="soak-sampler", daemon=True)
         self.sampling = threading.Event()
 
     def schedule(self) -> list[tuple[float, str]]:
-        """A fault every 90 s, alternating etcd / downstream restarts (see the module doc)."""
+        """A fault every ``fault_every`` s (90 by default), alternating etcd / downstream restarts."""
         kinds = ("etcd_restart", "downstream_restart")
-        return [(90.0 * (i + 1), kinds[i % 2]) for i in range(self.n_faults) if 90.0 * (i + 1) < self.duration]
+        every = self.fault_every
+        return [(every * (i + 1), kinds[i % 2]) for i in range(self.n_faults) if every * (i + 1) < self.duration]
 
     def setup(self) -> None:
         super().setup()
@@ -147,11 +148,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.chaos.soak", description=__doc__.split("\n")[0])
     ap.add_argument("--minutes", type=float, default=30)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--fault-every", type=float, default=90.0, help="seconds between faults (default 90)")
     ap.add_argument("--json-out", default="")
     ap.add_argument("--work-dir", default="")
     ap.add_argument("--stop-services", action="store_true")
     a = ap.parse_args(argv)
-    s = Soak(a.minutes, a.seed, catchup_timeout=300, work=Path(a.work_dir) if a.work_dir else None)
+    s = Soak(a.minutes, a.seed, a.fault_every, catchup_timeout=300, work=Path(a.work_dir) if a.work_dir else None)
     try:
         r = s.run()
         f = s.figures()

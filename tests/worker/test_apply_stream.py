@@ -140,18 +140,18 @@ def test_two_syncers_on_one_session_do_not_starve_each_other(spark, source1_db, 
 def _pid_of_peer(port: int) -> int | None:
     """The local process owning the TCP socket bound to 127.0.0.1:``port`` (the stream task)."""
     want = f"0100007F:{port:04X}"
-    inode = None
+    inodes = set()
     with open("/proc/net/tcp") as f:
         for line in f.readlines()[1:]:
             parts = line.split()
-            if parts[1] == want:
-                inode = parts[9]
-    if inode is None:
+            if parts[1] == want and parts[9] != "0":   # a TIME_WAIT socket of an earlier port user has inode 0
+                inodes.add(f"socket:[{parts[9]}]")
+    if not inodes:
         return None
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             for fd in os.listdir(f"/proc/{pid}/fd"):
-                if os.readlink(f"/proc/{pid}/fd/{fd}") == f"socket:[{inode}]":
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
                     return int(pid)
         except OSError:
             continue
