@@ -47,7 +47,18 @@ def services() -> Services:
         info = devservices.start()
     except Exception as e:  # ServiceError or an OS error: say which service and why
         pytest.fail(f"local services could not start (scripts/services start): {e}", pytrace=False)
-    return Services(etcd=info["etcd"], mysql=info["mysql"])
+    return Services(etcd=info["etcd"], mysql=_Servers(info["mysql"]))
+
+
+class _Servers(dict):
+    """The services set's database servers by name; a server left out of the set fails the test
+    with the reason instead of a bare KeyError."""
+
+    def __missing__(self, name: str):
+        hint = (" (SHARDMERGE_SERVICES_MYSQL=0 leaves the MySQL servers out: unset it and run "
+                "scripts/services start)" if name.startswith("mysql") else "")
+        pytest.fail(f"database server {name!r} is not in this services set ({', '.join(self)}){hint}",
+                    pytrace=False)
 
 
 def _unique(prefix: str) -> str:
