@@ -71,6 +71,31 @@ def table_key_columns(conn, schema: str, table: str, *, whole_columns: bool = Fa
     return []
 
 
+def fetch_serial(conn, table: tuple[str, str] | None = None) -> set[str]:
+    """"schema.table" of every downstream table with a unique index besides its key (or of
+    ``table`` only).  Changes are split into parallel partitions by the key alone, so two rows
+    that hand such a unique value to each other could reach the downstream in the wrong order
+    and fail with 1062 every time (a swap inside one upstream transaction can never succeed in
+    two partitions): these tables keep all their changes in one partition, in binlog order."""
+    if table is not None:
+        q = "`" + table[0].replace("`", "``") + "`.`" + table[1].replace("`", "``") + "`"
+        with conn.cursor() as cur:
+            try:
+                cur.execute(f"SHOW INDEX FROM {q}")
+            except pymysql.err.ProgrammingError as e:
+                if e.args and e.args[0] == 1146:
+                    return set()
+                raise
+            unique = {r[2] for r in cur.fetchall() if not int(r[1])}
+        return {f"{table[0]}.{table[1]}"} if len(unique) > 1 else set()
+    where, args = _only(None, "")
+    with conn.cursor() as cur:
+        cur.execute(f"""SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.STATISTICS
+                        WHERE NON_UNIQUE = 0 AND {where}
+                        GROUP BY TABLE_SCHEMA, TABLE_NAME HAVING COUNT(DISTINCT INDEX_NAME) > 1""", args)
+        return {f"{schema}.{name}" for schema, name in cur.fetchall()}
+
+
 def fetch_generated(conn, table: tuple[str, str] | None = None) -> dict[str, set[str]]:
     """"schema.table" -> its generated (VIRTUAL/STORED) columns, for every downstream table that
     has some (or for ``table`` only): MariaDB refuses a value for them, so DML never names them."""

@@ -154,11 +154,15 @@ class Partitioner:
     ``keys`` maps "schema.table" of a downstream table to its key columns (``fetch_keys``);
     build a new partitioner when it changes."""
 
-    def __init__(self, keys: dict[str, list[str]], n: int, generated: dict[str, set[str]] | None = None):
+    def __init__(self, keys: dict[str, list[str]], n: int, generated: dict[str, set[str]] | None = None,
+                 serial: AbstractSet[str] = frozenset()):
         """``generated``: "schema.table" -> generated column names of downstream tables
-        (``fetch_generated``): never written, so left out of every statement."""
+        (``fetch_generated``): never written, so left out of every statement.  ``serial``:
+        "schema.table" of targets with another unique index (``fetch_serial``): all their
+        changes go to one partition, in binlog order."""
         self.keys = {k.lower(): [c.lower() for c in v] for k, v in keys.items()}
         self.generated = {k.lower(): {c.lower() for c in v} for k, v in (generated or {}).items()}
+        self.serial = {t.lower() for t in serial}
         self.n = max(1, n)
         self._meta: dict = {}
 
@@ -184,7 +188,8 @@ class Partitioner:
                     tuple(cols[i] for i in kidx))
             th = hash(tname.lower())
             keyless = len(kidx) == len(cols)
-            m = self._meta[ref] = (meta, tuple(kidx), th, keyless, keep)
+            serial = tname.lower() in self.serial
+            m = self._meta[ref] = (meta, tuple(kidx), th, keyless, keep, serial)
         return m
 
     def split(self, txns, *, held: AbstractSet = frozenset(), points: dict | None = None,
@@ -207,7 +212,7 @@ class Partitioner:
                 p = points.get(tkey)
                 if p is not None and (pos < p if unfinished else pos <= p):
                     continue   # already applied before the last checkpoint
-                meta, kidx, th, keyless, keep = self._resolve(ref)
+                meta, kidx, th, keyless, keep, serial = self._resolve(ref)
                 if keep is not None:     # generated columns downstream: never written
                     if kind == UPDATE:
                         rows = [(tuple(b[i] for i in keep), tuple(a[i] for i in keep)) for b, a in rows]
@@ -222,6 +227,18 @@ class Partitioner:
                         part.extend([(UPDATE, meta, b, a, pos, safe) for b, a in rows])
                     continue
                 single = kidx[0] if len(kidx) == 1 else None
+                if serial:   # another unique index: keyed statements, but one partition in binlog order
+                    part = parts[th % n]
+                    for row in (rows if kind != UPDATE else ()):
+                        part.append((kind, meta, row if kind == DELETE else None, row if kind == INSERT else None,
+                                     pos, safe))
+                    for before, after in (rows if kind == UPDATE else ()):
+                        if all(before[i] == after[i] for i in kidx):
+                            part.append((UPDATE, meta, before, after, pos, safe))
+                        else:
+                            part.append((DELETE, meta, before, None, pos, safe))
+                            part.append((INSERT, meta, None, after, pos, safe))
+                    continue
                 if kind != UPDATE:
                     for row in rows:
                         kv = _norm(row[single]) if single is not None else tuple(_norm(row[i]) for i in kidx)

@@ -14,7 +14,7 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from worker.downstream import fetch_generated, fetch_keys
+from worker.downstream import fetch_generated, fetch_keys, fetch_serial
 from worker.events import Position
 from worker.sync import apply_stream
 from worker.errors import KeyCollision
@@ -41,13 +41,15 @@ class ChunkApplier:
         # the downstream targets' key and generated columns ("schema.table" -> columns): the split
         self.keys: dict[str, list[str]] = {}
         self.generated: dict[str, set[str]] = {}
+        self.serial: frozenset[str] = frozenset()    # targets with another unique index: one partition
         self._parts: Partitioner | None = None
-        self._parts_keys: tuple[dict, dict] | None = None
+        self._parts_keys: tuple[dict, dict, frozenset] | None = None
         self._driver_apply_noted = False
 
     def load_keys(self, conn) -> None:
         """Every downstream table's key and generated columns (at start)."""
         self.keys, self.generated = fetch_keys(conn), fetch_generated(conn)
+        self.serial = frozenset(fetch_serial(conn))
 
     def refresh_target(self, conn, target: tuple[str, str]) -> None:
         """Re-read one downstream table's key and generated columns (after a DDL that may have
@@ -58,16 +60,20 @@ class ChunkApplier:
             self.keys = {k: v for k, v in self.keys.items() if k != name} | ({name: key} if key else {})
         if gen != self.generated.get(name):
             self.generated = {k: v for k, v in self.generated.items() if k != name} | ({name: gen} if gen else {})
+        serial = bool(fetch_serial(conn, target))
+        if serial != (name in self.serial):
+            self.serial = (self.serial | {name}) if serial else (self.serial - {name})
 
     def split(self, txns, **kw) -> list:
         """The chunk's changes in parts by (target, key hash); ``kw`` as ``Partitioner.split``."""
-        keys, generated = self.keys, self.generated
+        keys, generated, serial = self.keys, self.generated, self.serial
         # the maps themselves, compared by identity: an id() of a freed map can come back
         # for a later one and keep a stale partitioner
         built = self._parts_keys
-        if self._parts is None or built is None or built[0] is not keys or built[1] is not generated:
-            self._parts = Partitioner(keys, self.parallelism, generated)
-            self._parts_keys = (keys, generated)
+        if (self._parts is None or built is None or built[0] is not keys or built[1] is not generated
+                or built[2] is not serial):
+            self._parts = Partitioner(keys, self.parallelism, generated, serial)
+            self._parts_keys = (keys, generated, serial)
         return self._parts.split(txns, **kw)
 
     def apply(self, parts: list, kw: dict, position: Position | None) -> list[dict]:
