@@ -188,7 +188,7 @@ class Partitioner:
                     tuple(cols[i] for i in kidx))
             th = hash(tname.lower())
             keyless = len(kidx) == len(cols)
-            serial = tname.lower() in self.serial
+            serial = tname.lower() in self.serial   # another unique index: one partition, binlog order
             m = self._meta[ref] = (meta, tuple(kidx), th, keyless, keep, serial)
         return m
 
@@ -227,22 +227,10 @@ class Partitioner:
                         part.extend([(UPDATE, meta, b, a, pos, safe) for b, a in rows])
                     continue
                 single = kidx[0] if len(kidx) == 1 else None
-                if serial:   # another unique index: keyed statements, but one partition in binlog order
-                    part = parts[th % n]
-                    for row in (rows if kind != UPDATE else ()):
-                        part.append((kind, meta, row if kind == DELETE else None, row if kind == INSERT else None,
-                                     pos, safe))
-                    for before, after in (rows if kind == UPDATE else ()):
-                        if all(before[i] == after[i] for i in kidx):
-                            part.append((UPDATE, meta, before, after, pos, safe))
-                        else:
-                            part.append((DELETE, meta, before, None, pos, safe))
-                            part.append((INSERT, meta, None, after, pos, safe))
-                    continue
                 if kind != UPDATE:
                     for row in rows:
                         kv = _norm(row[single]) if single is not None else tuple(_norm(row[i]) for i in kidx)
-                        parts[hash((th, kv)) % n].append(
+                        parts[th % n if serial else hash((th, kv)) % n].append(
                             (kind, meta, row if kind == DELETE else None, row if kind == INSERT else None, pos, safe))
                     continue
                 for before, after in rows:
@@ -253,10 +241,10 @@ class Partitioner:
                         kb, ka = tuple(_norm(before[i]) for i in kidx), tuple(_norm(after[i]) for i in kidx)
                         same = all(before[i] == after[i] for i in kidx)
                     if same:
-                        parts[hash((th, ka)) % n].append((UPDATE, meta, before, after, pos, safe))
+                        parts[th % n if serial else hash((th, ka)) % n].append((UPDATE, meta, before, after, pos, safe))
                     else:
-                        parts[hash((th, kb)) % n].append((DELETE, meta, before, None, pos, safe))
-                        parts[hash((th, ka)) % n].append((INSERT, meta, None, after, pos, safe))
+                        parts[th % n if serial else hash((th, kb)) % n].append((DELETE, meta, before, None, pos, safe))
+                        parts[th % n if serial else hash((th, ka)) % n].append((INSERT, meta, None, after, pos, safe))
         return [p for p in parts if p]
 
 
