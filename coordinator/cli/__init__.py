@@ -39,7 +39,7 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
-def _duration(value: str) -> float:
+def _duration(value: str, *, zero: bool = False) -> float:
     """``--rpc-timeout``: seconds, or a number with s / m / h (dmctl's ``10m``)."""
     v = value.strip().lower()
     scale = {"s": 1.0, "m": 60.0, "h": 3600.0}.get(v[-1:], None)
@@ -47,9 +47,14 @@ def _duration(value: str) -> float:
         n = float(v[:-1] if scale else v) * (scale or 1.0)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a duration (e.g. 30, 30s, 10m)") from None
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"{value!r} must be above zero")
+    if n < 0 or (n == 0 and not zero):
+        raise argparse.ArgumentTypeError(f"{value!r} must be above zero" if not zero else f"{value!r} is negative")
     return n
+
+
+def _wait(value: str) -> float:
+    """``--leader-wait``: a duration, or 0 for "do not wait"."""
+    return _duration(value, zero=True)
 
 
 # (flags, keyword arguments) of the options every client command takes, before or after its name
@@ -61,6 +66,10 @@ GLOBAL_OPTIONS: list[tuple[tuple[str, ...], dict]] = [
     (("--rpc-timeout",), dict(type=_duration, metavar="DURATION",
                               help="timeout of each call to the master: seconds or 30s / 10m (default: 60s; "
                                    "check-task: longer)")),
+    (("--leader-wait",), dict(type=_wait, metavar="DURATION",
+                              help="while the masters are electing a leader, keep sending the command for "
+                                   "this long (default: 30s; 0: do not wait; the command is refused before it "
+                                   "runs, so sending it again is safe)")),
     (("--ssl-ca",), dict(metavar="FILE", help="CA that signed the master's certificate: talk TLS "
                                               "(default: $SHARDMERGE_SSL_CA; plain text if no --ssl-* is given)")),
     (("--ssl-cert",), dict(metavar="FILE", help="client certificate for a master with mutual TLS "

@@ -5,15 +5,19 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Callable
 
 import grpc
 
 from coordinator.access.tls import TlsFiles, describe_unavailable
+from coordinator.master import answers
 from protos import master_pb2_grpc as pbg
 
 RPC_TIMEOUT = 60.0
+LEADER_WAIT = 30.0      # longer than the default election TTL (10 s): a dead leader's lease runs out
+LEADER_POLL = 0.5
 DEFAULT_MASTER = "127.0.0.1:8261"
 # --master-addr, then these (dmctl's own name last), then the default
 MASTER_ADDR_ENV = ("SHARDMERGE_MASTER_ADDR", "DM_MASTER_ADDR")
@@ -70,7 +74,30 @@ def rpc_timeout(args, default: float = RPC_TIMEOUT) -> float:
     return given if given is not None else default
 
 
+def leader_wait(args) -> float:
+    given = getattr(args, "leader_wait", None)
+    return given if given is not None else LEADER_WAIT
+
+
 def call(args, method: str, request, timeout: float = RPC_TIMEOUT):
+    """``call_once``, sent again while the masters answer that no leader is ready (an election
+    is under way: the request was refused before it was handled), for up to ``--leader-wait``.
+    One line on stderr says the CLI is waiting; the last refusal is the answer when time is up."""
+    deadline = time.monotonic() + leader_wait(args)
+    said = False
+    while True:
+        resp = call_once(args, method, request, timeout)
+        msg = str(getattr(resp, "msg", ""))
+        if getattr(resp, "result", True) or not answers.retry_safe(msg) or time.monotonic() >= deadline:
+            return resp
+        if not said:
+            print(f"shardctl: {method}: no master is leader yet ({msg}); retrying for up to "
+                  f"{leader_wait(args):g}s (--leader-wait)", file=sys.stderr)
+            said = True
+        time.sleep(LEADER_POLL)
+
+
+def call_once(args, method: str, request, timeout: float = RPC_TIMEOUT):
     """Call ``method`` on the first master of ``--master-addr`` that answers (a master that
     names another as leader is left for that leader); unreachable / refused / timed out ->
     ``CLIError`` with the reason per address."""

@@ -16,7 +16,7 @@ import grpc
 from coordinator.access.tls import TlsFiles
 from coordinator.errors import ShardMergeError
 from coordinator.etcdproto import EtcdUnavailable, Fenced, Store
-from coordinator.master import precheck_task
+from coordinator.master import answers, precheck_task
 from coordinator.master.cluster import handle_error
 from coordinator.master.preview import ddl_preview
 from coordinator.master.schema_ops import operate_schema
@@ -89,8 +89,7 @@ class MasterService(pbg.MasterServicer):
                 return resp_type(result=False, msg=str(e))
             except Fenced as e:
                 node.election.lost()
-                return resp_type(result=False, msg=f"this master lost leadership while handling the "
-                                                   f"request; nothing was written: {e}")
+                return resp_type(result=False, msg=f"{answers.LOST_LEADERSHIP}: {e}")
             except EtcdUnavailable as e:
                 return resp_type(result=False, msg=f"etcd unavailable, retry: {e}")
             except ShardMergeError as e:
@@ -99,12 +98,11 @@ class MasterService(pbg.MasterServicer):
                 self.log.error("request failed", rpc=name, error=_msg(e), exc=traceback.format_exc())
                 return resp_type(result=False, msg=f"internal error in {name}: {_msg(e)}")
         if fence is not None:
-            return resp_type(result=False, msg="this master was just elected and is still rebuilding "
-                                               "locks; retry in a moment", leader=node.advertise)
+            return resp_type(result=False, msg=answers.REBUILDING, leader=node.advertise)
         leader = node.election.leader_addr()
         forwarded = any(k == FORWARDED for k, _ in (context.invocation_metadata() or ()))
         if not leader:
-            return resp_type(result=False, msg="not leader, and no leader is elected yet; retry in a few seconds")
+            return resp_type(result=False, msg=answers.NO_LEADER)
         if forwarded or leader == node.advertise:
             return resp_type(result=False, msg=f"not leader, leader is {leader}", leader=leader)
         try:

@@ -1,0 +1,24 @@
+"""The master's answers that mean "there is no ready leader right now".
+
+``NO_LEADER`` and ``REBUILDING`` are given *before* any handler runs, so the request had no
+effect and a client may simply send it again once a leader is ready: the CLI waits them out
+(``--leader-wait``).  ``LOST_LEADERSHIP`` comes from inside a handler whose fenced write was
+refused; it is reported, not retried.  The HTTP API maps all three to 503.  Both read the
+wording from here instead of matching their own copies of it.
+"""
+from __future__ import annotations
+
+NO_LEADER = "not leader, and no leader is elected yet; retry in a few seconds"
+REBUILDING = "this master was just elected and is still rebuilding locks; retry in a moment"
+LOST_LEADERSHIP = "this master lost leadership while handling the request; nothing was written"
+
+
+
+def retry_safe(msg: str) -> bool:
+    """A refusal given before handling because no leader is ready: sending it again is safe."""
+    return msg.startswith((NO_LEADER, REBUILDING))
+
+
+def leaderless(msg: str) -> bool:
+    """Any refusal caused by the leadership changing (HTTP 503)."""
+    return retry_safe(msg) or msg.startswith(LOST_LEADERSHIP)
