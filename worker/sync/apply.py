@@ -13,8 +13,14 @@ pad-insensitive collation treats them as one key; putting more keys together is 
 Statements always name the columns of the row image: a shard that lacks a column (dropped on
 that shard only, or not yet added) writes rows without it and the downstream keeps its value or
 default.  The downstream's generated columns are taken out of the image in the driver: MariaDB
-refuses a value for them, so no statement or row match names them.  Consecutive changes of the same kind, table, column list and mode become one
-multi-row statement (at most ``batch`` rows):
+refuses a value for them, so no statement or row match names them.  Changes of the same kind,
+table, column list and mode become one multi-row statement (at most ``batch`` rows).  A change
+may join an earlier statement of its kind, moving ahead of changes of *other* rows, when no
+change of its own row came after that statement (:func:`_regroup`): a partition of OLTP
+transactions (update, update, delete, insert of random rows) is a few statements, not four a
+transaction.  Only a target matched by its own downstream key, with no other unique index, is
+regrouped so; on any other target changes keep their order within the target (a row moved ahead
+could take a unique value another row had not yet given up):
 
 * insert  -> ``INSERT`` (``REPLACE`` in safe mode)
 * update  -> ``INSERT ... ON DUPLICATE KEY UPDATE`` of the non-key columns (idempotent; the key
@@ -140,7 +146,8 @@ def connect_downstream(db_kwargs: dict, autocommit: bool = False, *,
 
 # ------------------------------------------------------------------ driver: split by key
 # A change as shipped to a task: (kind, meta, before, after, pos, safe) with
-# meta = (up_schema, up_table, quoted target, cols, key cols) shared by the rows of a table.
+# meta = (up_schema, up_table, quoted target, cols, key cols[, reorder]) shared by the rows of a
+# table; ``reorder``: its changes may move ahead of other rows' (``_regroup``; absent: no).
 KIND, META, BEFORE, AFTER, POS, SAFE = range(6)
 
 
@@ -178,17 +185,18 @@ class Partitioner:
             lower = [c.lower() for c in cols]
             kcols = self.keys.get(tname.lower())
             pk = [c.lower() for c in ref.pk]
-            if kcols and all(k in lower for k in kcols):
+            by_target_key = bool(kcols) and all(k in lower for k in kcols)
+            if by_target_key:
                 kidx = [lower.index(k) for k in kcols]
             elif pk and all(k in lower for k in pk):
                 kidx = [lower.index(k) for k in pk]
             else:
                 kidx = list(range(len(cols)))
-            meta = (ref.up_schema, ref.up_table, f"{_q(ref.tgt_schema)}.{_q(ref.tgt_table)}", cols,
-                    tuple(cols[i] for i in kidx))
             th = hash(tname.lower())
             keyless = len(kidx) == len(cols)
             serial = tname.lower() in self.serial   # another unique index: one partition, binlog order
+            meta = (ref.up_schema, ref.up_table, f"{_q(ref.tgt_schema)}.{_q(ref.tgt_table)}", cols,
+                    tuple(cols[i] for i in kidx), by_target_key and not keyless and not serial)
             m = self._meta[ref] = (meta, tuple(kidx), th, keyless, keep, serial)
         return m
 
@@ -283,7 +291,8 @@ class Literals:
 def _statements(group: list, safe: bool, lit: Literals):
     """SQL statements for a group of consecutive changes of one kind/table/column list."""
     kind = group[0][KIND]
-    _, _, t, cols, keys = group[0][META]
+    meta = group[0][META]
+    t, cols, keys = meta[2], meta[3], meta[4]
     keyless = len(keys) == len(cols)
     clist = ", ".join(_q(c) for c in cols)
     if kind == INSERT or (kind == UPDATE and not keyless):
@@ -352,9 +361,50 @@ def _table_runs(group: list) -> list[list]:
     return runs
 
 
+def _regroup(changes: list, batch: int) -> list[list]:
+    """``changes`` (one partition, binlog order) as groups of one statement each, in the order
+    they run.  A change joins the latest group of its ``_group_key`` unless a change it must
+    follow is in a later group: for a reorderable target (meta[5]) the changes of the same row
+    (target and normalized key values, as the partitioner hashes them) and any non-reorderable
+    change of the target; otherwise every change of the target.  So each row's changes, and
+    every change of a non-reorderable target, keep their binlog order; only changes of
+    different rows of a reorderable target (or of different targets) trade places."""
+    groups: list[list] = []
+    latest: dict = {}       # group key -> index of its latest group
+    row_last: dict = {}     # (target, key values) -> group index of the row's latest change
+    wide_last: dict = {}    # target -> group index of its latest non-reorderable change
+    any_last: dict = {}     # target -> highest group index holding a change of the target
+    kpos: dict = {}         # meta -> key positions in the row image
+    for ch in changes:
+        meta = ch[META]
+        t = meta[2]
+        if len(meta) > 5 and meta[5]:
+            ki = kpos.get(meta)
+            if ki is None:
+                ki = kpos[meta] = tuple(meta[3].index(k) for k in meta[4])
+            image = ch[BEFORE] if ch[KIND] == DELETE else ch[AFTER]
+            rk = (t, tuple([_norm(image[i]) for i in ki]))
+            floor = max(row_last.get(rk, -1), wide_last.get(t, -1))
+        else:
+            rk = None
+            floor = any_last.get(t, -1)
+        k = _group_key(ch)
+        i = latest.get(k)
+        if i is None or i < floor or len(groups[i]) >= batch:
+            i = latest[k] = len(groups)
+            groups.append([ch])
+        else:
+            groups[i].append(ch)
+        if rk is not None:
+            row_last[rk] = i
+        else:
+            wide_last[t] = i
+        if i > any_last.get(t, -1):
+            any_last[t] = i
+    return groups
+
+
 def _apply(conn, changes: list, batch: int, force_safe: bool, source_id: str) -> None:
-    group: list = []
-    gkey = None
     lit = Literals(conn)
 
     def run(part: list, safe: bool) -> None:
@@ -362,9 +412,7 @@ def _apply(conn, changes: list, batch: int, force_safe: bool, source_id: str) ->
             for sql in _statements(part, safe, lit):
                 cur.execute(sql)
 
-    def flush():
-        if not group:
-            return
+    for group in _regroup(changes, batch):
         safe = force_safe or group[0][SAFE]
         blame = group[0]
         try:
@@ -389,15 +437,6 @@ def _apply(conn, changes: list, batch: int, force_safe: bool, source_id: str) ->
                              f"{meta[2]}: {server_error(e)}",
                              source=source_id, table=f"{meta[0]}.{meta[1]}",
                              position=str(group[0][POS])) from e
-        group.clear()
-
-    for ch in changes:
-        k = _group_key(ch)
-        if k != gkey or len(group) >= batch:
-            flush()
-            gkey = k
-        group.append(ch)
-    flush()
 
 
 _DUP_KEY = re.compile(r"for key '([^']*)'")
