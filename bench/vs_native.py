@@ -29,6 +29,15 @@ table on the native replica = its ``(c_source, c_table)`` rows of the merged tab
     .venv/bin/python bench/vs_native.py                                # oltp_write_only, 20,000 txn
     .venv/bin/python bench/vs_native.py --workload oltp_insert
     .venv/bin/python bench/vs_native.py --short                        # CI form: 3,000 txn
+    .venv/bin/python bench/vs_native.py --steady --native-threads 0    # + the steady form
+
+``--steady`` (after the catch-up and its data check): the highest sysbench rate each side
+sustains with lag p99 <= 1 s.  Each side runs alone (the other stopped, then caught up before
+its turn): sysbench ``--rate`` R/2 on each source for ``--steady-seconds``, R climbing the
+``--steady-rates`` ladder until the lag p99 passes 1 s or sysbench cannot write R (a source
+limit, printed as such).  Lag: ``bench/_lag.py``, from GTID progress sampled every 50 ms on both
+sides alike (upstream ``gtid_binlog_pos``; the replica's ``gtid_slave_pos``, shardmerge's global
+checkpoints).  The merged table is checked against the sources again at the end.
 Uses fresh databases on the local services (``scripts/services``), starts its replicas under the
 services dir and removes them afterwards.
 """
@@ -48,6 +57,7 @@ from pathlib import Path
 import pymysql
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _lag import lags, pct  # noqa: E402
 from _procs import BenchCluster, ctl, devservices, free_port  # noqa: E402
 from tests.support.proctree import session_cpu  # noqa: E402   (_procs put the repository on sys.path)
 
@@ -267,6 +277,100 @@ def merged_sums(params: dict, fq: str) -> dict[tuple[str, str], tuple]:
         return {(s, t): (int(n), int(x)) for s, t, n, x in cur.fetchall()}
 
 
+# ------------------------------------------------------------------ the steady form
+STEADY_P99 = 1.0          # seconds: the lag target of issue 33
+SAMPLE_EVERY = 0.05
+
+
+def steady_step(side: str, rate: int, seconds: float, a, sources: dict, schemas: dict, applied) -> dict:
+    """sysbench at ``rate`` txn/s (half a source) for ``seconds`` while ``applied()`` (the side's
+    {domain: seq}) is sampled against the sources; until the side has caught up after it."""
+    ups = {sid: pymysql.connect(**p, autocommit=True) for sid, p in sources.items()}
+
+    def upstream() -> dict[int, int]:
+        out: dict[int, int] = {}
+        for c in ups.values():
+            with c.cursor() as cur:
+                cur.execute("SELECT @@gtid_binlog_pos")
+                out.update(gtid_map(cur.fetchone()[0]))
+        return out
+    procs = {}
+    try:
+        t0 = time.monotonic()
+        for k, (sid, p) in enumerate(sources.items()):
+            procs[sid] = subprocess.Popen(
+                [shutil.which("sysbench") or "sysbench", a.workload, "--db-driver=mysql",
+                 f"--mysql-host={p['host']}", f"--mysql-port={p['port']}", f"--mysql-user={p['user']}",
+                 f"--mysql-password={p['password']}", f"--mysql-db={schemas[sid]}", f"--tables={a.tables}",
+                 f"--table-size={a.table_size}", f"--threads={a.threads}", f"--rate={max(1, rate // 2)}",
+                 "--events=0", f"--time={int(seconds)}", f"--rand-seed={100 + rate + k}", "run"],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        samples = []
+        deadline = None
+        while True:
+            up = upstream()
+            samples.append((time.monotonic(), up, applied()))
+            if deadline is None and all(pr.poll() is not None for pr in procs.values()):
+                deadline = time.monotonic() + 120
+                final = upstream()
+            if deadline is not None:
+                if reached(samples[-1][2], final):
+                    break
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"{side} not caught up 120 s after the steady run at {rate} txn/s")
+            time.sleep(SAMPLE_EVERY)
+        txns = 0
+        for sid, pr in procs.items():
+            out, _ = pr.communicate()
+            if pr.returncode != 0:
+                raise SystemExit(f"sysbench run on {sid} failed:\n{out[-2000:]}")
+            txns += _txns(out)
+    finally:
+        for pr in procs.values():
+            if pr.poll() is None:
+                pr.kill()
+        for c in ups.values():
+            c.close()
+    ls = lags(samples)
+    return {"asked": rate, "reached": round(txns / seconds), "p50_ms": round(pct(ls, 0.5) * 1000),
+            "p99_ms": round(pct(ls, 0.99) * 1000), "max_ms": round(max(ls) * 1000), "samples": len(ls),
+            "drain_s": round(samples[-1][0] - t0 - seconds, 2), "load_average": loadavg()}
+
+
+def steady(a, sources: dict, schemas: dict, replica: NativeReplica, resume, pause, ours_applied) -> dict:
+    """The rate ladder, one side at a time; {side: {"steps": [...], "sustained": R}}."""
+    rates = [int(x) for x in a.steady_rates.split(",")]
+    out = {}
+    for side in ("native", "shardmerge"):
+        if side == "native":
+            pause()
+            replica.sql("START ALL SLAVES")
+            replica.wait({d: n for p in sources.values() for d, n in binlog_pos(p).items()}, 600)
+            applied = replica.slave_pos
+        else:
+            replica.sql("STOP ALL SLAVES")
+            resume()
+            applied = ours_applied
+        steps, best = [], 0
+        for r in rates:
+            st = steady_step(side, r, a.steady_seconds, a, sources, schemas, applied)
+            steps.append(st)
+            ok = st["p99_ms"] <= STEADY_P99 * 1000
+            source_limit = st["reached"] < 0.9 * r
+            log(f"steady {side} at {r} txn/s asked ({st['reached']} reached): lag p50 {st['p50_ms']} ms, "
+                f"p99 {st['p99_ms']} ms, max {st['max_ms']} ms, drained {st['drain_s']} s after; "
+                f"load average {st['load_average']}"
+                + ("; sysbench could not write this rate (a source limit)" if source_limit else ""))
+            if not ok or source_limit:
+                break
+            best = r
+        out[side] = {"steps": steps, "sustained": best}
+    n, o = out["native"]["sustained"], out["shardmerge"]["sustained"]
+    log(f"steady: highest rate with lag p99 <= {STEADY_P99:g} s: native {n} txn/s, shardmerge {o} txn/s "
+        f"(target: shardmerge >= native: {'met' if o >= n and o else 'NOT met'})")
+    return out
+
+
 # ------------------------------------------------------------------ the run
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -280,6 +384,11 @@ def main() -> int:
     ap.add_argument("--cores", type=int, default=1, help="Spark local[N] of each worker (two workers)")
     ap.add_argument("--worker-count", type=int, default=0, help="syncer worker-count (default: the task's default)")
     ap.add_argument("--short", action="store_true", help="CI form: 3,000 transactions, one replica (4 threads)")
+    ap.add_argument("--steady", action="store_true",
+                    help="then the steady form: the highest rate each side sustains with lag p99 <= 1 s")
+    ap.add_argument("--steady-rates", default="250,500,1000,2000,4000,8000",
+                    help="the rate ladder, transactions/s over both sources")
+    ap.add_argument("--steady-seconds", type=float, default=20.0, help="sysbench time at each rate")
     a = ap.parse_args()
     if a.short:
         a.transactions, a.table_size, a.native_threads = 3_000, 2_000, "4"
@@ -427,10 +536,34 @@ def main() -> int:
             log("DATA MISMATCH: " + "; ".join(bad))
             return 1
         log(f"data check: {2 * a.tables} shards equal upstream, on every native replica and in the merged table")
-        print(json.dumps({"workload": a.workload, "transactions": txns, "row_changes": rows,
-                          "shards": 2 * a.tables, "table_size": a.table_size, "load_average": loadavg(),
-                          "native": {str(k): v for k, v in native.items()}, "native_best_threads": best_threads,
-                          "shardmerge": ours, "ratio_to_native": round(ratio, 3)}), flush=True)
+        doc = {"workload": a.workload, "transactions": txns, "row_changes": rows,
+               "shards": 2 * a.tables, "table_size": a.table_size, "load_average": loadavg(),
+               "native": {str(k): v for k, v in native.items()}, "native_best_threads": best_threads,
+               "shardmerge": ours, "ratio_to_native": round(ratio, 3)}
+        if a.steady:
+            def pause() -> None:
+                res = ctl(addr, "pause-task", task)
+                assert res.returncode == 0, res.stdout + res.stderr
+                wait_stage(addr, task, "Paused", cl.work)
+
+            def resume() -> None:
+                res = ctl(addr, "resume-task", task)
+                assert res.returncode == 0, res.stdout + res.stderr
+                wait_checkpoints(down, meta, task, {sid: binlog_pos(p) for sid, p in sources.items()}, 600,
+                                 "before the steady form", cl.work)
+
+            def ours_applied() -> dict[int, int]:
+                return {d: n for m in checkpoints(down, meta, task).values() for d, n in m.items()}
+            best_replica = next(r for r in replicas if r.threads == best_threads)
+            doc["steady"] = steady(a, sources, schemas, best_replica, resume, pause, ours_applied)
+            merged = merged_sums(cl.mysql["downstream"], f"`{target}`.`sbtest`")
+            bad = [f"merged {sid}/sbtest{t}: {merged.get((sid, t))} != {v}" for sid, p in sources.items()
+                   for t, v in shard_sums(p, schemas[sid], a.tables).items() if merged.get((sid, t)) != v]
+            if bad:
+                log("DATA MISMATCH after the steady form: " + "; ".join(bad))
+                return 1
+            log(f"data check after the steady form: {2 * a.tables} shards equal upstream in the merged table")
+        print(json.dumps(doc), flush=True)
         return 0
     finally:
         for r in replicas:

@@ -123,7 +123,7 @@ def test_regrouped_oltp_ends_as_applied_change_by_change(downstream_db):
     p = Partitioner({f"{db}.m": ["id"]}, 1)
     kw = dict(db_kwargs=resolve_tls(downstream_db.params), source_id="s1")
     n = 0
-    for chunk in range(6):
+    for _chunk in range(6):
         txns = []
         for _ in range(40):
             n += 1
