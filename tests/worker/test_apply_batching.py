@@ -102,6 +102,12 @@ def test_case_and_trailing_space_variants_of_a_string_key_share_a_partition():
     for n in (2, 3, 7):
         parts = Partitioner({}, n).split(txns)
         assert len(parts) == 1 and [c[0] for c in parts[0]] == [INSERT, DELETE]
+    # accents and ß: one key under utf8mb4_general_ci / unicode_ci, so one partition
+    for a, b in (("café", "CAFE "), ("straße", "STRASSE"), ("Ångström", "angstrom")):
+        txns = [(_pos(1), [(DELETE, ref, [(a, 1)])]), (_pos(2), [(INSERT, ref, [(b, 1)])])]
+        for n in (2, 3, 7, 16):
+            parts = Partitioner({}, n).split(txns)
+            assert len(parts) == 1 and [c[0] for c in parts[0]] == [DELETE, INSERT], (a, b, n)
 
 
 def test_consecutive_changes_become_multi_row_statements(downstream_db):

@@ -6,8 +6,9 @@ one partition in order and partitions touch disjoint rows: they may run in paral
 is the downstream's (primary key, else the first unique key of NOT NULL columns), else the
 upstream primary key from the binlog, else every column.  An update that changes the key
 becomes a delete of the old key then an insert of the new one, so each key's history stays in
-one partition.  String key values are hashed trimmed and lower-cased (a case- and
-pad-insensitive collation treats them as one key; putting more keys together is harmless).
+one partition.  String key values are hashed trimmed, case-folded and without accents (a case-,
+accent- and pad-insensitive collation treats them as one key; putting more keys together is
+harmless).
 
 :func:`apply_partition` (Spark task) applies one partition in ONE downstream transaction.
 Statements always name the columns of the row image: a shard that lacks a column (dropped on
@@ -61,6 +62,7 @@ import decimal
 import random
 import re
 import time
+import unicodedata
 from typing import AbstractSet
 
 import pymysql
@@ -152,7 +154,14 @@ KIND, META, BEFORE, AFTER, POS, SAFE = range(6)
 
 
 def _norm(v):
-    return v.rstrip(" ").lower() if type(v) is str else v
+    """A string key as a case-, accent- and pad-insensitive collation compares it ('E ', 'é' and
+    'e' are one key of ``utf8mb4_general_ci``; 'ß' and 'ss' of ``utf8mb4_unicode_ci``), so such
+    keys share a partition; putting more keys together is harmless."""
+    if type(v) is not str:
+        return v
+    if v.isascii():
+        return v.rstrip(" ").lower()
+    return "".join(c for c in unicodedata.normalize("NFKD", v) if not unicodedata.combining(c)).casefold().rstrip(" ")
 
 
 class Partitioner:
@@ -365,7 +374,9 @@ def _regroup(changes: list, batch: int) -> list[list]:
     """``changes`` (one partition, binlog order) as groups of one statement each, in the order
     they run.  A change joins the latest group of its ``_group_key`` unless a change it must
     follow is in a later group: for a reorderable target (meta[5]) the changes of the same row
-    (target and normalized key values, as the partitioner hashes them) and any non-reorderable
+    (target and key values, every string value counted as one: a collation may make two
+    different strings one key, 'e' and 'é' or 'ss' and 'ß', so rows told apart only by a
+    string keep their order) and any non-reorderable
     change of the target; otherwise every change of the target.  So each row's changes, and
     every change of a non-reorderable target, keep their binlog order; only changes of
     different rows of a reorderable target (or of different targets) trade places."""
@@ -383,7 +394,7 @@ def _regroup(changes: list, batch: int) -> list[list]:
             if ki is None:
                 ki = kpos[meta] = tuple(meta[3].index(k) for k in meta[4])
             image = ch[BEFORE] if ch[KIND] == DELETE else ch[AFTER]
-            rk = (t, tuple([_norm(image[i]) for i in ki]))
+            rk = (t, tuple([None if type(image[i]) is str else image[i] for i in ki]))
             floor = max(row_last.get(rk, -1), wide_last.get(t, -1))
         else:
             rk = None
