@@ -33,7 +33,8 @@ table on the native replica = its ``(c_source, c_table)`` rows of the merged tab
 
 ``--steady`` (after the catch-up and its data check): the highest sysbench rate each side
 sustains with lag p99 <= 1 s.  Each side runs alone (the other stopped, then caught up before
-its turn): sysbench ``--rate`` R/2 on each source for ``--steady-seconds``, R climbing the
+its turn, then 5 s of warm-up at the lowest rate, not counted): sysbench ``--rate`` R/2 on each
+source for ``--steady-seconds``, R climbing the
 ``--steady-rates`` ladder until the lag p99 passes 1 s or sysbench cannot write R (a source
 limit, printed as such).  Lag: ``bench/_lag.py``, from GTID progress sampled every 50 ms on both
 sides alike (upstream ``gtid_binlog_pos``; the replica's ``gtid_slave_pos``, shardmerge's global
@@ -351,6 +352,11 @@ def steady(a, sources: dict, schemas: dict, replica: NativeReplica, resume, paus
             replica.sql("STOP ALL SLAVES")
             resume()
             applied = ours_applied
+        # a warm-up step, not counted: the first rows after a resume meet a cold subtask (the
+        # decoder's first dump, the first chunks) and a cold replica alike
+        warm = steady_step(side, rates[0], 5.0, a, sources, schemas, applied)
+        log(f"steady {side} warm-up at {rates[0]} txn/s (not counted): lag p99 {warm['p99_ms']} ms, "
+            f"max {warm['max_ms']} ms")
         steps, best = [], 0
         for r in rates:
             st = steady_step(side, r, a.steady_seconds, a, sources, schemas, applied)
