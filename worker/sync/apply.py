@@ -373,13 +373,12 @@ def _table_runs(group: list) -> list[list]:
 def _regroup(changes: list, batch: int) -> list[list]:
     """``changes`` (one partition, binlog order) as groups of one statement each, in the order
     they run.  A change joins the latest group of its ``_group_key`` unless a change it must
-    follow is in a later group: for a reorderable target (meta[5]) the changes of the same row
-    (target and key values, every string value counted as one: a collation may make two
-    different strings one key, 'e' and 'é' or 'ss' and 'ß', so rows told apart only by a
-    string keep their order) and any non-reorderable
-    change of the target; otherwise every change of the target.  So each row's changes, and
-    every change of a non-reorderable target, keep their binlog order; only changes of
-    different rows of a reorderable target (or of different targets) trade places."""
+    follow is in a later group.  On a reorderable target (meta[5]) it follows the changes of
+    its own row and any non-reorderable change of the target; elsewhere, every change of the
+    target.  A row is the target and its key values with every string value counted as one (a
+    collation may make two strings one key: 'e' and 'é', 'ss' and 'ß'), so rows told apart only
+    by a string keep their order.  Only changes of different rows of a reorderable target, or
+    of different targets, trade places."""
     groups: list[list] = []
     latest: dict = {}       # group key -> index of its latest group
     row_last: dict = {}     # (target, key values) -> group index of the row's latest change
