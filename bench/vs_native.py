@@ -97,6 +97,31 @@ def _txns(out: str) -> int:
     return int(m.group(1)) if m else 0
 
 
+def sysbench_runs(a, sources: dict, schemas: dict, seed: int, *extra: str) -> dict[str, subprocess.Popen]:
+    """``sysbench <workload> run`` on every source at once; ``extra`` sets the amount, the k-th
+    source's random seed is ``seed + k``."""
+    procs = {}
+    for k, (sid, p) in enumerate(sources.items()):
+        procs[sid] = subprocess.Popen(
+            [shutil.which("sysbench") or "sysbench", a.workload, "--db-driver=mysql",
+             f"--mysql-host={p['host']}", f"--mysql-port={p['port']}", f"--mysql-user={p['user']}",
+             f"--mysql-password={p['password']}", f"--mysql-db={schemas[sid]}", f"--tables={a.tables}",
+             f"--table-size={a.table_size}", f"--threads={a.threads}", *extra, f"--rand-seed={seed + k}", "run"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return procs
+
+
+def sysbench_done(procs: dict[str, subprocess.Popen]) -> int:
+    """Wait for ``sysbench_runs``; the transactions they wrote."""
+    txns = 0
+    for sid, pr in procs.items():
+        out, _ = pr.communicate()
+        if pr.returncode != 0:
+            raise SystemExit(f"sysbench run on {sid} failed:\n{out[-2000:]}")
+        txns += _txns(out)
+    return txns
+
+
 # ------------------------------------------------------------------ GTID positions
 def gtid_map(text: str) -> dict[int, int]:
     """MariaDB GTID list ``d-s-n,...`` -> {domain: seq}."""
@@ -295,17 +320,11 @@ def steady_step(side: str, rate: int, seconds: float, a, sources: dict, schemas:
                 cur.execute("SELECT @@gtid_binlog_pos")
                 out.update(gtid_map(cur.fetchone()[0]))
         return out
-    procs = {}
+    procs: dict[str, subprocess.Popen] = {}
     try:
         t0 = time.monotonic()
-        for k, (sid, p) in enumerate(sources.items()):
-            procs[sid] = subprocess.Popen(
-                [shutil.which("sysbench") or "sysbench", a.workload, "--db-driver=mysql",
-                 f"--mysql-host={p['host']}", f"--mysql-port={p['port']}", f"--mysql-user={p['user']}",
-                 f"--mysql-password={p['password']}", f"--mysql-db={schemas[sid]}", f"--tables={a.tables}",
-                 f"--table-size={a.table_size}", f"--threads={a.threads}", f"--rate={max(1, rate // 2)}",
-                 "--events=0", f"--time={int(seconds)}", f"--rand-seed={100 + rate + k}", "run"],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        procs = sysbench_runs(a, sources, schemas, 100 + rate, f"--rate={max(1, rate // 2)}", "--events=0",
+                              f"--time={int(seconds)}")
         samples = []
         deadline = None
         while True:
@@ -320,12 +339,7 @@ def steady_step(side: str, rate: int, seconds: float, a, sources: dict, schemas:
                 if time.monotonic() > deadline:
                     raise SystemExit(f"{side} not caught up 120 s after the steady run at {rate} txn/s")
             time.sleep(SAMPLE_EVERY)
-        txns = 0
-        for sid, pr in procs.items():
-            out, _ = pr.communicate()
-            if pr.returncode != 0:
-                raise SystemExit(f"sysbench run on {sid} failed:\n{out[-2000:]}")
-            txns += _txns(out)
+        txns = sysbench_done(procs)
     finally:
         for pr in procs.values():
             if pr.poll() is None:
@@ -466,21 +480,7 @@ def main() -> int:
 
         # ---- the backlog: sysbench run on both sources at once
         t0 = time.monotonic()
-        procs = {}
-        for k, (sid, p) in enumerate(sources.items()):
-            procs[sid] = subprocess.Popen(
-                [shutil.which("sysbench") or "sysbench", a.workload, "--db-driver=mysql",
-                 f"--mysql-host={p['host']}", f"--mysql-port={p['port']}", f"--mysql-user={p['user']}",
-                 f"--mysql-password={p['password']}", f"--mysql-db={schemas[sid]}", f"--tables={a.tables}",
-                 f"--table-size={a.table_size}", f"--threads={a.threads}", f"--events={a.transactions // 2}",
-                 "--time=0", f"--rand-seed={k + 1}", "run"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                text=True)
-        txns = 0
-        for sid, pr in procs.items():
-            out, _ = pr.communicate()
-            if pr.returncode != 0:
-                raise SystemExit(f"sysbench run on {sid} failed:\n{out[-2000:]}")
-            txns += _txns(out)
+        txns = sysbench_done(sysbench_runs(a, sources, schemas, 1, f"--events={a.transactions // 2}", "--time=0"))
         write_s = time.monotonic() - t0
         ends = {sid: binlog_pos(p) for sid, p in sources.items()}
         rows = txns * ROWS_PER_TXN[a.workload]
