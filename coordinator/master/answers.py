@@ -13,7 +13,6 @@ REBUILDING = "this master was just elected and is still rebuilding locks; retry 
 LOST_LEADERSHIP = "this master lost leadership while handling the request; nothing was written"
 
 
-
 def retry_safe(msg: str) -> bool:
     """A refusal given before handling because no leader is ready: sending it again is safe."""
     return msg.startswith((NO_LEADER, REBUILDING))
