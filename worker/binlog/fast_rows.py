@@ -17,7 +17,6 @@ import struct
 from pymysqlreplication.constants import FIELD_TYPE
 from pymysqlreplication.row_event import RowsEvent, UpdateRowsEvent
 
-from worker.binlog import table_maps
 
 _S = {fmt: struct.Struct(fmt).unpack_from for fmt in ("<b", "<B", "<h", "<H", "<i", "<I", "<q", "<Q", "<f", "<d",
                                                     ">b", ">h", ">i", ">IB")}
@@ -185,9 +184,9 @@ class RowDecoder:
 
     def __init__(self):
         self._plans: dict[int, tuple] = {}
-        table_maps.install()    # each distinct table map of a dump parsed once (its columns: one plan)
 
-    def _plan(self, columns):
+    def plan(self, columns):
+        """One reader per column (cached by the columns list), or None when a column has no reader."""
         hit = self._plans.get(id(columns))
         if hit is not None and hit[0] is columns:
             return hit[1]
@@ -206,7 +205,7 @@ class RowDecoder:
         columns = ev.columns
         if not getattr(ev, "complete", True) or len(columns) != len(cols) or not all(cols):
             return None
-        plan = self._plan(columns)
+        plan = self.plan(columns)
         n = len(columns)
         full = (1 << n) - 1
         if plan is None or ev.columns_present_bitmap is None:
@@ -219,13 +218,14 @@ class RowDecoder:
         size = ev.event_size - packet.read_bytes
         buf = packet.read(size)
         try:
-            return _decode(memoryview(buf), plan, n, update)
+            return decode_rows(memoryview(buf), plan, n, update)
         except Exception:
             packet.unread(buf)     # let mysql-replication decode (and report) it
             return None
 
 
-def _decode(buf, plan, n: int, update: bool) -> list:
+def decode_rows(buf, plan, n: int, update: bool) -> list:
+    """The row images of one rows event body (after its column bitmaps) with ``plan``."""
     nb = (n + 7) // 8
     end = len(buf)
     i = 0

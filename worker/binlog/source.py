@@ -12,8 +12,9 @@ about ``max_rows`` rows, fewer when the apply is waiting; a transaction of keyed
 half of that comes in pieces (``Unfinished``).
 
 Rows are tuples of values pymysql binds directly (no JSON in between); ``rows`` of an update is
-a list of ``(before, after)`` pairs.  Row images of common column types are decoded by
-``worker.binlog.fast_rows``, the rest by mysql-replication.  Tables the task's block-allow-list filters
+a list of ``(before, after)`` pairs.  The dump is mysql-replication's, with the common events
+(GTID, BEGIN, XID, a table map seen before, rows of common column types) read from their bytes
+by ``worker.binlog.fast_stream`` / ``fast_rows``; everything else is mysql-replication's parse.  Tables the task's block-allow-list filters
 produce nothing; unrouted tables map one to one.  Memory stays bounded: at most about
 ``max_rows`` decoded rows wait in the queue (a larger transaction is kept whole only when one
 of its tables has no primary key).
@@ -41,6 +42,7 @@ from worker import gtid
 from worker.events import DELETE, INSERT, Position, UPDATE, advance_gtid_set, parse_gtid_set
 
 STALL_SECONDS = 60
+FAST_EVENTS = True      # common events read from their bytes (worker.binlog.fast_stream); tests turn it off
 IDLE_EXIT_SECONDS = 300     # an idle decoder process exits (a syncer left unclosed costs nothing)
 
 
@@ -176,6 +178,8 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
     from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, NotImplementedEvent, QueryEvent, XidEvent
     from pymysqlreplication.row_event import DeleteRowsEvent, PartialUpdateRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+    from worker.binlog import fast_stream as fs
+
     end = end or Position()
     server_id = server_id or random.randint(1_000_000, 2_000_000_000)
     settings = {**db_kwargs, "port": int(db_kwargs["port"])}
@@ -185,8 +189,9 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
     # dump by the start GTID state (it ignores file/pos); file/pos bound the end and order events.
     # Events the library does not decode are handed out too (not dropped): a compressed
     # transaction (MySQL's binlog_transaction_compression) must stop the read, not vanish.
-    stream = BinLogStreamReader(connection_settings=settings, server_id=server_id, blocking=bool(end.file),
-                                slave_heartbeat=1, filter_non_implemented_events=False, **how)
+    reader = fs.FastStream if FAST_EVENTS else BinLogStreamReader
+    stream = reader(connection_settings=settings, server_id=server_id, blocking=bool(end.file),
+                    slave_heartbeat=1, filter_non_implemented_events=False, **how)
     unchecked = "log_file" in how     # by file/pos: the first GTID read must follow the start state
     gtid_set = start.gtid or ""
     boundary = Position(start.file, start.pos, gtid_set)
@@ -243,7 +248,48 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
                 if unchecked:              # e.g. the file was purged: nothing handed out yet
                     raise _Reposition() from None
                 raise
-            if isinstance(ev, (MariadbGtidEvent, GtidEvent)):
+            t = type(ev)
+            if t is fs.TableMap:
+                continue
+            if t is fs.Begin:
+                continue
+            if t is fs.Xid:
+                ev = None               # a commit (below)
+            elif t is fs.Rows:
+                ref = table_ref(ev)
+                if ref is None:
+                    continue
+                if event_filter is not None and event_filter.ignores_rows(ev.schema, ev.table, ev.kind):
+                    continue
+                extra = ref.origin
+                cols = ref.cols[:len(ref.cols) - len(extra)] if extra else ref.cols
+                rows = ev.rows
+                tx = expr_filter.for_table(ev.schema, ev.table, cols) if expr_filter is not None else None
+                if ev.kind == "update":
+                    if tx is not None:
+                        rows = [(b, a) for b, a in rows if not tx.skip_update(b, a)]
+                    if extra:
+                        rows = [(b + extra, a + extra) for b, a in rows]
+                    kind = UPDATE
+                else:
+                    kind = INSERT if ev.kind == "insert" else DELETE
+                    if tx is not None:
+                        skip = tx.skip_insert if kind == INSERT else tx.skip_delete
+                        rows = [r for r in rows if not skip(r)]
+                    if extra:
+                        rows = [r + extra for r in rows]
+                if not rows:
+                    continue
+                txn.append((kind, ref, rows))
+                if split_rows:
+                    txn_rows += len(rows)
+                    keyed = keyed and bool(ref.pk) and all(k in ref.cols for k in ref.pk)
+                    if keyed and txn_rows >= split_rows:
+                        yield (boundary, Unfinished(txn))
+                        emitted += txn_rows
+                        txn, txn_rows, split = [], 0, True
+                continue
+            if t is fs.Gtid or isinstance(ev, (MariadbGtidEvent, GtidEvent)):
                 if unchecked:
                     unchecked = False
                     if not gtid_follows(gtid_set, ev.gtid):
@@ -301,7 +347,7 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
                         emitted += txn_rows
                         txn, txn_rows, split = [], 0, True
                 continue
-            if not isinstance(ev, (QueryEvent, XidEvent)):
+            if ev is not None and not isinstance(ev, (QueryEvent, XidEvent)):
                 if not txn_gtid and done():
                     break
                 now = here().key
@@ -311,7 +357,7 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
                     raise BinlogReadError(f"binlog read stalled at {here()} before reaching {end}",
                                           source=source_id, position=str(here()))
                 continue
-            is_commit = isinstance(ev, XidEvent)
+            is_commit = ev is None or isinstance(ev, XidEvent)
             if isinstance(ev, QueryEvent):
                 q = ev.query if isinstance(ev.query, str) else ev.query.decode("utf-8", "replace")
                 qs = q.strip().upper()
