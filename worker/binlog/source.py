@@ -103,6 +103,19 @@ def _image(values: dict, cols: tuple) -> tuple:
     return row
 
 
+def _library_rows(ev, cols: tuple, json_names: tuple | None, fast: RowDecoder, update: bool) -> list:
+    """The rows of a rows event mysql-replication parsed (``fast_rows`` where it can, else the
+    library's values; MySQL JSON columns as JSON text): tuples in ``cols`` order, pairs for updates."""
+    rows = fast.event_rows(ev, cols)
+    if rows is not None:
+        return rows
+    if update:
+        return [(_image(_json_values(r["before_values"], json_names) if json_names else r["before_values"], cols),
+                 _image(_json_values(r["after_values"], json_names) if json_names else r["after_values"], cols))
+                for r in ev.rows]
+    return [_image(_json_values(r["values"], json_names) if json_names else r["values"], cols) for r in ev.rows]
+
+
 # ------------------------------------------------------------------ decoding
 _TRANSACTION_PAYLOAD, _PARTIAL_UPDATE_ROWS = 40, 39
 _MYSQL_JSON = 245                  # MySQL's binary JSON column type (MariaDB's JSON is a text type)
@@ -249,46 +262,10 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
                     raise _Reposition() from None
                 raise
             t = type(ev)
-            if t is fs.TableMap:
-                continue
-            if t is fs.Begin:
+            if t is fs.TableMap or t is fs.Begin:
                 continue
             if t is fs.Xid:
                 ev = None               # a commit (below)
-            elif t is fs.Rows:
-                ref = table_ref(ev)
-                if ref is None:
-                    continue
-                if event_filter is not None and event_filter.ignores_rows(ev.schema, ev.table, ev.kind):
-                    continue
-                extra = ref.origin
-                cols = ref.cols[:len(ref.cols) - len(extra)] if extra else ref.cols
-                rows = ev.rows
-                tx = expr_filter.for_table(ev.schema, ev.table, cols) if expr_filter is not None else None
-                if ev.kind == "update":
-                    if tx is not None:
-                        rows = [(b, a) for b, a in rows if not tx.skip_update(b, a)]
-                    if extra:
-                        rows = [(b + extra, a + extra) for b, a in rows]
-                    kind = UPDATE
-                else:
-                    kind = INSERT if ev.kind == "insert" else DELETE
-                    if tx is not None:
-                        skip = tx.skip_insert if kind == INSERT else tx.skip_delete
-                        rows = [r for r in rows if not skip(r)]
-                    if extra:
-                        rows = [r + extra for r in rows]
-                if not rows:
-                    continue
-                txn.append((kind, ref, rows))
-                if split_rows:
-                    txn_rows += len(rows)
-                    keyed = keyed and bool(ref.pk) and all(k in ref.cols for k in ref.pk)
-                    if keyed and txn_rows >= split_rows:
-                        yield (boundary, Unfinished(txn))
-                        emitted += txn_rows
-                        txn, txn_rows, split = [], 0, True
-                continue
             if t is fs.Gtid or isinstance(ev, (MariadbGtidEvent, GtidEvent)):
                 if unchecked:
                     unchecked = False
@@ -304,33 +281,26 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
                     continue
                 raise BinlogReadError(f"{_UNREADABLE[_PARTIAL_UPDATE_ROWS]} at {here()} "
                                       f"(table {ev.schema}.{ev.table})", source=source_id, position=str(here()))
-            if isinstance(ev, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
+            if t is fs.Rows or isinstance(ev, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
                 ref = table_ref(ev)
                 if ref is None:
                     continue
-                if event_filter is not None and event_filter.ignores_rows(ev.schema, ev.table, "insert" if isinstance(
-                        ev, WriteRowsEvent) else "update" if isinstance(ev, UpdateRowsEvent) else "delete"):
+                what = ev.kind if t is fs.Rows else "insert" if isinstance(
+                    ev, WriteRowsEvent) else "update" if isinstance(ev, UpdateRowsEvent) else "delete"
+                if event_filter is not None and event_filter.ignores_rows(ev.schema, ev.table, what):
                     continue
                 extra = ref.origin
                 cols = ref.cols[:len(ref.cols) - len(extra)] if extra else ref.cols
-                rows = fast.event_rows(ev, cols)
+                rows = ev.rows if t is fs.Rows else _library_rows(ev, cols, json_cols.get(id(ref)), fast, what == "update")
                 tx = expr_filter.for_table(ev.schema, ev.table, cols) if expr_filter is not None else None
-                jx = json_cols.get(id(ref))
-                if isinstance(ev, UpdateRowsEvent):
-                    if rows is None and jx:
-                        rows = [(_image(_json_values(r["before_values"], jx), cols),
-                                 _image(_json_values(r["after_values"], jx), cols)) for r in ev.rows]
-                    elif rows is None:
-                        rows = [(_image(r["before_values"], cols), _image(r["after_values"], cols)) for r in ev.rows]
+                if what == "update":
                     if tx is not None:      # expression filter (expression-filters): drop what it matches
                         rows = [(b, a) for b, a in rows if not tx.skip_update(b, a)]
                     if extra:
                         rows = [(b + extra, a + extra) for b, a in rows]
                     kind = UPDATE
                 else:
-                    if rows is None:
-                        rows = [_image(_json_values(r["values"], jx) if jx else r["values"], cols) for r in ev.rows]
-                    kind = INSERT if isinstance(ev, WriteRowsEvent) else DELETE
+                    kind = INSERT if what == "insert" else DELETE
                     if tx is not None:
                         skip = tx.skip_insert if kind == INSERT else tx.skip_delete
                         rows = [r for r in rows if not skip(r)]
