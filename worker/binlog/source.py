@@ -160,7 +160,7 @@ def gtid_follows(state: str, gtid_: str) -> bool:
 
 
 def decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None, *, max_events: int = 0,
-                 source_id: str = "", server_id: int = 0, split_rows: int = 0):
+                 source_id: str = "", server_id: int = 0, split_rows: int = 0, keep: dict | None = None):
     """Generator of ``(Position, [(kind, RowsTable, rows)])`` per committed transaction with
     routed rows, :class:`Statement` per statement event and a final :class:`End`.
 
@@ -170,12 +170,19 @@ def decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None,
     one after the start GTID state (another server behind the same address, a gap), or the
     file is gone, it starts over positioned by GTID, before anything was handed out.
     ``split_rows`` > 0: a transaction of keyed tables is handed out every ``split_rows`` rows as
-    ``(position before it, Unfinished(changes))``, its last piece as usual."""
+    ``(position before it, Unfinished(changes))``, its last piece as usual.
+
+    ``keep`` (the decoder process's): a dump positioned by file/pos that read its range to the end
+    is left open there, and the next range starting exactly at that point reads on from it
+    instead of opening a new dump (:func:`_kept`)."""
     how = dump_position(start)
     if "log_file" in how:
+        kept = _kept(keep, db_kwargs, start, end)
+        if kept is not None:
+            how = {**how, "kept": kept}
         try:
             yield from _decode_range(db_kwargs, mapper, start, end, how, max_events, source_id, server_id,
-                                     split_rows)
+                                     split_rows, keep)
             return
         except _Reposition:
             pass
@@ -183,8 +190,32 @@ def decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None,
                              split_rows)
 
 
+KEEP_SECONDS = 30.0     # a kept dump unused this long is closed instead of read on
+
+
+def _kept(keep: dict | None, db_kwargs: dict, start: Position, end: Position | None):
+    """The dump ``keep`` holds, if it stands exactly at ``start`` of the same upstream (file, pos
+    and GTID state) and was used less than ``KEEP_SECONDS`` ago; any other is closed.  Why only
+    dumps positioned by file/pos: mysql-replication reconnects a dropped dump from its current
+    file/pos, but one positioned by GTID from the GTID state it was opened with, which a kept
+    dump has long passed.  The first transaction read is still checked against the start GTID
+    state, as in a new dump."""
+    if keep is None or "dump" not in keep:
+        return None
+    stream, at, key, used = keep.pop("dump")
+    if (end is not None and end.file and key == _upstream_key(db_kwargs) and at == start
+            and at.gtid == start.gtid and time.monotonic() - used < KEEP_SECONDS):
+        return stream
+    stream.close()
+    return None
+
+
+def _upstream_key(db_kwargs: dict) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in db_kwargs.items()))
+
+
 def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None, how: dict, max_events: int,
-                  source_id: str, server_id: int, split_rows: int = 0):
+                  source_id: str, server_id: int, split_rows: int = 0, keep: dict | None = None):
     # the protocol library is loaded where the binlog is decoded (decoder process, Spark executor)
     import pymysql
     from pymysqlreplication import BinLogStreamReader
@@ -202,9 +233,12 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
     # dump by the start GTID state (it ignores file/pos); file/pos bound the end and order events.
     # Events the library does not decode are handed out too (not dropped): a compressed
     # transaction (MySQL's binlog_transaction_compression) must stop the read, not vanish.
-    reader = fs.FastStream if FAST_EVENTS else BinLogStreamReader
-    stream = reader(connection_settings=settings, server_id=server_id, blocking=bool(end.file),
-                    slave_heartbeat=1, filter_non_implemented_events=False, **how)
+    how = dict(how)
+    stream = how.pop("kept", None)
+    if stream is None:
+        reader = fs.FastStream if FAST_EVENTS else BinLogStreamReader
+        stream = reader(connection_settings=settings, server_id=server_id, blocking=bool(end.file),
+                        slave_heartbeat=1, filter_non_implemented_events=False, **how)
     unchecked = "log_file" in how     # by file/pos: the first GTID read must follow the start state
     gtid_set = start.gtid or ""
     boundary = Position(start.file, start.pos, gtid_set)
@@ -246,8 +280,10 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
     def done() -> bool:
         return bool(end.file) and here() >= end
 
+    clean = False                  # read to its end: the dump may be kept (``keep``)
     try:
         if done():
+            clean = True
             yield End(boundary)
             return
         last_progress = (here().key, time.monotonic())
@@ -358,12 +394,25 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
                 boundary = p
                 if done() or (max_events and emitted >= max_events):
                     break
+        clean = True
     finally:
-        stream.close()
+        if (clean and keep is not None and "log_file" in how and end.file
+                and (stream.log_file, int(stream.log_pos or 0)) == (boundary.file, boundary.pos)):
+            keep["dump"] = (stream, boundary, _upstream_key(db_kwargs), time.monotonic())
+        else:
+            stream.close()
     yield End(boundary)
 
 
 # ------------------------------------------------------------------ decoder process
+_KEEP: dict = {}        # the decoder process's kept dump (decode_range ``keep``)
+
+
+def _drop_kept() -> None:
+    if "dump" in _KEEP:
+        _KEEP.pop("dump")[0].close()
+
+
 def _pieces(req: dict):
     """Decode one request, grouping transactions into pieces of about ``piece_rows`` rows."""
     mapper = RouteArgs(*req["mapper"]).mapper()
@@ -371,7 +420,7 @@ def _pieces(req: dict):
     txns, rows, last = [], 0, None
     for item in decode_range(req["db_kwargs"], mapper, req["start"], req["end"],
                              max_events=req["max_events"], source_id=req["source_id"],
-                             split_rows=req.get("split_rows", 0)):
+                             split_rows=req.get("split_rows", 0), keep=_KEEP):
         if isinstance(item, tuple):
             txns.append(item)
             rows += sum(len(r) for _, _, r in item[1])
@@ -400,7 +449,10 @@ def _child_main() -> None:
         pass                     # the request reports it
     gc_tuning.tune()             # every decoded row is a few tuples: collect young objects rarely
     while True:
-        if not select.select([inp], [], [], IDLE_EXIT_SECONDS)[0]:
+        if not select.select([inp], [], [], KEEP_SECONDS if _KEEP else IDLE_EXIT_SECONDS)[0]:
+            if _KEEP:            # no batch came for the kept dump: close it, wait on
+                _drop_kept()
+                continue
             return
         try:
             req = pickle.load(inp)
