@@ -85,9 +85,8 @@ class _Table:
 
     def __init__(self, ev, plan):
         self.schema, self.table, self.columns = ev.schema, ev.table, ev.columns
-        pk = ev.get_table().data.get("primary_key")
-        self.primary_key = pk
         self.table_obj = ev.get_table()
+        self.primary_key = self.table_obj.data.get("primary_key")
         self.plan = plan
 
 
@@ -141,8 +140,8 @@ class FastStream(BinLogStreamReader):
                 raise ValueError(f"FastStream does not take {k}")
         super().__init__(*args, pymysql_wrapper=PeekConnection, **kwargs)
         self._rows = RowDecoder()
-        self._maps: dict[bytes, _Table | None] = {}     # TABLE_MAP body -> table (None: not fast)
-        self._by_id: dict[int, _Table | None] = {}      # table id -> the last map of that id
+        self._maps: dict[bytes, _Table] = {}            # TABLE_MAP body -> what the library's parse gave
+        self._by_id: dict[int, _Table] = {}             # table id -> the last remembered map of that id
         self._miss: bytes | None = None                 # the map body the library is parsing now
         self.fast_events = self.library_events = 0
         self._posts, self._crc = None, 0      # the library's post-header lengths and checksum, after each library read
@@ -151,21 +150,20 @@ class FastStream(BinLogStreamReader):
         return getattr(self, "_BinLogStreamReader__" + name, None)
 
     def fetchone(self):
-        while True:
-            if not self._private("connected_stream") or self.end_log_pos or self.skip_to_timestamp:
-                return self._library()
-            conn = self._stream_connection
-            try:
-                data = conn.read_payload()
-            except pymysql.OperationalError as e:
-                if e.args and e.args[0] in MYSQL_EXPECTED_ERROR_CODES:
-                    return self._library_after(None)      # the library reconnects, as it would have
-                raise
-            ev = self._fast(data)
-            if ev is None:
-                return self._library_after(MysqlPacket(data, conn.encoding))
-            self.fast_events += 1
-            return ev
+        if not self._private("connected_stream") or self.end_log_pos or self.skip_to_timestamp:
+            return self._library()
+        conn = self._stream_connection
+        try:
+            data = conn.read_payload()
+        except pymysql.OperationalError as e:
+            if e.args and e.args[0] in MYSQL_EXPECTED_ERROR_CODES:
+                return self._library_after(None)      # the library reconnects, as it would have
+            raise
+        ev = self._fast(data)
+        if ev is None:
+            return self._library_after(MysqlPacket(data, conn.encoding))
+        self.fast_events += 1
+        return ev
 
     def _library_after(self, pkt):
         if pkt is not None:
