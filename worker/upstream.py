@@ -55,18 +55,27 @@ def _master_status(cur, flavor: str = gtid.MARIADB) -> Position:
     return _mariadb_status(cur)
 
 
-def _mariadb_status(cur) -> Position:
+STATUS_TRIES = 8        # before/after reads of one MariaDB status before the binlog scan
+
+
+def _mariadb_status(cur, tries: int = STATUS_TRIES) -> Position:
     """``@@gtid_binlog_pos`` read before and after ``SHOW MASTER STATUS``: when both agree no
-    transaction got a GTID in between, so it is the state at that position.  Otherwise ask
-    ``BINLOG_GTID_POS``, which scans the binlog file (~0.1 s per 300 MB; too slow for every
-    batch and idle poll)."""
-    cur.execute("SELECT @@gtid_binlog_pos")
-    (before,) = cur.fetchone()
-    row = _binlog_status_row(cur)
-    cur.execute("SELECT @@gtid_binlog_pos")
-    (after,) = cur.fetchone()
-    file, pos = row[0], int(row[1])
-    return Position(file, pos, before if before == after else gtid_at(cur, file, pos))
+    transaction got a GTID in between, so it is the state at that position.  They disagree when a
+    commit falls between the reads: asked again (three round trips, well under a millisecond),
+    up to ``tries`` times.  Only then ``BINLOG_GTID_POS``, which scans the binlog file (~0.1 s per
+    300 MB): with one try, an upstream committing 1,000 transactions/s made a third of the
+    syncer's batches wait for that scan (tens to hundreds of ms each: most of the steady lag,
+    bench/steady_lag.py)."""
+    for _ in range(tries):
+        cur.execute("SELECT @@gtid_binlog_pos")
+        (before,) = cur.fetchone()
+        row = _binlog_status_row(cur)
+        cur.execute("SELECT @@gtid_binlog_pos")
+        (after,) = cur.fetchone()
+        file, pos = row[0], int(row[1])
+        if before == after:
+            return Position(file, pos, before)
+    return Position(file, pos, gtid_at(cur, file, pos))
 
 
 class UpstreamEnd:

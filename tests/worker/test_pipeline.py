@@ -160,6 +160,37 @@ def test_master_status_gtid_is_the_state_at_its_position_under_concurrent_writes
         t.join()
 
 
+def test_mariadb_status_asks_again_before_scanning_the_binlog(source1_db, monkeypatch):
+    """A commit between the two ``@@gtid_binlog_pos`` reads is answered by asking again, not by
+    ``BINLOG_GTID_POS``'s scan of the binlog file; the scan stays the last resort, and every
+    answer is the state at its position."""
+    from worker import upstream
+    source1_db.execute("CREATE TABLE w (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+    writes = {"left": 0}
+    scans: list = []
+    real_row, real_at = upstream._binlog_status_row, upstream.gtid_at
+
+    def status_row(cur, *a):
+        row = real_row(cur, *a)
+        if writes["left"]:          # a commit lands between SHOW MASTER STATUS and the second read
+            writes["left"] -= 1
+            source1_db.execute("INSERT INTO w (v) VALUES (1)")
+        return row
+
+    def gtid_at(cur, file, pos):
+        scans.append((file, pos))
+        return real_at(cur, file, pos)
+    monkeypatch.setattr(upstream, "_binlog_status_row", status_row)
+    monkeypatch.setattr(upstream, "gtid_at", gtid_at)
+    with source1_db.connect() as c, c.cursor() as cur:
+        for left, scanned in ((0, 0), (3, 0), (upstream.STATUS_TRIES, 1)):
+            writes["left"], before = left, len(scans)
+            p = upstream._mariadb_status(cur)
+            exact = source1_db.execute("SELECT BINLOG_GTID_POS(%s, %s)", (p.file, p.pos))[0][0]
+            assert p.gtid == exact, (left, str(p), exact)
+            assert len(scans) - before == scanned, (left, scans)
+
+
 def test_shards_with_the_same_key_stop_with_a_collision_instead_of_overwriting(spark, source1_db, downstream_db,
                                                                               positions):
     """Two shards insert id 7: DM would let the later row silently replace the earlier one.
