@@ -14,8 +14,8 @@ half of that comes in pieces (``Unfinished``).
 Rows are tuples of values pymysql binds directly (no JSON in between); ``rows`` of an update is
 a list of ``(before, after)`` pairs.  The dump is mysql-replication's, with the common events
 (GTID, BEGIN, XID, a table map seen before, rows of common column types) read from their bytes
-by ``worker.binlog.fast_stream`` / ``fast_rows``; everything else is mysql-replication's parse.  Tables the task's block-allow-list filters
-produce nothing; unrouted tables map one to one.  Memory stays bounded: at most about
+by ``worker.binlog.fast_stream`` / ``fast_rows``; everything else is mysql-replication's parse.
+Tables the task's block-allow-list filters produce nothing; unrouted tables map one to one.  Memory stays bounded: at most about
 ``max_rows`` decoded rows wait in the queue (a larger transaction is kept whole only when one
 of its tables has no primary key).
 """
