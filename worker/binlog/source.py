@@ -221,7 +221,6 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, NotImplementedEvent, QueryEvent, XidEvent
     from pymysqlreplication.row_event import DeleteRowsEvent, PartialUpdateRowsEvent, UpdateRowsEvent, WriteRowsEvent
-
     from worker.binlog import fast_stream as fs
 
     end = end or Position()
