@@ -44,7 +44,6 @@ _HEADER = struct.Struct("<xIBIII").unpack_from      # OK byte, timestamp, type, 
 _U64 = struct.Struct("<Q").unpack_from
 _MARIA_GTID = struct.Struct("<QIB").unpack_from
 _QUERY_POST = struct.Struct("<IIBHH").unpack_from   # thread id, exec time, schema length, error, status length
-_KNOWN_POST_HEADER = {QUERY: 13, TABLE_MAP: 8, **{t: 8 for t in ROWS_V1}, **{t: 10 for t in ROWS_V2}}
 _MAX_TABLE_MAPS = 4096
 
 
@@ -143,7 +142,6 @@ class FastStream(BinLogStreamReader):
         self._maps: dict[bytes, _Table] = {}            # TABLE_MAP body -> what the library's parse gave
         self._by_id: dict[int, _Table] = {}             # table id -> the last remembered map of that id
         self._miss: bytes | None = None                 # the map body the library is parsing now
-        self.fast_events = self.library_events = 0
         self._posts, self._crc = None, 0      # the library's post-header lengths and checksum, after each library read
 
     def _private(self, name: str):
@@ -162,7 +160,6 @@ class FastStream(BinLogStreamReader):
         ev = self._fast(data)
         if ev is None:
             return self._library_after(MysqlPacket(data, conn.encoding))
-        self.fast_events += 1
         return ev
 
     def _library_after(self, pkt):
@@ -174,7 +171,6 @@ class FastStream(BinLogStreamReader):
         return self._library()
 
     def _library(self):
-        self.library_events += 1
         ev = super().fetchone()
         self._posts = self._private("post_header_lengths")
         self._crc = 4 if self._private("use_checksum") else 0
