@@ -144,11 +144,9 @@ class FastStream(BinLogStreamReader):
         self._miss: bytes | None = None                 # the map body the library is parsing now
         self._posts, self._crc = None, 0      # the library's post-header lengths and checksum, after each library read
 
-    def _private(self, name: str):
-        return getattr(self, "_BinLogStreamReader__" + name, None)
-
     def fetchone(self):
-        if not self._private("connected_stream") or self.end_log_pos or self.skip_to_timestamp:
+        # the library's own state (its name-mangled attributes), read directly
+        if not self._BinLogStreamReader__connected_stream or self.end_log_pos or self.skip_to_timestamp:
             return self._library()
         conn = self._stream_connection
         try:
@@ -172,8 +170,8 @@ class FastStream(BinLogStreamReader):
 
     def _library(self):
         ev = super().fetchone()
-        self._posts = self._private("post_header_lengths")
-        self._crc = 4 if self._private("use_checksum") else 0
+        self._posts = self._BinLogStreamReader__post_header_lengths
+        self._crc = 4 if self._BinLogStreamReader__use_checksum else 0
         miss, self._miss = self._miss, None
         if miss is not None and ev is not None and type(ev).__name__ == "TableMapEvent":
             self._remember(miss, ev)
