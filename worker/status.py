@@ -92,18 +92,25 @@ class StatusReporter:
         self._dirty = True
         self._last_write = 0.0
         self.write_errors = 0
+        self._quiet = 0           # token of a deferred wait not written yet (``waiting(after=)``)
+        self._tokens = 0
+        self._timer: threading.Timer | None = None
 
     # ------------------------------------------------------------------ state changes (written now)
     def running(self, unit: str | None = None) -> None:
         """Replicating normally: clears error, wait and conflict fields.  ``unit`` (``DUMP``...)
         changes the unit in the same write, so no reader sees ``Running`` with the old unit."""
         with self._lock:
+            unseen = self._quiet and unit is None      # the only change was a wait nobody saw
+            self._cancel_deferred()
             d = self._st.detail
             if unit is not None:
                 d["unit"] = self._check_unit(unit)
             for k in ("error", "waiting_for", "lock_id", "paused_by"):
                 d.pop(k, None)
             self._st.stage, self._st.block_ddl_owner, self._st.conflict_msg = RUNNING, "", ""
+            if unseen:
+                return
         self.flush(force=True)
 
     def starting(self, what: str) -> None:
@@ -131,13 +138,39 @@ class StatusReporter:
             raise ValueError(f"unknown status unit {unit!r}; expected one of {', '.join(UNITS)}")
         return unit
 
-    def waiting(self, what: str, *, lock_id: str = "") -> None:
-        """Still Running, but blocked on something outside (an Operation from the master)."""
+    def waiting(self, what: str, *, lock_id: str = "", after: float = 0.0) -> None:
+        """Still Running, but blocked on something outside (an Operation from the master).
+        ``after``: written only if still waiting after that many seconds, and a ``running()``
+        before then writes nothing -- a shard DDL's Operation usually comes in a few ms, and
+        the two status writes around each wait were ~4 ms of it (issue 33)."""
         with self._lock:
+            clean = (self._st.stage == RUNNING
+                     and not any(k in self._st.detail for k in ("error", "waiting_for", "lock_id", "paused_by")))
+            self._cancel_deferred()
             self._st.detail["waiting_for"] = what
             if lock_id:
                 self._st.detail["lock_id"] = lock_id
+            if after > 0 and clean:
+                self._tokens += 1
+                self._quiet = self._tokens
+                self._timer = threading.Timer(after, self._write_deferred, args=(self._quiet,))
+                self._timer.daemon = True
+                self._timer.start()
+                return
         self.flush(force=True)
+
+    def _write_deferred(self, token: int) -> None:
+        with self._lock:
+            if self._quiet != token:
+                return
+        self.flush(force=True)
+
+    def _cancel_deferred(self) -> None:
+        """(under the lock) forget a deferred wait's pending write."""
+        self._quiet = 0
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def paused(self, err: BaseException | str, *, lock_id: str = "", position: str = "",
                owner: str = "", waiting_for: str = "") -> None:
@@ -239,6 +272,7 @@ class StatusReporter:
         with self._lock:
             if force:
                 self._dirty = True
+                self._quiet = 0          # any forced write shows a deferred wait with it
             if not self._dirty:
                 return True
             if not force and time.monotonic() - self._last_write < self.min_interval:
@@ -253,6 +287,7 @@ class StatusReporter:
                              source=rec.source, error=str(e))
                 return False
             self._dirty = False
+            self._quiet = 0              # a deferred wait is visible now
             self._last_write = time.monotonic()
             return True
 

@@ -15,11 +15,12 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-from sqlglot.dialects.mysql import MySQL
 from sqlglot.tokens import TokenType
 
 from coordinator.errors import ShardMergeError
 from coordinator.sql import quote_table
+
+from .lexer import mysql_tokens
 
 
 class StatementKind(str, Enum):
@@ -195,7 +196,7 @@ def _word(tok) -> str:
 def parse_ddl(query: str, default_schema: str) -> ParsedDDL:
     """Kind and table names of one statement; NOT_DDL for BEGIN/COMMIT/DML/SET etc."""
     try:
-        toks = [t for t in MySQL().tokenize(query)]
+        toks = mysql_tokens(query)
     except Exception as e:  # sqlglot raises its own TokenError
         raise DDLParseError(f"cannot tokenize statement: {e}", statement=query[:200]) from None
     words = [_word(t) for t in toks]
@@ -292,7 +293,7 @@ _LEADING_BLANKS = re.compile(r"(?:\s+|/\*.*?\*/|--[^\n]*\n|#[^\n]*\n)*", re.S)
 
 def _rename_names(query: str, off: int, default_schema: str) -> tuple[TableName, ...]:
     """``RENAME TABLE a TO b[, c TO d]``: the names with spans in the full statement."""
-    toks = list(MySQL().tokenize(query[off:]))
+    toks = mysql_tokens(query[off:])
     words = [_word(t) for t in toks]
     i = 1 if words and words[0] == "TABLE" else 0
     names = []

@@ -13,15 +13,14 @@ from dataclasses import replace
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.dialects.mysql import MySQL
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
 from . import typesys as ts
 from .errors import UnsupportedDDL, InvalidDDL
+from .lexer import mysql_tokens
 from .model import Column, ColumnType, Index, TableSchema
 
-_DIALECT = MySQL()
 
 _DTYPE_MAP = {
     "TINYINT": "tinyint", "SMALLINT": "smallint", "MEDIUMINT": "mediumint", "INT": "int",
@@ -41,7 +40,7 @@ _UNSIGNED = {"UTINYINT", "USMALLINT", "UMEDIUMINT", "UINT", "UBIGINT", "UDECIMAL
 
 def tokenize(sql: str):
     try:
-        return _DIALECT.tokenize(sql)
+        return mysql_tokens(sql)
     except TokenError as e:
         raise UnsupportedDDL(f"cannot tokenize statement: {e}", statement=sql) from e
 
@@ -73,7 +72,7 @@ def strip_float_unsigned(sql: str) -> tuple[str, set[str]]:
     """sqlglot rejects ``float[(M,D)] unsigned``: cut the UNSIGNED out and
     return the (lower-case) names of the columns it belonged to."""
     try:
-        tokens = _DIALECT.tokenize(sql)
+        tokens = mysql_tokens(sql)
     except TokenError:
         return sql, set()
     cuts, names = [], set()
@@ -99,7 +98,7 @@ def _persistent_as_stored(sql: str) -> str:
     if "persistent" not in sql.lower():
         return sql
     try:
-        tokens = _DIALECT.tokenize(sql)
+        tokens = mysql_tokens(sql)
     except TokenError:
         return sql
     for k in range(len(tokens) - 1, 0, -1):

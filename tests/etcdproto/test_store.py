@@ -83,6 +83,38 @@ def test_info_operation_round_trip_worker_ignores_older_answers(store, fence):
     assert not store.get_operation(LOCK, A).done
 
 
+def test_info_and_operation_in_one_read_match_the_separate_reads(store, fence):
+    """The worker's read before each shard DDL (``LockClient.stored``): the Info and the
+    Operation with its done flag, as ``get_info`` / ``get_operation`` give them."""
+    assert store.get_info_and_operation(LOCK, C) == (None, None)
+    info = _info(C)
+    rev = store.put_info(info)
+    got_info, got_op = store.get_info_and_operation(LOCK, C)
+    assert got_info == store.get_info(LOCK, C) and got_info.revision == rev and got_op is None
+    assert store.put_operation(fence, _op(info, rev)).put
+    got_info, got_op = store.get_info_and_operation(LOCK, C)
+    assert got_op == store.get_operation(LOCK, C) and got_op.info_revision == rev and not got_op.done
+    store.mark_done(got_op)
+    _, got_op = store.get_info_and_operation(LOCK, C)
+    assert got_op.done and got_op == store.get_operation(LOCK, C)
+
+
+def test_wait_after_own_put_sees_an_answer_written_before_the_wait_began(store, fence):
+    """``just_put``: no read before the first watch.  The watch starts right after the Info's
+    revision, so an answer the master wrote before the worker began to wait is still seen, and
+    an answer to an older Info is not."""
+    info = _info(B)
+    old = store.put_info(info)
+    rev = store.put_info(_info(B, ["ALTER TABLE `shop`.`orders` ADD COLUMN c9 INT"]))
+    assert store.put_operation(fence, _op(info, old)).reason == "newer-info"
+    res = store.put_operation(fence, _op(_info(B, ["ALTER TABLE `shop`.`orders` ADD COLUMN c9 INT"]), rev))
+    assert res.put
+    op = store.wait_operation(LOCK, B, rev, timeout=10, just_put=True)
+    assert op.info_revision == rev and op.revision == res.revision
+    with pytest.raises(OperationWaitTimeout):
+        store.wait_operation(LOCK, B, old, timeout=0.5, just_put=True)
+
+
 def test_done_mark_follows_an_identical_rewrite_and_legacy_in_place_marks_count(store, fence, etcd_client):
     info = _info(A)
     rev = store.put_info(info)

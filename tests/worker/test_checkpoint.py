@@ -97,3 +97,42 @@ def test_unchanged_global_point_is_not_written_again(downstream_db):
     assert s.save_global(Position("bin.000003", 900, "1-1-21"))
     s.flush()
     assert _store(downstream_db).global_pos == Position("bin.000003", 900, "1-1-21")
+
+
+def test_kept_connection_is_reused_survives_a_kill_and_is_not_shared(downstream_db):
+    """``keep_connection``: the syncer's store writes on one connection (issue 33: a connect
+    per write was ~1.5 ms of each shard DDL); a connection the server dropped is replaced
+    before use, and a second thread inside a transaction gets a connection of its own."""
+    import threading
+
+    import pymysql
+
+    s = _store(downstream_db)
+    s.keep_connection()
+
+    def conn_id() -> int:
+        with s._transaction() as cur:
+            cur.execute("SELECT CONNECTION_ID()")
+            return cur.fetchone()[0]
+
+    first = conn_id()
+    assert conn_id() == first
+    s.save_global(Position("bin.000003", 10))
+    s.flush()
+    assert conn_id() == first                      # the checkpoint flush used it too
+    with pymysql.connect(**downstream_db.params) as admin, admin.cursor() as cur:
+        cur.execute(f"KILL {first}")
+    second = conn_id()                             # no error: the dead connection was replaced
+    assert second != first and conn_id() == second
+    inner: list[int] = []
+    with s._transaction() as cur:                  # held by this thread...
+        cur.execute("SELECT CONNECTION_ID()")
+        assert cur.fetchone()[0] == second
+        t = threading.Thread(target=lambda: inner.append(conn_id()))
+        t.start()
+        t.join(30)
+    assert inner and inner[0] != second            # ...so the other thread had its own
+    assert conn_id() == second
+    s.close()
+    assert conn_id() != second                     # closed: the next operation opens one
+    assert _store(downstream_db).global_pos == Position("bin.000003", 10)

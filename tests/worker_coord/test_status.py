@@ -128,3 +128,32 @@ def test_settle_writes_a_throttled_update_before_going_idle(store):
     assert _read(store).detail["online_ddl"] == [{"table": "d.t", "shadow": "_t_new"}]
     rev = store._get("status", store.keys.key("status", "t", "s"))[1]
     assert r.settle() and store._get("status", store.keys.key("status", "t", "s"))[1] == rev   # nothing pending
+
+
+def test_a_short_wait_for_an_operation_is_not_written_a_long_one_is(store):
+    """``waiting(after=)``: a shard DDL's Operation usually arrives in a few ms; the wait and
+    the ``running()`` after it then write nothing (issue 33).  A wait still on after ``after``
+    is written by itself, and ``running()`` then clears it."""
+    import threading
+    r = StatusReporter(store, "t", "s", "w1", min_interval=3600)
+    r.running()
+    before = _read(store)
+    r.waiting("Operation for lock L (info revision 7)", lock_id="L", after=30)
+    r.running()
+    assert _read(store) == before                          # not written: nobody saw the wait
+    r.waiting("Operation for lock L (info revision 8)", lock_id="L", after=0.2)
+    seen = threading.Event()
+    for _ in range(100):                                   # the timer writes it (no fixed sleep)
+        if "waiting_for" in _read(store).detail:
+            seen.set()
+            break
+        threading.Event().wait(0.05)
+    assert seen.is_set()
+    st = _read(store)
+    assert st.detail["waiting_for"] == "Operation for lock L (info revision 8)" and st.detail["lock_id"] == "L"
+    r.running()
+    assert "waiting_for" not in _read(store).detail and "lock_id" not in _read(store).detail
+    # a deferred wait is not deferred when the subtask is not cleanly running: written at once
+    r.retrying(ConnectionError("refused"), "waiting for downstream")
+    r.waiting("Operation for lock L (info revision 9)", lock_id="L", after=30)
+    assert _read(store).detail["waiting_for"] == "Operation for lock L (info revision 9)"

@@ -46,6 +46,7 @@ _log = logger("worker.shardddl")
 # DM's phrase for a shard DDL its optimistic lock holds (ErrShardDDLOptimismTrySyncFail); DM's
 # tests and runbooks grep for it in query-status.  The lock ID and the lock's reason follow it.
 TRY_SYNC_FAILED = "fail to try sync the optimistic shard ddl lock"
+WAIT_SHOWN_AFTER = 0.5   # s: a wait for an Operation shorter than this is not written to status
 
 
 def route_statement(sql: str, target: Target) -> str:
@@ -330,12 +331,17 @@ class OptimisticDDLHandler:
                     ddls=routed_ddls(statements, target),
                     before=p.before.to_json(), afters=[a.to_json() for a in p.afters if a is not None],
                     timestamp=int(ddl.timestamp or 0))     # the binlog event's time: the lock's column order
-        op = self.client.unlocked_answer(info, ctx)
+        stored = self.client.stored(info)
+        op = self.client.unlocked_answer(info, stored, ctx)
         if op is not None:
             return _Pending(ddl, target, list(op.ddls or []), preview=p, operation=op, info=info)
-        rev, after = self.client.stored_info(info, ctx) or self.client.put_info(info, ctx), 0
+        rev, after = self.client.stored_info(info, stored, ctx), 0
+        just_put = not rev
+        if just_put:
+            rev = self.client.put_info(info, ctx)
         owner = str(info.table)
-        self._waiting(f"Operation for lock {ctx['lock_id']} (info revision {rev})", ctx)
+        # shown once the wait is longer than an answer takes (usually a few ms)
+        self._waiting(f"Operation for lock {ctx['lock_id']} (info revision {rev})", ctx, after=WAIT_SHOWN_AFTER)
         skip: list = []
 
         def skip_requested() -> bool:
@@ -345,7 +351,9 @@ class OptimisticDDLHandler:
 
         paused = False
         while True:
-            op, rev = self.client.next_operation(info, rev, after, ctx, interrupt=skip_requested if paused else None)
+            op, rev = self.client.next_operation(info, rev, after, ctx, interrupt=skip_requested if paused else None,
+                                                 just_put=just_put)
+            just_put = False
             if op is None:
                 if getattr(skip[0], "op", "skip") == "skip":
                     self._withdraw(info, ctx)
@@ -354,7 +362,7 @@ class OptimisticDDLHandler:
             if isinstance(answer, Replay):
                 _log.info("redirect is the first answer to this DDL; sending it again", info_revision=rev,
                           **strs(ctx))
-                rev, after = self.client.put_info(info, ctx), 0
+                rev, after, just_put = self.client.put_info(info, ctx), 0, True
                 continue
             if isinstance(answer, Execute):
                 return _Pending(ddl, target, list(answer.statements), preview=p, operation=op, info=info)
@@ -463,9 +471,9 @@ class OptimisticDDLHandler:
         th.start()
 
     # ------------------------------------------------------------------ helpers
-    def _waiting(self, what: str, ctx: dict) -> None:
+    def _waiting(self, what: str, ctx: dict, after: float = 0.0) -> None:
         if self.status is not None:
-            self.status.waiting(what, lock_id=ctx["lock_id"])
+            self.status.waiting(what, lock_id=ctx["lock_id"], after=after)
 
     def _etcd_down(self, message: str, ctx: dict) -> None:
         if self.status is not None:

@@ -22,6 +22,8 @@ from .errors import CoordinationStopped
 
 _log = logger("worker.shardddl")
 
+Stored = tuple[Info | None, Operation | None] | None    # LockClient.stored: etcd's Info and Operation
+
 
 def strs(ctx: dict) -> dict:
     return {k: str(v) for k, v in ctx.items() if v not in (None, "")}
@@ -46,35 +48,36 @@ class LockClient:
             except EtcdUnavailable as e:
                 self._wait_etcd(e, ctx)
 
-    def stored_info(self, info: Info, ctx: dict) -> int:
+    def stored(self, info: Info) -> Stored:
+        """What etcd holds for ``info``'s table now, Info and Operation in one read (None when
+        etcd is unreachable: the put that follows waits for it).  Both questions below are
+        asked of this one read before every shard DDL."""
+        try:
+            return self.store.get_info_and_operation(info.lock, info.table)
+        except EtcdUnavailable:
+            return None
+
+    def stored_info(self, info: Info, stored: Stored, ctx: dict) -> int:
         """The revision of the stored Info when it is exactly ``info`` (a restart or a rewind met
         the same DDL again), else 0.  Waiting on it, instead of sending a new revision, keeps the
         answer the lock already gave (invariant 2, docs/lock-algorithm.md): a new revision would
         be decided again, possibly with another runner.  A redirect (``resolved``) needs the new
         revision: that replay is what the lock answers next."""
-        try:
-            cur = self.store.get_info(info.lock, info.table)
-            if cur is None or (cur.ddls, cur.before, cur.afters) != (info.ddls, info.before, info.afters):
-                return 0
-            op = self.store.get_operation(info.lock, info.table)
-        except EtcdUnavailable:
+        cur, op = stored or (None, None)
+        if cur is None or (cur.ddls, cur.before, cur.afters) != (info.ddls, info.before, info.afters):
             return 0
         if op is not None and op.info_revision == cur.revision and op.stage is Stage.RESOLVED:
             return 0
         _log.info("the same DDL's Info is stored; waiting on its answer", info_revision=cur.revision, **strs(ctx))
         return cur.revision
 
-    def unlocked_answer(self, info: Info, ctx: dict) -> Operation | None:
+    def unlocked_answer(self, info: Info, stored: Stored, ctx: dict) -> Operation | None:
         """An operator's unlock not yet done that answers exactly this DDL (the stored Info it
         answers has the same statements and schemas): replaying a held table, or a restart
         right after the unlock.  Re-sending the Info would make the lock decide again and could
         undo the operator's ``skip``."""
-        try:
-            op = self.store.get_operation(info.lock, info.table)
-            if op is None or op.stage is not Stage.UNLOCKED or op.done:
-                return None
-            cur = self.store.get_info(info.lock, info.table)
-        except EtcdUnavailable:
+        cur, op = stored or (None, None)
+        if op is None or op.stage is not Stage.UNLOCKED or op.done:
             return None
         if cur is None or cur.revision != op.info_revision:
             return None
@@ -86,10 +89,12 @@ class LockClient:
 
     # ------------------------------------------------------------------ Operation
     def next_operation(self, info: Info, rev: int, after: int, ctx: dict,
-                       interrupt: Callable[[], bool] | None = None) -> tuple[Operation | None, int]:
+                       interrupt: Callable[[], bool] | None = None,
+                       just_put: bool = False) -> tuple[Operation | None, int]:
         """Block until an Operation answering ``info`` (put at ``rev``) newer than revision
         ``after`` exists.  Returns it with the Info revision it answers (a re-sent Info has a
-        new one); ``(None, rev)`` as soon as ``interrupt()`` is true (asked about once a second)."""
+        new one); ``(None, rev)`` as soon as ``interrupt()`` is true (asked about once a second).
+        ``just_put``: ``rev`` is this caller's own put (``Store.wait_operation``)."""
         step = self.recheck_interval if interrupt is None else min(1.0, self.recheck_interval)
         last_check = time.monotonic()
         while True:
@@ -99,7 +104,7 @@ class LockClient:
             etcd_down = False
             try:
                 return self.store.wait_operation(info.lock, info.table, rev, after_revision=after,
-                                                 timeout=step, stop=self.stop), rev
+                                                 timeout=step, stop=self.stop, just_put=just_put), rev
             except OperationWaitTimeout:
                 if self.stop.is_set():
                     raise CoordinationStopped("subtask stopping while waiting for the shard DDL Operation",
@@ -107,6 +112,7 @@ class LockClient:
             except EtcdUnavailable as e:
                 self._wait_etcd(e, ctx)
                 etcd_down = True
+            just_put = False
             if interrupt is not None and interrupt():
                 return None, rev
             if etcd_down or time.monotonic() - last_check >= self.recheck_interval:

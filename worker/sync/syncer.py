@@ -115,6 +115,7 @@ class Syncer:
         self.parallelism = parallelism or self.inst.syncer.worker_count
         self.hooks = hooks or Hooks()
         self.store = CheckpointStore(self.down_kwargs, task.meta_schema, task.name, source.source_id, epoch)
+        self.store.keep_connection()     # written at every batch and shard DDL (closed by close())
         # task option online-ddl: pt-osc / gh-ost shadow tables (worker.sync.online_ddl)
         self.online = None if self.mapper.online is None else OnlineDDL(
             self.mapper.online, OnlineDDLStore(self.down_kwargs, task.meta_schema, task.name, source.source_id))
@@ -201,6 +202,7 @@ class Syncer:
         self.applier.close_stream()
         self.binlog.close()
         self.upstream_end.close()
+        self.store.close()
 
     def request_rewind(self) -> None:
         """Restart from the checkpoints before the next batch (held tables replay their DDL)."""
