@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from coordinator.cli.common import CLIError, add_sources_flag, call, common, common_table, emit
 from coordinator.cli.tasks import task_name
-from coordinator.etcdproto import parse_binlog_pos
 from protos import master_pb2 as pb
 
 
@@ -40,6 +39,7 @@ def run(args, op: str) -> int:
     open_ended = op in ("skip", "replace", "inject", "list") and not args.binlog_pos
     source = "" if open_ended and not args.sources else _one_source(args, cmd)
     if args.binlog_pos:
+        from coordinator.etcdproto import parse_binlog_pos   # the etcd layout: not at CLI start-up
         try:
             parse_binlog_pos(args.binlog_pos)
         except ValueError as e:

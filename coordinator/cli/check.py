@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 
-from coordinator.config import load_source, load_task
 from coordinator.errors import ShardMergeError
 
 
@@ -24,7 +23,9 @@ def register(subparsers) -> None:
 
 
 def _cli(args) -> int:
-    from worker.check import check_task       # pymysql and the comparison: only when the command runs
+    # sqlglot (via the config), pymysql and the comparison: only when the command runs
+    from coordinator.config import load_source, load_task
+    from worker.check import check_task
     try:
         task = load_task(args.task_file)
         srcs = {}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-import yaml
 
 from coordinator import gc_tuning
 from coordinator.access.policy import AccessPolicy
@@ -29,6 +28,7 @@ def _cn_list(value) -> list[str]:
 
 def apply_config_file(args, parser: argparse.ArgumentParser) -> None:
     """Fill the flags not given on the command line from ``args.config`` (YAML mapping)."""
+    import yaml   # the master's config file only: not at every CLI start-up
     path = args.config
     try:
         with open(path) as f:

@@ -7,8 +7,6 @@ import signal
 import sys
 from typing import Callable, Protocol
 
-from coordinator.etcd_client import security_from_args, set_default_security
-from coordinator.obs import setup_logging
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -34,6 +32,9 @@ def serve(command: str, args, build: Callable[[], Process], errors: tuple[type[E
     start (one of ``errors``: a bad flag value, an unreachable etcd, a busy port) is one line
     ``shardctl COMMAND: ...`` on stderr and exit 1, not a traceback; SIGTERM/SIGINT stop the
     process cleanly (a pod's shutdown) and the exit code is 0 once it has stopped."""
+    # logging, metrics and etcd: for the processes only, not every CLI start-up
+    from coordinator.etcd_client import security_from_args, set_default_security
+    from coordinator.obs import setup_logging
     setup_logging(args.log_level)
     set_default_security(security_from_args(args))
     try:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 
-import yaml
-
 from coordinator.cli.common import CLIError, add_sources_flag, call, common, common_table, emit, render_table
 from protos import master_pb2 as pb
 
@@ -21,6 +19,7 @@ def _read(path: str) -> str:
 def _source_id(arg: str) -> str:
     """stop accepts a source ID or a source config file (like dmctl)."""
     if os.path.isfile(arg):
+        import yaml   # only for a source file given as the ID: not at every CLI start-up
         data = yaml.safe_load(_read(arg)) or {}
         if isinstance(data, dict) and isinstance(data.get("source-id"), str):
             return data["source-id"]

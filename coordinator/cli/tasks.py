@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 
-import yaml
 
 from coordinator.api.exits import subtask_exits
 from coordinator.cli.common import (RPC_TIMEOUT, CLIError, add_sources_flag, call, common, common_table, emit,
@@ -64,6 +63,7 @@ def check_task(args) -> int:
 def task_name(arg: str) -> str:
     """dmctl accepts a task file where a task name is expected: use its `name`."""
     if os.path.isfile(arg) and arg.endswith((".yaml", ".yml")):
+        import yaml   # only for a task file given as the name: not at every CLI start-up
         try:
             data = yaml.safe_load(_read(arg))
         except yaml.YAMLError as e:
