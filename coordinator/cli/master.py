@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-
 from coordinator import gc_tuning
 from coordinator.access.policy import AccessPolicy
 from coordinator.access.tls import TlsFiles

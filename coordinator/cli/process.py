@@ -8,7 +8,6 @@ import sys
 from typing import Callable, Protocol
 
 
-
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 

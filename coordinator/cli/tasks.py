@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 
-
 from coordinator.api.exits import subtask_exits
 from coordinator.cli.common import (RPC_TIMEOUT, CLIError, add_sources_flag, call, common, common_table, emit,
                                     render_table)

@@ -150,3 +150,21 @@ def test_every_clause_kind_parses_applies_and_keeps_its_text(clause):
 def test_changed_columns_reads_the_clauses(sql, added, dropped):
     """What the lock engine counts as added / dropped columns of an answer's statements."""
     assert changed_columns(sql) == (added, dropped)
+
+
+def test_tokens_are_shared_for_short_statements_and_not_kept_for_long_ones():
+    """``coordinator.schema.lexer``: the readers of one shard DDL share one tokenization; a
+    statement longer than ``CACHED_CHARS`` is tokenized afresh each time (its tokens are not
+    kept), and both give the same tokens as sqlglot."""
+    from sqlglot.dialects.mysql import MySQL
+
+    from coordinator.schema.lexer import CACHED_CHARS, mysql_tokens
+
+    short = "ALTER TABLE `shop_01`.`orders_0001` ADD COLUMN c1 INT"
+    assert mysql_tokens(short) is mysql_tokens(short)
+    long = "ALTER TABLE t " + ", ".join(f"ADD COLUMN c{i} INT" for i in range(CACHED_CHARS // 16))
+    assert len(long) > CACHED_CHARS
+    first, again = mysql_tokens(long), mysql_tokens(long)
+    assert first is not again
+    expect = [(t.token_type, t.text) for t in MySQL().tokenize(long)]
+    assert [(t.token_type, t.text) for t in first] == expect == [(t.token_type, t.text) for t in again]
