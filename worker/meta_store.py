@@ -38,6 +38,8 @@ class MetaStore:
         self.db_kwargs = dict(db_kwargs)
         self.meta_schema, self.task, self.source_id = meta_schema, task, source_id
         self.fq = fq
+        self._kept: pymysql.connections.Connection | None = None   # between operations (keep_connection)
+        self._kept_lock: threading.Lock | None = None               # set by keep_connection
 
     def _connect(self) -> pymysql.connections.Connection:
         try:
@@ -75,11 +77,11 @@ class MetaStore:
     def _take(self) -> tuple[pymysql.connections.Connection, bool]:
         """The kept connection (checked with a ping; a new one if it is gone) when no other
         thread holds it, else a connection of the caller's own."""
-        lock = self.__dict__.get("_kept_lock")
+        lock = self._kept_lock
         if lock is None or not lock.acquire(blocking=False):
             return self._connect(), False
         try:
-            conn = self.__dict__.pop("_kept", None)
+            conn, self._kept = self._kept, None
             if conn is not None:
                 try:
                     conn.ping(reconnect=False)
@@ -93,22 +95,23 @@ class MetaStore:
 
     def _give(self, conn: pymysql.connections.Connection, kept: bool, ok: bool) -> None:
         if kept and ok:
-            self.__dict__["_kept"] = conn
+            self._kept = conn
         else:
             _close(conn)
-        if kept:
-            self.__dict__["_kept_lock"].release()
+        if kept and self._kept_lock is not None:
+            self._kept_lock.release()
 
     def keep_connection(self) -> None:
         """Keep one connection between operations (a long-lived store; :meth:`close` ends it)."""
-        self.__dict__.setdefault("_kept_lock", threading.Lock())
+        if self._kept_lock is None:
+            self._kept_lock = threading.Lock()
 
     def close(self) -> None:
         """Close the kept connection (the store stays usable: the next operation opens one)."""
-        lock = self.__dict__.get("_kept_lock")
+        lock = self._kept_lock
         got = lock is not None and lock.acquire(timeout=10)     # not while a transaction uses it
         try:
-            conn = self.__dict__.pop("_kept", None)
+            conn, self._kept = self._kept, None
             if conn is not None:
                 _close(conn)
         finally:
@@ -116,7 +119,8 @@ class MetaStore:
                 lock.release()
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k not in ("_kept", "_kept_lock")}
+        """A copy (e.g. pickled to a Spark task) opens its own connections."""
+        return {**self.__dict__, "_kept": None, "_kept_lock": None}
 
     def ensure_table(self) -> None:
         """Create the meta-schema and the table unless they exist, then :meth:`_upgrade` it."""
