@@ -299,17 +299,103 @@ def _stop_pid(what: str, pidfile: Path, timeout: float = 30) -> None:
 _MOUNTS = ("proc", "sys", "dev")
 
 
-def _apt_mirror() -> str:
-    """The Debian mirror the host's apt already uses (the only network this machine has)."""
-    for f in [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]:
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+
+
+def apt_mirrors(files: list[Path] | None = None) -> list[str]:
+    """The Debian archive URIs the host's apt uses, in file order, without duplicates: the only
+    network this machine may have.  Both shapes apt reads are parsed as apt parses them:
+    one-line ``deb [opts] URI suite comp...`` files (``*.list``) and deb822 stanzas
+    (``*.sources``, ``URIs:`` fields).  Comment lines are skipped (a deb822 file often names an
+    unreachable snapshot archive in a ``#`` line), as are ``deb-src`` entries, disabled stanzas
+    (``Enabled: no``), security and non-Debian archives (debootstrap needs the main archive)."""
+    if files is None:
+        d = Path("/etc/apt/sources.list.d")
+        files = [Path("/etc/apt/sources.list"), *sorted(d.glob("*.list")), *sorted(d.glob("*.sources"))]
+    found: list[str] = []
+    for f in files:
         try:
-            words = f.read_text().split()
+            text = f.read_text(errors="replace")
         except OSError:
             continue
-        url = next((w for w in words if w.startswith("http") and "security" not in w), None)
-        if url:
-            return url
-    return "http://deb.debian.org/debian"
+        found += _deb822_uris(text) if f.suffix == ".sources" else _one_line_uris(text)
+    out: list[str] = []
+    for uri in found:
+        uri = uri.rstrip("/")
+        if uri not in out and "security" not in uri and "/debian" in uri:
+            out.append(uri)
+    return out
+
+
+def _one_line_uris(text: str) -> list[str]:
+    uris = []
+    for line in text.splitlines():
+        words = line.split("#", 1)[0].split()
+        if not words or words[0] != "deb":
+            continue
+        words = words[1:]
+        if words and words[0].startswith("["):      # options: [arch=amd64 signed-by=...]
+            while words and not words[0].endswith("]"):
+                words = words[1:]
+            words = words[1:]
+        if words:
+            uris.append(words[0])
+    return uris
+
+
+def _deb822_uris(text: str) -> list[str]:
+    uris = []
+    for stanza in _deb822_stanzas(text):
+        types = stanza.get("types", "deb").split()
+        if "deb" in types and stanza.get("enabled", "yes").lower() != "no":
+            uris += stanza.get("uris", "").split()
+    return uris
+
+
+def _deb822_stanzas(text: str) -> list[dict[str, str]]:
+    stanzas: list[dict[str, str]] = []
+    cur: dict[str, str] = {}
+    key = None
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        if not line.strip():
+            if cur:
+                stanzas.append(cur)
+            cur, key = {}, None
+        elif line[0] in " \t" and key:                # a continuation line of the field above
+            cur[key] += " " + line.strip()
+        elif ":" in line:
+            key, value = line.split(":", 1)
+            key = key.strip().lower()
+            cur[key] = value.strip()
+    if cur:
+        stanzas.append(cur)
+    return stanzas
+
+
+def _debootstrap() -> None:
+    """debootstrap from each mirror apt uses in turn (then Debian's default name): one mirror
+    that cannot be reached does not fail the set-up while another can."""
+    mirrors = apt_mirrors() or [DEFAULT_MIRROR]
+    if DEFAULT_MIRROR not in mirrors:
+        mirrors.append(DEFAULT_MIRROR)
+    errors = []
+    for mirror in mirrors:
+        shutil.rmtree(MYSQL_ROOT, ignore_errors=True)
+        MYSQL_ROOT.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            _run(["debootstrap", "--variant=minbase", MYSQL_SUITE, str(MYSQL_ROOT), mirror],
+                 f"debootstrap from {mirror}")
+            return
+        except (ServiceError, subprocess.TimeoutExpired) as e:
+            log(f"debootstrap from {mirror} failed; trying the next mirror")
+            errors.append(str(e)[-400:])
+    raise ServiceError(
+        f"making the MySQL chroot at {MYSQL_ROOT} failed from every mirror apt uses ({', '.join(mirrors)}); "
+        "check that `apt-get update` works on this machine and that one of its sources serves "
+        f"Debian {MYSQL_SUITE}. "
+        "Last errors: " + " | ".join(errors))
 
 
 def _run(cmd: list[str], what: str, timeout: float = 1800) -> None:
@@ -337,9 +423,7 @@ def ensure_mysql_root() -> None:
             _run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "debootstrap"], "installing debootstrap")
         if not (MYSQL_ROOT / "usr" / "bin" / "apt-get").exists():
             log(f"making the MySQL chroot at {MYSQL_ROOT} (debootstrap {MYSQL_SUITE}, once per machine, ~3 min)")
-            shutil.rmtree(MYSQL_ROOT, ignore_errors=True)
-            MYSQL_ROOT.parent.mkdir(parents=True, exist_ok=True)
-            _run(["debootstrap", "--variant=minbase", MYSQL_SUITE, str(MYSQL_ROOT), _apt_mirror()], "debootstrap")
+            _debootstrap()
         _mount_chroot()
         shutil.copy("/etc/resolv.conf", MYSQL_ROOT / "etc" / "resolv.conf")
         log("installing mysql-server-core and mysql-client in the chroot")

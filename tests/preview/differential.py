@@ -78,7 +78,7 @@ class Sequence:
 
 
 def make_sequence(seed: int, tables: int = 3, plans: int = 2) -> Sequence:
-    events = [_upstream_events(evs) for evs in scenario(seed, Config(tables=tables, plans=plans))]
+    events = [_upstream_events(evs) for evs in scenario(seed, Config(tables=tables, plans=plans, generator="plans"))]
     rng = random.Random(seed * 31 + 7)
     pos, order = [0] * len(events), []
     while True:

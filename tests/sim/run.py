@@ -3,11 +3,13 @@ failing trace to a minimal replay."""
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 
-from .scripts import plans, table_events
+from . import grammar, scripts
 from .store import Violation
 from .world import LOCK, World
+from coordinator.schema import parse_create_table
 
 
 @dataclass
@@ -20,7 +22,9 @@ class Config:
     worker_crashes: int = 4
     departures: int = 1            # abrupt departures, as `remove-table` (issue 28 case 5), at most this many
     skips: int = 1                 # runner DDLs skipped by the operator (case 5), at most this many
-    exclude: tuple[str, ...] = ()  # plans left out (scripts.PLANS)
+    exclude: tuple[str, ...] = ()  # plans (scripts.PLANS) or clause kinds (grammar.MAKERS) left out
+    generator: str = "grammar"     # grammar: changes drawn from the statement grammar; plans: scripts.PLANS
+    sources: int = 2               # tables are spread over this many sources
 
 
 @dataclass
@@ -35,7 +39,14 @@ class Outcome:
 
 def scenario(seed: int, cfg: Config) -> list:
     rng = random.Random(seed)
-    return table_events(rng, plans(rng, cfg.plans, cfg.exclude), cfg.tables)
+    if cfg.generator == "plans":
+        return scripts.table_events(rng, scripts.plans(rng, cfg.plans, cfg.exclude), cfg.tables)
+    return grammar.table_events(rng, grammar.changes(rng, cfg.plans, cfg.exclude), cfg.tables)
+
+
+def new_world(events: list, cfg: Config) -> World:
+    base = scripts.BASE if cfg.generator == "plans" else grammar.BASE
+    return World(events, base=parse_create_table(base), sources=cfg.sources)
 
 
 def apply(world: World, action: str) -> bool:
@@ -71,7 +82,11 @@ def _may_leave(world: World, i: int) -> bool:
 
 def _ordinary_rename(events: list[list[str]]) -> bool:
     stmts = [s.upper() for ev in events for s in ev]
-    return any(" ADD COLUMN B2 " in s + " " for s in stmts)
+    return any(" ADD COLUMN B2 " in s + " " or _RENAME_TARGET_ADDED.search(s) for s in stmts)
+
+
+# the grammar's rename targets are named `<column>_rn` (tests/sim/grammar.py)
+_RENAME_TARGET_ADDED = re.compile(r" ADD (?:COLUMN )?\w+_RN\b")
 
 
 def state_key(world: World) -> tuple:
@@ -88,7 +103,7 @@ def state_key(world: World) -> tuple:
 def run_seed(seed: int, cfg: Config, trace: list[str] | None = None, collect: bool = False) -> Outcome:
     rng = random.Random(seed * 7919 + 1)
     events = scenario(seed, cfg)
-    world = World(events)
+    world = new_world(events, cfg)
     out = Outcome(seed, 0, [], events)
     mc, wc, dc, sc = cfg.master_crashes, cfg.worker_crashes, cfg.departures, cfg.skips
     n = len(world.workers)

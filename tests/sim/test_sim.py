@@ -80,7 +80,7 @@ def test_random_seeds_with_faults_pass_and_replays_reproduce():
     """Every plan, up to 3 master crashes, 4 worker kills, a table's abrupt departure and a runner's
     DDL skipped per seed.  Before issue 28's fixes 665 of 2,000 seeds ended in a violation; the
     budget here must find none."""
-    cfg = Config(max_steps=300)
+    cfg = Config(max_steps=300, generator="plans")
     outs = [run_seed(s, cfg) for s in range(200)]
     bad = [(o.seed, str(o.violation)) for o in outs if o.violation is not None]
     assert sum(o.steps for o in outs) > 8000
@@ -93,7 +93,8 @@ def test_a_violation_shrinks_to_a_replay_that_reproduces_it():
     same way."""
     from . import world
     cfg = Config(exclude=tuple(n for n in ("add", "drop", "widen", "widen-drop", "vwiden-drop", "narrow", "rename",
-                                           "index", "drop-index-readd")), worker_crashes=4, fault_rate=0.2)
+                                           "index", "drop-index-readd")), worker_crashes=4, fault_rate=0.2,
+                 generator="plans")
     orig = world.World.worker_crash
 
     def forgetful(self, w):

@@ -101,12 +101,13 @@ class World:
     events: list[list[list[str]]]
     base: TableSchema = field(default_factory=lambda: parse_create_table(BASE))
     log: list[str] = field(default_factory=list)
+    sources: int = 2
 
     def __post_init__(self) -> None:
         self.store = SimStore()
         self.workers: list[Worker] = []
         for i, evs in enumerate(self.events):
-            t = TableRef(f"s{i % 2 + 1}", "db", f"t{i}")
+            t = TableRef(f"s{i % self.sources + 1}", "db", f"t{i}")
             schemas = [self.base]
             jsons = []
             for ev in evs:
