@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 
 from coordinator.etcdproto import DroppedStage, Info, Stage, TableRef
 from coordinator.schema import TableSchema
-from coordinator.schema.statement import changed_columns
+from coordinator.schema.statement import changed_columns, defined_columns
 from coordinator.sql import quote_ident
 
 from .explain import detected_message, readd_message, skip_message, wait_runner, waiting_for
 from .schema_bag import cmp, eq, join2, try_join_all
-from .shape import _added_columns, _col, _narrowed_to, _no_charset, _shape_change, change_sig, lossy
+from .shape import _col, _narrowed_to, _no_charset, _shape_change, change_sig, lossy, touched
 from .state import Answer, Drops, LockState, Member, StepResult
 
 __all__ = ["Answer", "Drops", "Effects", "Lock", "Member", "StepResult", "new_unique_auto_increment"]
@@ -143,8 +143,8 @@ class Lock(LockState):
         return False
 
     # ------------------------------------------------------------------ the algorithm
-    def step(self, m: Member, prev: TableSchema, post: TableSchema) -> StepResult:
-        """One statement of the caller: prev -> post (design doc §4.3)."""
+    def step(self, m: Member, prev: TableSchema, post: TableSchema, sql: str = "") -> StepResult:
+        """One statement ``sql`` of the caller: prev -> post (design doc §4.3)."""
         self._set_conflict(m, None)   # one pending conflicting DDL per table: the new Info replaces it
         applied, m.applied_by_other, m.applied_by = m.applied_by_other, None, None
         idempotent = False
@@ -166,7 +166,10 @@ class Lock(LockState):
                     # a narrowing statement runs downstream only when the join narrowed the way it
                     # does: a DROP while another table still has the column (or a wider one) must not
                     return StepResult(not eq(old, new) and _narrowed_to(prev, post, new), Stage.NONE)
-                return StepResult(True, Stage.NONE)
+                # a widening or neutral statement that writes a column's whole definition runs only
+                # when the join has exactly that definition: a shard catching up to a width others
+                # passed, or moving a column (MODIFY ... AFTER), would narrow the downstream
+                return StepResult(_defines_joined(sql, post, new), Stage.NONE)
             self._set_schema(m, prev)   # join fails: handle as a conflicting DDL
         # conflicting DDL
         if idempotent and applied is not None and eq(post, applied):
@@ -267,34 +270,44 @@ class Lock(LockState):
             m.applied_by_other, m.applied_by = applied, by
             ans = Answer(info, Stage.SKIP_AND_WAIT, [], wait_runner(self, by), [], set(), afters, before, runner=by)
             self._queue_redirect(m.table, by)
-        elif ans.stage is Stage.NONE and ans.ddls:
-            first = self._order_conflict(m, ans)
-            if first is not None:
-                # decided after ``first``'s DROP of a column this DDL adds, but the two workers run in
-                # any order: run first, the ADD would be dropped again.  Hold this table until
-                # ``first`` is done; its replay is decided afresh (found by tests/sim)
-                self._set_schema(m, before)
-                ans = Answer(info, Stage.SKIP_AND_WAIT, [], (
-                    f"waiting for {first} to run its DDLs downstream first "
-                    f"({'; '.join(_ddls_of(self.members[first]))}): they drop or add a column this DDL adds "
-                    "or drops"), [], set(), afters, before, runs_after=first)
-                self._queue_redirect(m.table, first)
+        else:
+            ans = self._ordered(m, ans)
         return self.settle(m, info, ans, fx)
 
+    def _ordered(self, m: Member, ans: Answer) -> Answer:
+        """``ans`` unless it runs statements that change a column or index another member's
+        still-running answer changes: then a hold until that answer is done.  The two workers run
+        in any order, and in the wrong one a dropped column comes back (or an added one goes), a
+        narrowed column is widened again under rows of the narrow type, a UNIQUE index dropped
+        by one runs before the other adds it.  The replay is decided afresh against the lock as
+        it is then (found by tests/sim)."""
+        if ans.stage is not Stage.NONE or not ans.ddls:
+            return ans
+        first = self._order_conflict(m, ans)
+        if first is None:
+            return ans
+        self._set_schema(m, ans.before if ans.before is not None else m.schema)
+        self._queue_redirect(m.table, first)
+        return Answer(ans.info, Stage.SKIP_AND_WAIT, [], (
+            f"waiting for {first} to run its DDLs downstream first "
+            f"({'; '.join(_ddls_of(self.members[first]))}): they change a column or index this DDL "
+            "also changes, and the two must not run in either order"), [], set(), ans.afters, ans.before,
+            runs_after=first)
+
     def _order_conflict(self, m: Member, a: Answer) -> TableRef | None:
-        """Another member whose answer is still running (not done) drops a column ``m``'s answer
-        ``a`` adds, or adds one it drops: the two workers run in any order, and in the wrong one
-        the column is dropped again or comes back."""
-        adds, drops = _added_columns(a.ddls), _dropped_columns(a.ddls)
-        own_adds, own_drops = self._run_cols.get(m.table, (frozenset(), frozenset()))
-        # counted per column (``LockState._track_running``): a big lock's thousands of running ADDs
+        """Another member whose answer is still running (not done) changes a column or index
+        ``m``'s answer ``a`` changes (``shape.touched``)."""
+        mine = touched(a.before, a.afters[-1] if a.afters else None, a.ddls)
+        own = self._run_cols.get(m.table, frozenset())
+        # counted per key (``LockState._track_running``): a big lock's thousands of running answers
         # are not walked per Info; only a real overlap looks for the table
-        if not any(self._run_drops[c] - (c in own_drops) > 0 for c in adds) and \
-                not any(self._run_adds[c] - (c in own_adds) > 0 for c in drops):
+        if not any(self._run_touch[k] - (k in own) > 0 for k in mine):
             return None
         for t in sorted(self._running - {m.table}, key=str):
             r = self.members[t].answer
-            if r is not None and ((adds & r.exec_drops) or (drops & _added_columns(r.ddls))):
+            # the same statements end the same in either order (a handed-over change whose first
+            # runner's answer is not marked yet, say): only different ones are ordered
+            if mine & self._run_cols.get(t, frozenset()) and r is not None and r.ddls != a.ddls:
                 return t
         return None
 
@@ -345,7 +358,7 @@ class Lock(LockState):
             # a column this statement adds, with the upstream time to order it by (issue 34)
             adds = post.column_keys() - prev.column_keys() if info.timestamp else set()
             down = self._normal.try_joined() if len(adds) == 1 else None
-            r = self.step(m, prev, post)
+            r = self.step(m, prev, post, sql)
             if r.stage is not Stage.NONE:
                 stage, msg = r.stage, r.message
                 if stage is Stage.DETECTED:   # DM's phrase, which runbooks and alerts grep for
@@ -445,6 +458,7 @@ class Lock(LockState):
                 ans = self.try_sync(m, a.info, a.before, a.afters, redo)
                 if ans.stage is Stage.DETECTED:
                     continue
+                ans = self._ordered(m, ans)
                 self._set_answer(m, ans)
                 self._set_done(m, False)
                 fx.others.append((m.table, ans))
@@ -652,6 +666,16 @@ def new_unique_auto_increment(prev: TableSchema, post: TableSchema) -> str | Non
             if ix.kind in ("primary", "unique") and ix.columns and ix.columns[0][0].lower() == c.key:
                 return c.name
     return None
+
+
+def _defines_joined(sql: str, post: TableSchema, joined: TableSchema) -> bool:
+    """Every column whose definition ``sql`` writes has exactly that definition (``post``'s) in
+    the joined schema."""
+    for k in defined_columns(sql):
+        c, j = post.column(k), joined.column(k)
+        if c is not None and (j is None or j.lattice_key() != c.lattice_key()):
+            return False
+    return True
 
 
 def _ddls_of(m: Member) -> list[str]:

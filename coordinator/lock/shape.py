@@ -8,7 +8,7 @@ from dataclasses import replace
 from coordinator.schema import TableSchema
 from coordinator.schema.lattice import join_type
 from coordinator.schema.model import Column
-from coordinator.schema.statement import changed_columns
+from coordinator.schema.statement import changed_columns, defined_columns, index_names
 
 
 def tolerated(s: TableSchema, j: TableSchema) -> bool:
@@ -120,3 +120,22 @@ def _added_columns(ddls: list[str]) -> set[str]:
     """Columns (lower case) the statements add (their ADD COLUMN clauses; indexes and constraints
     are not columns)."""
     return {c for d in ddls for c in changed_columns(d)[0]}
+
+
+def touched(before: TableSchema | None, after: TableSchema | None, ddls: list[str]) -> frozenset[str]:
+    """What a running answer's statements may change downstream: ``c:<column>`` and
+    ``i:<index>`` keys, from its Info's schema change (a superset of what the returned
+    statements do) plus the columns and indexes the statements themselves name (an unlock's
+    completing DROP, a MODIFY that only moves a column, an index dropped and added again).  Two running answers that share a key must not run in either order: a
+    narrowing and a widening MODIFY of one column, an ADD UNIQUE and a DROP of one index, an ADD
+    and a DROP of one column each end differently when the two workers swap."""
+    keys = set()
+    if before is not None and after is not None:
+        gone, came, ix_gone, ix_came = change_sig(before, after)
+        keys |= {f"c:{k}" for k, _ in gone | came}
+        keys |= {f"i:{k}" for k in ix_gone | ix_came}
+    for d in ddls:
+        added, dropped = changed_columns(d)
+        keys |= {f"c:{k}" for k in added | dropped | defined_columns(d)}
+        keys |= {f"i:{k}" for k in index_names(d)}
+    return frozenset(keys)

@@ -21,7 +21,7 @@ from coordinator.etcdproto import DroppedStage, Info, LockKey, Stage, TableRef
 from coordinator.schema import ColumnType, SchemaConflict, TableSchema
 
 from .schema_bag import SchemaBag, eq, try_join_all
-from .shape import _added_columns, fits, tolerated
+from .shape import fits, tolerated, touched
 
 
 @dataclass
@@ -81,11 +81,11 @@ class LockState:
         self._detected: set[TableRef] = set()    # members whose current answer is `detected`
         self._not_done: set[TableRef] = set()    # members with an Operation not yet done
         self._running: set[TableRef] = set()     # members told to run DDLs downstream, not done yet
-        # columns the running answers add / drop, counted (the ordering hold's overlap test)
-        self._run_cols: dict[TableRef, tuple[frozenset[str], frozenset[str]]] = {}
+        # columns and indexes the running answers change (``shape.touched``), counted: the
+        # ordering hold's overlap test
+        self._run_cols: dict[TableRef, frozenset[str]] = {}
         self._noted: set[TableRef] = set()     # members carrying an operator note (``is_synced``'s slow path)
-        self._run_adds: Counter[str] = Counter()
-        self._run_drops: Counter[str] = Counter()
+        self._run_touch: Counter[str] = Counter()
         self._columns: dict[str, Drops] = {}
         self.handled_revision = 0
         self.error = ""             # lock-level problem (bad records at rebuild)
@@ -132,8 +132,7 @@ class LockState:
         self._noted.discard(t)
         gone = self._run_cols.pop(t, None)
         if gone is not None:
-            self._run_adds.subtract(gone[0])
-            self._run_drops.subtract(gone[1])
+            self._run_touch.subtract(gone)
         if t in self._gates:
             self._handover(t)
         if t in self._redirects:
@@ -182,14 +181,12 @@ class LockState:
         (self._running.add if running else self._running.discard)(m.table)
         old = self._run_cols.pop(m.table, None)
         if old is not None:
-            self._run_adds.subtract(old[0])
-            self._run_drops.subtract(old[1])
+            self._run_touch.subtract(old)
         if running and a is not None:
-            cols = (frozenset(_added_columns(a.ddls)), frozenset(a.exec_drops))
-            if cols[0] or cols[1]:
-                self._run_cols[m.table] = cols
-                self._run_adds.update(cols[0])
-                self._run_drops.update(cols[1])
+            keys = touched(a.before, a.afters[-1] if a.afters else None, a.ddls)
+            if keys:
+                self._run_cols[m.table] = keys
+                self._run_touch.update(keys)
 
     def _queue_redirect(self, t: TableRef, after: TableRef | None) -> None:
         """Redirect ``t`` once ``after`` (if any) has run its answer's DDLs downstream."""

@@ -7,6 +7,7 @@ index definitions) are handed to sqlglot's parser in parse.py.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -373,3 +374,61 @@ def changed_columns(sql: str) -> tuple[frozenset[str], frozenset[str]]:
         elif c.kind is ClauseKind.DROP_COLUMN:
             dropped.add(c.data["name"].lower())
     return frozenset(added), frozenset(dropped)
+
+
+@lru_cache(maxsize=4096)
+def defined_columns(sql: str) -> frozenset[str]:
+    """Lower-case names of the columns whose whole definition one statement writes (ADD, MODIFY
+    and CHANGE COLUMN clauses; CHANGE by its new name): running it sets each to the written
+    definition, whatever the column was, even when the clause only moves it (``AFTER``/``FIRST``).
+    Empty for any other statement and for one the parser refuses."""
+    try:
+        st = parse_statement(sql)
+    except SchemaError:
+        return frozenset()
+    out = set()
+    for c in st.clauses:
+        if c.kind in (ClauseKind.ADD_COLUMN, ClauseKind.MODIFY_COLUMN, ClauseKind.CHANGE_COLUMN):
+            toks = tokenize(c.data["def"])
+            if toks:
+                out.add(ident_name(toks[0]).lower())
+    return frozenset(out)
+
+
+_INDEX_DEF = re.compile(r"^\s*(?:CONSTRAINT(?:\s+(?:`(?:[^`]|``)+`|[\w$]+))?\s+)?(?P<kind>PRIMARY\s+KEY|UNIQUE|FULLTEXT|SPATIAL)?"
+                        r"\s*(?:INDEX|KEY)?\s*(?P<name>`(?:[^`]|``)+`|(?!USING\b)[\w$]+)?\s*(?:USING\s+\w+\s*)?\(", re.I)
+
+
+def _index_def_name(defn: str) -> str | None:
+    m = _INDEX_DEF.match(defn)
+    if m is None:
+        return None
+    if m.group("kind") and m.group("kind").upper().startswith("PRIMARY"):
+        return "primary"
+    name = m.group("name")
+    return None if name is None else name.strip("`").replace("``", "`").lower()
+
+
+@lru_cache(maxsize=4096)
+def index_names(sql: str) -> frozenset[str]:
+    """Lower-case names of the indexes one statement adds, drops, renames or alters (``primary``
+    for the primary key); an index added without a name is left out (its name comes from its
+    first column).  Empty for a statement the parser refuses."""
+    try:
+        st = parse_statement(sql)
+    except SchemaError:
+        return frozenset()
+    out: set[str | None] = set()
+    if st.kind is StatementKind.CREATE_INDEX:
+        out.add(_index_def_name(st.data.get("def", "")))
+    elif st.kind is StatementKind.DROP_INDEX:
+        out.add(st.data.get("name", "").lower() or None)
+    for c in st.clauses:
+        if c.kind is ClauseKind.ADD_INDEX:
+            out.add(_index_def_name(c.data["def"]))
+        elif c.kind in (ClauseKind.DROP_INDEX, ClauseKind.ALTER_INDEX):
+            out.add(c.data["name"].lower())
+        elif c.kind is ClauseKind.RENAME_INDEX:
+            out |= {c.data["old"].lower(), c.data["new"].lower()}
+    out.discard(None)
+    return frozenset(x for x in out if x)

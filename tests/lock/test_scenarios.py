@@ -273,14 +273,17 @@ def test_s15_detected_add_then_non_intrusive_fix_answers_blocked_table():
     assert "conflict" in h.lock.waiting_for(h.refs["B"]) and "unlock" in h.lock.waiting_for(h.refs["B"])
     a = h.send("A", "ALTER TABLE t DROP COLUMN c1")
     assert ret(a) == ["ALTER TABLE t DROP COLUMN c1"] and a.operation.cols == ["c1"]
-    # improvement over DM: the blocked table is re-evaluated and answered without a resume
+    # improvement over DM: the blocked table is re-evaluated without a resume.  Its ADD of c1 and
+    # A's DROP of c1 must not run in either order (B's ADD first: swallowed as a duplicate, then
+    # A's DROP removes the column B writes), so B is held until A's DROP is done ...
     [ob] = a.others
-    assert ob.table == h.refs["B"] and ob.stage is Stage.NONE
-    assert ob.ddls == ["ALTER TABLE t ADD COLUMN c1 DATETIME", "ALTER TABLE t ADD COLUMN c2 INT"]
+    assert ob.table == h.refs["B"] and ob.stage is Stage.SKIP_AND_WAIT and ob.runs_after == str(h.refs["A"])
     assert ob.info_revision == b.operation.info_revision
-    # a resume re-sends the same Info: answered the same way
+    [released] = h.last_done.others
+    assert released.table == h.refs["B"] and released.stage is Stage.RESOLVED
+    # ... then its replay runs its ADDs
     again = h.send("B", info=h.infos["B"])
-    assert ret(again) == ob.ddls
+    assert ret(again) == ["ALTER TABLE t ADD COLUMN c1 DATETIME", "ALTER TABLE t ADD COLUMN c2 INT"]
 
 
 def test_s16_intrusive_fix_by_replacing_the_ddl():

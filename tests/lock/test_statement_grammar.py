@@ -1,0 +1,60 @@
+"""Cases the simulation's grammar generator (tests/sim/grammar.py) found on the pure engine:
+opposite changes of one column or index answered at the same time, and statements that write a
+column's whole definition.  Each failed on the engine before its fix (docs/lock-algorithm.md,
+invariant 4)."""
+from __future__ import annotations
+
+from coordinator.etcdproto import Stage
+
+from .harness import Harness
+
+T = "CREATE TABLE t (id INT PRIMARY KEY, w INT, u INT)"
+WIDEN, NARROW = "ALTER TABLE t MODIFY COLUMN w BIGINT", "ALTER TABLE t MODIFY COLUMN w INT"
+
+
+def ddls(out):
+    return out.operation.ddls
+
+
+def test_a_widening_waits_for_a_running_narrowing_of_the_same_column():
+    """A and B widen `w` and narrow it back; the narrowing (B's, the last) is answered and not run
+    yet when C widens `w` again.  Run in either order the column could end INT while C writes
+    BIGINT values: C is held until B's narrowing is done, then decided afresh."""
+    h = Harness(T, tables=("A", "B", "C"))
+    assert ddls(h.send("A", WIDEN)) == [WIDEN]
+    h.send("B", WIDEN)
+    assert ddls(h.send("A", NARROW)) == []                       # B still has BIGINT
+    assert ddls(h.send("B", NARROW, done=False)) == [NARROW]     # running
+    c = h.send("C", WIDEN)
+    assert c.operation.stage is Stage.SKIP_AND_WAIT and c.operation.runs_after == str(h.refs["B"])
+    released = h.done("B")
+    assert [(o.table, o.stage) for o in released.others] == [(h.refs["C"], Stage.RESOLVED)]
+    assert ddls(h.send("C", WIDEN)) == [WIDEN]                   # the replay widens after the narrowing
+
+
+def test_dropping_a_unique_index_waits_for_a_running_add_of_it():
+    """B is the last to add `ux` (its ADD runs) and A drops `ux` again before B's ADD ran: in
+    the wrong order the index would stay while A writes duplicates under it."""
+    add, drop = "ALTER TABLE t ADD UNIQUE INDEX ux (u)", "ALTER TABLE t DROP INDEX ux"
+    h = Harness(T)
+    assert ddls(h.send("A", add)) == []                          # B lacks it
+    assert ddls(h.send("B", add, done=False)) == [add]           # the last table adds it: running
+    out = h.send("A", drop)
+    assert out.operation.stage is Stage.SKIP_AND_WAIT and out.operation.runs_after == str(h.refs["B"])
+    released = h.done("B")
+    assert [(o.table, o.stage) for o in released.others] == [(h.refs["A"], Stage.RESOLVED)]
+    assert ddls(h.send("A", drop)) == [drop]
+
+
+def test_moving_a_column_does_not_narrow_it_downstream():
+    """`MODIFY w INT AFTER id` only moves `w` for this shard, but runs with the whole definition:
+    after another shard widened `w` it would narrow the merged column."""
+    h = Harness(T)
+    assert ddls(h.send("A", WIDEN)) == [WIDEN]
+    assert ddls(h.send("B", "ALTER TABLE t MODIFY COLUMN w INT AFTER id")) == []
+
+
+def test_catching_up_to_a_width_others_passed_does_not_narrow_it_downstream():
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY, w SMALLINT)")
+    assert ddls(h.send("A", WIDEN)) == [WIDEN]
+    assert ddls(h.send("B", "ALTER TABLE t MODIFY COLUMN w INT")) == []     # still narrower than A's
