@@ -305,9 +305,10 @@ class Lock(LockState):
             return None
         for t in sorted(self._running - {m.table}, key=str):
             r = self.members[t].answer
-            # the same statements end the same in either order (a handed-over change whose first
-            # runner's answer is not marked yet, say): only different ones are ordered
-            if mine & self._run_cols.get(t, frozenset()) and r is not None and r.ddls != a.ddls:
+            # the same change ends the same in either order (a handed-over change whose first
+            # runner's answer is not marked yet, in RENAME here and CHANGE there): only different
+            # changes are ordered
+            if mine & self._run_cols.get(t, frozenset()) and r is not None and not _same_change(a, r):
                 return t
         return None
 
@@ -666,6 +667,14 @@ def new_unique_auto_increment(prev: TableSchema, post: TableSchema) -> str | Non
             if ix.kind in ("primary", "unique") and ix.columns and ix.columns[0][0].lower() == c.key:
                 return c.name
     return None
+
+
+def _same_change(a: Answer, b: Answer) -> bool:
+    if a.ddls == b.ddls:
+        return True
+    if a.before is None or b.before is None or not a.afters or not b.afters:
+        return False
+    return change_sig(a.before, a.afters[-1]) == change_sig(b.before, b.afters[-1])
 
 
 def _defines_joined(sql: str, post: TableSchema, joined: TableSchema) -> bool:
