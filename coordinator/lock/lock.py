@@ -48,23 +48,37 @@ class Lock(LockState):
 
 
     # ------------------------------------------------------------------ conflict predicates
-    def _all_smaller(self, j: TableSchema) -> bool:
-        """Nobody in the set still has a conflict table's old shape in a comparable way."""
-        return all(cmp(j, self.members[c].schema) is None for c in self._conflicts)
+    def _scope(self) -> tuple[frozenset[str], frozenset[str]]:
+        """The columns and indexes the pending conflicting changes touch (``change_sig``): the
+        conflict predicates compare the schemas only there, so a change some tables made before
+        the conflicting one and others after it does not make them disagree."""
+        cols: set[str] = set()
+        idx: set[str] = set()
+        for c in self._conflicts:
+            gone, came, ix_gone, ix_came = change_sig(self.members[c].schema, self._pending(c))
+            cols |= {k for k, _ in gone | came}
+            idx |= ix_gone | ix_came
+        return frozenset(cols), frozenset(idx)
 
-    def _all_larger(self, xs: list[TableSchema]) -> bool:
+    def _all_smaller(self, j: TableSchema, scope: tuple[frozenset[str], frozenset[str]]) -> bool:
+        """Nobody in the set still has a conflict table's old shape in a comparable way."""
+        return all(cmp(j, _project(self.members[c].schema, scope)) is None for c in self._conflicts)
+
+    def _all_larger(self, xs: list[TableSchema], scope: tuple[frozenset[str], frozenset[str]]) -> bool:
         """Every schema of the set already contains each conflict table's new shape."""
         for c in self._conflicts:
-            m, new = self.members[c], self._pending(c)
+            old, new = _project(self.members[c].schema, scope), _project(self._pending(c), scope)
             for t in xs:
-                k = join2(m.schema, t) or t
+                k = join2(old, t) or t
                 if cmp(k, new) not in (0, 1):
                     return False
         return True
 
     def _no_conflict(self, xs: list[TableSchema]) -> bool:
-        j = try_join_all(xs)
-        return j is not None and self._all_smaller(j) and self._all_larger(xs)
+        scope = self._scope()
+        ps = [_project(x, scope) for x in xs]
+        j = try_join_all(ps)
+        return j is not None and self._all_smaller(j, scope) and self._all_larger(ps, scope)
 
     def _conflict_schemas(self) -> list[TableSchema]:
         return [self._pending(c) for c in self._conflicts]
@@ -667,6 +681,12 @@ def new_unique_auto_increment(prev: TableSchema, post: TableSchema) -> str | Non
             if ix.kind in ("primary", "unique") and ix.columns and ix.columns[0][0].lower() == c.key:
                 return c.name
     return None
+
+
+def _project(s: TableSchema, scope: tuple[frozenset[str], frozenset[str]]) -> TableSchema:
+    """``s`` with only the columns and indexes of ``scope`` (``Lock._scope``)."""
+    cols, idx = scope
+    return TableSchema(tuple(c for c in s.columns if c.key in cols), tuple(i for i in s.indexes if i.key in idx))
 
 
 def _same_change(a: Answer, b: Answer) -> bool:

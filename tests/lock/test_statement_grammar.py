@@ -58,3 +58,17 @@ def test_catching_up_to_a_width_others_passed_does_not_narrow_it_downstream():
     h = Harness("CREATE TABLE t (id INT PRIMARY KEY, w SMALLINT)")
     assert ddls(h.send("A", WIDEN)) == [WIDEN]
     assert ddls(h.send("B", "ALTER TABLE t MODIFY COLUMN w INT")) == []     # still narrower than A's
+
+
+def test_a_conflicting_change_made_before_an_unrelated_one_here_and_after_it_there_resolves():
+    """A sets `d`'s default (a conflicting change: it holds until every table makes it) before it
+    adds `c1`; B adds `c1` first.  Their pending schemas differ in `c1`, which is not the
+    conflict: compared on the columns the conflicting change touches they agree, B runs the
+    change and A is redirected (before, B was `detected` and the lock never resolved)."""
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY, d INT DEFAULT 1)")
+    default = "ALTER TABLE t ALTER COLUMN d SET DEFAULT 5"
+    assert h.send("A", default).operation.stage is Stage.SKIP_AND_WAIT
+    assert ddls(h.send("B", "ALTER TABLE t ADD COLUMN c1 INT")) == ["ALTER TABLE t ADD COLUMN c1 INT"]
+    b = h.send("B", default)
+    assert b.operation.stage is Stage.NONE and ddls(b) == [default]
+    assert [(o.table, o.stage) for o in h.last_done.others] == [(h.refs["A"], Stage.RESOLVED)]
