@@ -569,6 +569,8 @@ class Lock(LockState):
             self._set_note(m, f"unlocked with {action}; its new schema cannot be joined with the others, the lock "
                               "keeps its previous schema")
         ddls = list(a.info.ddls) if action == "exec" else []
+        if ddls:
+            self._accept_exec(a)
         finish = self._orphan_drops()
         if finish:
             # columns every table has now dropped, but whose DROP never ran downstream (the table
@@ -587,6 +589,14 @@ class Lock(LockState):
         self._try_resolve(None)
         self._follow_up(fx, exclude=t)
         return fx
+
+    def _accept_exec(self, a: Answer) -> None:
+        """An ``unlock --action exec`` ran a rename/retype downstream: the other tables making the
+        same change later catch up with nothing run, as after a resolution, instead of being told
+        their values cannot be carried."""
+        if a.before is not None and a.afters and cmp(a.before, a.afters[-1]) is None \
+                and lossy(a.before, a.afters[-1]):
+            self._accepted.add(change_sig(a.before, a.afters[-1]))
 
     def _orphan_drops(self) -> list[str]:
         """Dropped columns no member has any more and nobody dropped downstream."""
@@ -637,6 +647,8 @@ class Lock(LockState):
         if stage is Stage.UNLOCKED:
             # as ``unlock`` decided: the new schema when it joins with the others, else the old one
             self._set_schema(m, post if try_join_all(self._normal.distinct_except(m.schema) + [post]) else before)
+            if ddls:
+                self._accept_exec(Answer(info, stage, list(ddls), afters=afters, before=before))
         elif stage in (Stage.NONE, Stage.RESOLVED):
             self._set_schema(m, post)
         elif stage is Stage.SKIP_AND_WAIT and runs_after is not None:

@@ -72,3 +72,29 @@ def test_a_conflicting_change_made_before_an_unrelated_one_here_and_after_it_the
     b = h.send("B", default)
     assert b.operation.stage is Stage.NONE and ddls(b) == [default]
     assert [(o.table, o.stage) for o in h.last_done.others] == [(h.refs["A"], Stage.RESOLVED)]
+
+
+def test_after_an_unlock_exec_of_a_held_rename_the_others_catch_up_with_nothing_run():
+    """The operator ran A's held rename with `unlock --action exec`; B's identical rename later is
+    the same change, already made downstream: nothing runs, the lock resolves (before: B was
+    `detected` with "values cannot be carried" and needed its own unlock)."""
+    rename = "ALTER TABLE t RENAME COLUMN c1 TO c2"
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY, c1 INT)")
+    assert h.send("A", rename).operation.stage is Stage.SKIP_AND_WAIT
+    assert h.unlock("A", "exec").operation.ddls == [rename]
+    h.done("A")
+    b = h.send("B", rename)
+    assert b.operation.stage is Stage.NONE and ddls(b) == []
+    assert h.lock is None or h.lock.is_resolved()
+
+
+def test_after_an_unlock_exec_and_a_rebuild_the_others_still_catch_up():
+    from .test_protocol_cases import _rebuild
+    rename = "ALTER TABLE t RENAME COLUMN c1 TO c2"
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY, c1 INT)")
+    h.send("A", rename)
+    h.unlock("A", "exec")
+    h.done("A")
+    rb = _rebuild(h)
+    out = rb.keeper.handle_info(h.make_info("B", rename, before=h.init))
+    assert out.operation.stage is Stage.NONE and out.operation.ddls == []
