@@ -276,6 +276,7 @@ class Subtask:
         conn = up()
         try:
             upstream = list_upstream_tables(conn, mapper)
+            server = conn.get_server_info()
         finally:
             conn.close()
         st_writer.write_all(sorted(set(upstream) | set(self._lingering(cfg, mapper, upstream, log))))
@@ -284,7 +285,7 @@ class Subtask:
             handler = OptimisticDDLHandler(self.worker.store, cfg.name, self.source.source_id, mapper,
                                            SchemaTracker(self.source.source_id, connect=up), self.status,
                                            strict=cfg.strict_optimistic, stop=self.stop_event,
-                                           source_tables=st_writer)
+                                           source_tables=st_writer, server=server)
         self.handler = handler
         try:
             self._stream(log, cfg, handler)

@@ -49,3 +49,68 @@ def for_server(sql: str, flavor: str) -> str:
             last = toks[k].end + 1
         k += 1
     return "".join(out) + sql[last:]
+
+
+def server_version(version: str) -> int:
+    """A version string as the number executable comments compare with (``10.11.6-MariaDB`` ->
+    101106, ``9.7.0`` -> 90700); 0 when it has no version.  MariaDB's handshake says
+    ``5.5.5-10.11.6-MariaDB`` (a prefix old clients needed): the real version follows it."""
+    version = version or ""
+    if server_flavor(version) == MARIADB and version.startswith("5.5.5-"):
+        version = version[len("5.5.5-"):]
+    m = re.match(r"\s*(\d+)\.(\d+)\.(\d+)", version)
+    return int(m.group(1)) * 10000 + int(m.group(2)) * 100 + int(m.group(3)) if m else 0
+
+
+_EXEC_HEAD = re.compile(r"/\*(M?)!(\d{5,6})?")
+
+
+def executed_text(sql: str, server: str | None = None) -> str:
+    """``sql`` as the server ``server`` (its version string; None: a MariaDB of any version)
+    executed it: the body of each executable comment the server runs (``/*! ... */``,
+    ``/*!50110 ... */`` and ``/*!100100 ... */`` up to its version, on MariaDB ``/*M! ... */``
+    too but no five-digit version from 50700 on) becomes plain text, one it skips is removed.  The shard-DDL path models, coordinates and runs the text, so an
+    ``ALTER TABLE t ADD q INT /*M! , ADD r INT */`` from a MariaDB source adds both columns
+    everywhere, as it did upstream.  Quoted strings and names are left alone."""
+    if "/*" not in sql or "!" not in sql:
+        return sql
+    flavor = MARIADB if server is None else server_flavor(server)
+    version = server_version(server or "") or 10**7
+    out: list[str] = []
+    i, n = 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if ch in "'\"`":
+            j = i + 1
+            while j < n:
+                if sql[j] == "\\" and ch != "`":
+                    j += 2
+                    continue
+                if sql[j] == ch:
+                    if j + 1 < n and sql[j + 1] == ch:     # a doubled quote inside the literal
+                        j += 2
+                        continue
+                    break
+                j += 1
+            out.append(sql[i:j + 1])
+            i = j + 1
+            continue
+        if sql.startswith("/*", i):
+            end = sql.find("*/", i + 2)
+            end = n if end < 0 else end
+            m = _EXEC_HEAD.match(sql, i)
+            if m is None:
+                out.append(sql[i:end + 2])
+            else:
+                mariadb_only, digits = m.group(1) == "M", m.group(2) or ""
+                need = int(digits or 0)
+                runs = (flavor == MARIADB or not mariadb_only) and need <= version
+                if flavor == MARIADB and len(digits) == 5 and need >= 50700:
+                    runs = False     # MariaDB skips MySQL-only code past 5.7 (measured on 10.11)
+                if runs:
+                    out.append(" " + executed_text(sql[m.end():end], server) + " ")
+            i = end + 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)

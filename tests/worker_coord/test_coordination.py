@@ -168,3 +168,19 @@ def test_create_and_drop_table_update_source_tables(make_env, store, pool):
     members = store.get_source_tables(TASK, SOURCE).members(env.down.name, "orders")
     assert members == {(env.up.name, "orders_01"), (env.up.name, "orders_03")}
     assert env.tracker.get(env.up.name, "orders_02") is None
+
+
+def test_an_executable_comment_the_upstream_ran_is_coordinated_and_run_downstream(make_env, master, pool):
+    """MariaDB ran the ``/*M! ... */`` part of the ALTER (two columns upstream): the Info, the
+    tracked schema and the downstream have both, so the rows after it apply (before, only `q`
+    reached the lock and the next row failed on `Unknown column 'sneaky'`)."""
+    env = make_env()
+    fut = env.run(pool, "ALTER TABLE orders_01 ADD COLUMN q INT /*M! , ADD COLUMN sneaky INT */")
+    info = master.wait_info()
+    assert [d.split("ADD COLUMN ")[-1] for d in info.ddls] == ["`q` INT", "`sneaky` INT"]
+    master.answer(info, Stage.NONE)
+    fut.result(timeout=60)
+    assert env.down_columns() == ["id", "v", "q", "sneaky"]
+    env.up.execute("INSERT INTO orders_01 VALUES (1, 2, 3, 4)")
+    env.run(pool).result(timeout=60)
+    assert env.down.execute("SELECT id, v, q, sneaky FROM orders") == [(1, 2, 3, 4)]

@@ -27,6 +27,7 @@ from coordinator.schema.ddl import apply_ddl
 from coordinator.schema.errors import SchemaError
 from coordinator.schema.kinds import ClauseKind, StatementKind, Track, parse_ddl
 from coordinator.sql import quote_table
+from coordinator.schema.dialect import executed_text
 from coordinator.schema.split import rename_ddl_table, split_ddl
 from coordinator.schema.render import render_create_table
 from coordinator.schema.statement import create_like_source, parse_statement
@@ -98,8 +99,11 @@ class OptimisticDDLHandler:
     def __init__(self, store: Store, task: str, source: str, mapper: TableMapper, tracker: SchemaTracker,
                  status: StatusReporter | None = None, *, strict: bool = False,
                  stop: threading.Event | None = None, source_tables: SourceTablesWriter | None = None,
-                 recheck_interval: float = 30.0):
+                 recheck_interval: float = 30.0, server: str | None = None):
         self.store, self.task, self.source = store, task, source
+        # the upstream's version string: which executable comments its statements ran
+        # (``coordinator.schema.dialect.executed_text``); None: a MariaDB of any version
+        self.server = server
         self.mapper, self.tracker, self.status, self.strict = mapper, tracker, status, strict
         self.stop = stop or threading.Event()
         self.source_tables = source_tables or SourceTablesWriter(store, task, source, mapper)
@@ -110,6 +114,12 @@ class OptimisticDDLHandler:
         self._pending: dict[tuple[str, str], _Pending] = {}
         self._waiters: dict[tuple[str, str], threading.Thread] = {}
         self._cancel = threading.Event()
+
+    def _text(self, event: DDLEvent) -> str:
+        """The statement as the upstream ran it: executable comments it ran are plain text, the
+        ones it skipped are gone, so the tracker, the lock and the downstream all see the change
+        the upstream made (``/*M! , ADD c INT */`` on MariaDB)."""
+        return executed_text(event.query, self.server)
 
     # ------------------------------------------------------------------ DDLHandler protocol
     def attach(self, rewind: Callable[[], None], find_skip: FindSkip | None = None) -> None:
@@ -156,7 +166,7 @@ class OptimisticDDLHandler:
             if event.table is not None and kind.on_table and event.target_table is not None:
                 self._track_direct(event, event.table, kind)
             return direct_decision(event, ctx)
-        ddl = TableDDL(event.query, event.schema, event.table, kind, str(event.start), event.timestamp or None,
+        ddl = TableDDL(self._text(event), event.schema, event.table, kind, str(event.start), event.timestamp or None,
                        str(event.end))
         key = (event.schema, event.table)
         p = self._decide(ddl, event.start)
@@ -210,7 +220,7 @@ class OptimisticDDLHandler:
             return
         key = (event.schema, event.table)
         try:
-            statements = split_ddl(event.query)
+            statements = split_ddl(self._text(event))
             self.tracker.commit(self.tracker.preview(event.schema, event.table, statements, position=str(event.start)))
         except (SchemaError, SchemaTrackError) as e:
             _log.warning("finished DDL not modelled by the schema tracker; table will be re-read from upstream",
@@ -220,7 +230,7 @@ class OptimisticDDLHandler:
         target = self.mapper.target(*key)
         if target is None or not statements:
             return
-        ctx_ = self._ctx(TableDDL(event.query, event.schema, event.table, StatementKind(event.kind),
+        ctx_ = self._ctx(TableDDL(self._text(event), event.schema, event.table, StatementKind(event.kind),
                                   str(event.start)), target)
         lk = LockKey(self.task, target.schema, target.table)
         table = TableRef(self.source, event.schema, event.table)
@@ -250,7 +260,7 @@ class OptimisticDDLHandler:
             if track is Track.FORGET:
                 tr.forget(*key)
             else:
-                tr.apply(*key, split_ddl(event.query) if track is Track.APPLY_SPLIT else [event.query],
+                tr.apply(*key, split_ddl(self._text(event)) if track is Track.APPLY_SPLIT else [self._text(event)],
                          position=str(event.start))
 
         def reload():
@@ -487,7 +497,7 @@ class OptimisticDDLHandler:
             if track is Track.FORGET:
                 self.tracker.forget(event.schema, table)
             else:
-                stmts = split_ddl(event.query) if track is Track.APPLY_SPLIT else [event.query]
+                stmts = split_ddl(self._text(event)) if track is Track.APPLY_SPLIT else [self._text(event)]
                 self.tracker.apply(event.schema, table, stmts, position=str(event.start))
         except (SchemaError, SchemaTrackError) as e:
             _log.warning("DDL not modelled by the schema tracker; table will be re-read from upstream",
@@ -500,14 +510,14 @@ class OptimisticDDLHandler:
         waiting for this table's done mark: give it (the statements did NOT run downstream; a
         warning says which).  Only when the table's current Info is exactly this DDL."""
         try:
-            statements = split_ddl(event.query)
+            statements = split_ddl(self._text(event))
         except SchemaError:
             return                               # never described to the lock
         target = self.mapper.target(event.schema, up_table)
         if target is None:
             return
         lock = LockKey(self.task, target.schema, target.table)
-        ctx = self._ctx(TableDDL(event.query, event.schema, up_table, StatementKind.ALTER_TABLE,
+        ctx = self._ctx(TableDDL(self._text(event), event.schema, up_table, StatementKind.ALTER_TABLE,
                                  str(event.start)), target)
         table = TableRef(self.source, event.schema, up_table)
         info = self.store.get_info(lock, table)
