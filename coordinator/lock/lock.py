@@ -173,7 +173,12 @@ class Lock(LockState):
             new = self._normal.try_joined()
             if new is not None:
                 if self._conflicts and self._try_resolve(m.table):
-                    return StepResult(True, Stage.NONE)
+                    # the statement completed an agreement; what it runs downstream still follows
+                    # the join as it is now (a DROP that reached a held rename's shape by ordinary
+                    # statements must not run while the held table still has the column)
+                    new = self._normal.try_joined()
+                    if new is None or old is None:
+                        return StepResult(True, Stage.NONE)
                 if old is None:
                     return StepResult(True, Stage.NONE)
                 if order > 0:
