@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 
 from coordinator.etcdproto import DroppedStage, Info, Stage, TableRef
 from coordinator.schema import TableSchema
+from coordinator.schema.render import render_column
 from coordinator.schema.statement import changed_columns, defined_columns
 from coordinator.sql import quote_ident
 
 from .explain import detected_message, readd_message, skip_message, wait_runner, waiting_for
 from .schema_bag import cmp, eq, join2, try_join_all
-from .shape import _col, _narrowed_to, _no_charset, _shape_change, change_sig, lossy, touched
+from .shape import _col, _narrowed_to, _no_charset, _shape_change, change_sig, lossy, narrows_below, touched
 from .state import Answer, Drops, LockState, Member, StepResult
 
 __all__ = ["Answer", "Drops", "Effects", "Lock", "Member", "StepResult", "new_unique_auto_increment"]
@@ -567,14 +568,14 @@ class Lock(LockState):
         self._set_conflict(m, None)
         after = a.afters[-1] if a.afters else m.schema
         others = self._normal.distinct_except(m.schema)
+        ddls = self._exec_statements(m, a, others) if action == "exec" else []
         if try_join_all(others + [after]) is not None:
             self._set_schema(m, after)
             self._set_note(m, f"unlocked with {action}")
         else:
             self._set_note(m, f"unlocked with {action}; its new schema cannot be joined with the others, the lock "
                               "keeps its previous schema")
-        ddls = list(a.info.ddls) if action == "exec" else []
-        if ddls:
+        if action == "exec" and a.info.ddls:
             self._accept_exec(a)
         finish = self._orphan_drops()
         if finish:
@@ -594,6 +595,46 @@ class Lock(LockState):
         self._try_resolve(None)
         self._follow_up(fx, exclude=t)
         return fx
+
+    def _exec_statements(self, m: Member, a: Answer, others: list[TableSchema]) -> list[str]:
+        """What ``unlock --action exec`` runs of the blocked Info: the operator's decision is to
+        make the table's change, not to break invariant 4 for the others.  A statement that
+        narrows the downstream below another table (a DROP of a column another still has, a
+        narrowing MODIFY) is left out -- the table that drops it last runs it -- and an ADD of a
+        column the downstream already has becomes the MODIFY that gives it the joined definition
+        (an ADD would fail as a duplicate and keep the narrower type).  A conflicting change
+        (rename, retype) runs as written: that is the exit's point."""
+        if a.before is None or len(a.afters) != len(a.info.ddls):
+            return list(a.info.ddls)
+        before_join = try_join_all(others + [m.schema])
+        out: list[str] = []
+        prev = a.before
+        for sql, post in zip(a.info.ddls, a.afters):
+            now = try_join_all(others + [post])
+            order = cmp(prev, post)
+            if order is not None and order > 0:
+                if not narrows_below(prev, post, others):
+                    out.append(sql)
+            elif now is None or order is None:
+                out.append(sql)
+            else:
+                out.extend(self._exec_widening(sql, post, now, before_join))
+            prev = post
+        return out
+
+    def _exec_widening(self, sql: str, post: TableSchema, now: TableSchema,
+                       before_join: TableSchema | None) -> list[str]:
+        added = changed_columns(sql)[0]
+        existing = [k for k in sorted(added) if before_join is not None and before_join.column(k) is not None]
+        if not existing:
+            return [sql] if _defines_joined(sql, post, now) else []
+        out = []
+        for k in existing:
+            c, j = post.column(k), now.column(k)
+            if c is not None and j is not None and j.lattice_key() == c.lattice_key():
+                out.append(f"ALTER TABLE {quote_ident(self.key.down_schema)}.{quote_ident(self.key.down_table)} "
+                           f"MODIFY COLUMN {render_column(c)}")
+        return out
 
     def _accept_exec(self, a: Answer) -> None:
         """An ``unlock --action exec`` ran a rename/retype downstream: the other tables making the

@@ -139,3 +139,19 @@ def touched(before: TableSchema | None, after: TableSchema | None, ddls: list[st
         keys |= {f"c:{k}" for k in added | dropped | defined_columns(d)}
         keys |= {f"i:{k}" for k in index_names(d)}
     return frozenset(keys)
+
+
+def narrows_below(prev: TableSchema, post: TableSchema, others: list[TableSchema]) -> bool:
+    """Running ``prev -> post`` downstream would leave it narrower than one of ``others``: it
+    drops a column another still has, or redefines one another has differently (a narrowing
+    MODIFY another table has not made).  Decided column by column, so it holds when the tables
+    cannot be joined as a whole (a pending rename elsewhere)."""
+    pk, qk = prev.column_keys(), post.column_keys()
+    for o in others:
+        if any(o.column(x) is not None for x in pk - qk):
+            return True
+        for x in pk & qk:
+            pc, qc, oc = _col(prev, x), _col(post, x), o.column(x)
+            if oc is not None and pc.lattice_key() != qc.lattice_key() and oc.lattice_key() != qc.lattice_key():
+                return True
+    return False

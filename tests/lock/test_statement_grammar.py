@@ -115,3 +115,27 @@ def test_a_drop_that_reaches_a_held_rename_by_ordinary_statements_waits_for_the_
     assert out.operation.ddls == ["ALTER TABLE `db`.`t` DROP COLUMN `col`"]
     h.done("A")
     assert h.lock is None or h.lock.is_resolved()
+
+
+def test_unlock_exec_does_not_drop_a_column_another_table_still_has():
+    """`unlock --action exec` of A's held `[RENAME b TO b2, DROP c]`: the rename runs (the
+    operator's decision), the DROP of `c` does not while B still has `c`; B's own DROP, the
+    last, runs it later."""
+    rename = "ALTER TABLE t RENAME COLUMN b TO b2"
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY, b INT, c INT)")
+    assert h.send("A", rename, "ALTER TABLE t DROP COLUMN c").operation.stage is Stage.SKIP_AND_WAIT
+    assert h.unlock("A", "exec").operation.ddls == [rename]
+    h.done("A")
+    assert ddls(h.send("B", rename)) == []                               # already made downstream
+    assert ddls(h.send("B", "ALTER TABLE t DROP COLUMN c")) == ["ALTER TABLE t DROP COLUMN c"]
+
+
+def test_unlock_exec_of_a_wider_add_widens_the_existing_column():
+    """B added `y INT` (ran); A's `ADD y BIGINT` is refused (the downstream would keep INT).  The
+    exit `unlock --action exec` gives the downstream A's wider type with a MODIFY: the ADD as
+    written would fail as a duplicate column and keep INT under A's BIGINT values."""
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY)")
+    assert ddls(h.send("B", "ALTER TABLE t ADD COLUMN y INT")) == ["ALTER TABLE t ADD COLUMN y INT"]
+    a = h.send("A", "ALTER TABLE t ADD COLUMN y BIGINT")
+    assert a.operation.stage is Stage.ERROR
+    assert h.unlock("A", "exec").operation.ddls == ["ALTER TABLE `db`.`t` MODIFY COLUMN `y` bigint(20) DEFAULT NULL"]
