@@ -184,3 +184,29 @@ def test_an_executable_comment_the_upstream_ran_is_coordinated_and_run_downstrea
     env.up.execute("INSERT INTO orders_01 VALUES (1, 2, 3, 4)")
     env.run(pool).result(timeout=60)
     assert env.down.execute("SELECT id, v, q, sneaky FROM orders") == [(1, 2, 3, 4)]
+
+
+def test_a_created_shard_table_has_its_schema_in_the_checkpoint_before_it_joins(make_env, store, pool):
+    """A shard table created while a lock is open joins it when SourceTables names it; the master
+    then starts it from its checkpoint row's schema.  That row must already hold the CREATE's
+    schema at that moment (the finished intent carries it): before, SourceTables came first and
+    the master fell back to the lock's first schema, waiting forever for a change the new table
+    already had."""
+    from coordinator.master.checkpoint_schema import current_info
+    env = make_env()
+    seen = []
+    add = env.handler.source_tables.add
+
+    def add_and_look(schema, table):
+        # what the master's CheckpointSchemaSource reads for a joining table, read now
+        with env.down.connect() as c, c.cursor() as cur:
+            cur.execute(f"SELECT table_info, binlog_name, binlog_pos, ddl_intent FROM {env.syncer.store.fq} "
+                        "WHERE id=%s AND cp_schema=%s AND cp_table=%s", (SOURCE, schema, table))
+            got = cur.fetchone()
+        seen.append(None if got is None else current_info(*got))
+        return add(schema, table)
+
+    env.handler.source_tables.add = add_and_look
+    env.run(pool, "CREATE TABLE orders_03 (id INT PRIMARY KEY, v INT, c1 INT)").result(timeout=60)
+    assert len(seen) == 1 and seen[0] not in (None, "null"), seen
+    assert [c.name for c in TableSchema.from_json(json.loads(seen[0])).columns] == ["id", "v", "c1"]

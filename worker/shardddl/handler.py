@@ -175,7 +175,8 @@ class OptimisticDDLHandler:
         self._pending[key] = p
         return DDLDecision(execute=list(p.statements), skip=not p.statements,
                            note=f"lock {lock_id(self.task, p.target.schema, p.target.table)}",
-                           coordinated=p.operation is not None)
+                           coordinated=p.operation is not None,
+                           joins=ddl.kind.row.route is Route.CREATE and p.preview is not None)
 
     def ddl_executed(self, event: DDLEvent, decision: DDLDecision, ctx: DDLContext) -> None:
         """After the downstream executed the statements: mark the Operation done, then make the

@@ -99,6 +99,10 @@ class DDLDecision:
     ignorable: bool = True        # ignore "already applied" errors on execution
     note: str = ""                # free text for logs/status
     coordinated: bool = False     # answered by a shard-DDL lock: the syncer records it finished
+    # a shard table joins its lock (CREATE TABLE): recorded finished too, with its schema, before
+    # ``ddl_executed`` lists it in SourceTables, so a master that reads the joining table's
+    # checkpoint starts it from this schema, not from the lock's first one
+    joins: bool = False
 
 
 @dataclass

@@ -56,8 +56,10 @@ class DDLIntent:
 
     def record_finished(self, ev: DDLEvent, decision: DDLDecision) -> None:
         """Rule 8b: a lock-answered DDL is finished, recorded before the done mark, so a restart
-        between the mark and the checkpoint does not coordinate it again."""
-        if decision.coordinated and ev.table is not None:
+        between the mark and the checkpoint does not coordinate it again.  A shard table's CREATE
+        too: the record carries its schema before SourceTables names it (the master reads it for
+        a lock the table joins while its checkpoint row has no schema yet)."""
+        if (decision.coordinated or decision.joins) and ev.table is not None:
             self.store.write_ddl_intent(ev.schema, ev.table, {"pos": ev.end.to_json(), "finished": True,
                                                               "statements": decision.execute,
                                                               "table_info": self.handler.after_info(ev)})
