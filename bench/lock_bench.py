@@ -134,9 +134,12 @@ def _raw_writer(etcd: str, prefix: str, w: int, keys: int, value: bytes, go, out
     client.close()
 
 
-def _worker(etcd: str, prefix: str, source: str, tables: list[tuple[str, str]], go, out) -> None:
+def _worker(etcd: str, prefix: str, source: str, tables: list[tuple[str, str]], go, out, step_done) -> None:
     """One source's worker: per step, write its tables' Infos (batched), then mark each answer
-    done as it arrives (one batched done write per watch response)."""
+    done as it arrives (one batched done write per watch response).  The next step waits for
+    every source (``step_done``, a barrier): a source that ran ahead would DROP the column while
+    a slow one has not added it yet, and the lock rightly holds the slow ADDs behind that running
+    DROP -- a redirect this emulated worker does not follow, and not what the bench measures."""
     client = connect(etcd)
     store = Store(client, prefix)
     lock = LockKey("bench", "shop", "orders")
@@ -175,6 +178,8 @@ def _worker(etcd: str, prefix: str, source: str, tables: list[tuple[str, str]], 
                 errors.extend(str(e) for e in store.mark_done_many(todo))
         client.cancel_watch(wid)
         times.append((t0, t1, time.time()))
+        if (ddl, before, after) != steps[-1]:
+            step_done.wait(300)
     out.put((source, times, errors, time.process_time() - cpu0))
     client.close()
 
@@ -235,9 +240,10 @@ def run_concurrent(n: int, etcd: str, sources: int = 8) -> dict:
         optimist = Optimist(store, fence).start()
         while not optimist.ready:
             time.sleep(0.05)
-        go, out = ctx.Event(), ctx.Queue()
+        go, out, step_done = ctx.Event(), ctx.Queue(), ctx.Barrier(sources)
         procs = [ctx.Process(target=_worker, args=(etcd, prefix, f"s{s}",
-                                                   [(t.schema, t.table) for t in tables if t.source == f"s{s}"], go, out))
+                                                   [(t.schema, t.table) for t in tables if t.source == f"s{s}"], go, out,
+                                                   step_done))
                  for s in range(sources)]
         for p in procs:
             p.start()
