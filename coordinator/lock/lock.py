@@ -92,8 +92,14 @@ class Lock(LockState):
         return s
 
     def _same_change_elsewhere(self, m: Member, prev: TableSchema, post: TableSchema) -> bool:
-        """Another member already made this conflicting change; this one is catching up."""
-        for t in self._normal.distinct_except(m.schema):
+        """Another member already made this conflicting change; this one is catching up.  A
+        member that joined with the changed shape (created mid-lock) made it upstream only: the
+        downstream does not have it, so it does not count."""
+        others = self._normal.distinct_except(m.schema)
+        if any(x.joined_ahead for x in self.members.values()):
+            others = list({x.schema.lattice_key(): x.schema for x in self.members.values()
+                           if x is not m and not x.joined_ahead}.values())
+        for t in others:
             j = join2(post, t)
             if j is None or cmp(j, prev) is not None:
                 continue
@@ -147,7 +153,7 @@ class Lock(LockState):
             return None
         came = [k for k, _ in sig[1]]
         for t, m in sorted(self.members.items(), key=lambda x: str(x[0])):
-            if t not in self._conflicts and all(m.schema.column(k) is not None for k in came):
+            if t not in self._conflicts and not m.joined_ahead and all(m.schema.column(k) is not None for k in came):
                 return t
         return None
 
@@ -261,6 +267,7 @@ class Lock(LockState):
         """Take ``info`` as ``m``'s latest (False: older than one already handled, ignore it)."""
         if info.revision and info.revision < m.info_revision:
             return False
+        m.joined_ahead = False
         m.info_revision = max(m.info_revision, info.revision)
         self.handled_revision = max(self.handled_revision, info.revision)
         m.error = ""
@@ -686,6 +693,7 @@ class Lock(LockState):
         """Take the stored answer to ``info`` as ``m``'s answer: the persisted resolution stands
         (invariant 2) instead of being re-decided by a replay whose order would pick another runner."""
         post = afters[-1]
+        m.joined_ahead = False
         m.info_revision = info.revision
         self.handled_revision = max(self.handled_revision, info.revision)
         self.note_added(before, afters, info.timestamp)

@@ -20,7 +20,7 @@ from typing import AbstractSet, Mapping
 from coordinator.etcdproto import DroppedStage, Info, LockKey, Stage, TableRef
 from coordinator.schema import ColumnType, SchemaConflict, TableSchema
 
-from .schema_bag import SchemaBag, eq, try_join_all
+from .schema_bag import SchemaBag, cmp, eq, try_join_all
 from .shape import fits, tolerated, touched
 
 
@@ -54,6 +54,9 @@ class Member:
     # resolved the conflict: its replay after the redirect must not run it a second time
     applied_by_other: TableSchema | None = None
     applied_by: TableRef | None = None     # the table whose Operation runs ``applied_by_other``
+    # joined with a schema the lock's join does not contain (a shard table created mid-lock from
+    # a migrating one): it made its changes upstream but ran nothing downstream, until its next Info
+    joined_ahead: bool = False
 
     @property
     def final(self) -> TableSchema:
@@ -113,6 +116,14 @@ class LockState:
         m = self.members.get(t)
         if m is None:
             m = Member(t, schema or self.init_schema)
+            joined = None
+            if schema is not None and self.members:
+                # compared with what the members that ran their changes hold (not the ones that
+                # joined ahead themselves)
+                ahead = [x for x in self.members.values() if x.joined_ahead]
+                joined = try_join_all([x.schema for x in self.members.values() if not x.joined_ahead]) \
+                    if ahead else self._normal.try_joined()
+            m.joined_ahead = schema is not None and joined is not None and cmp(schema, joined) not in (-1, 0)
             self.members[t] = m
             self._normal.add(m.schema)
             self._finals.add(m.final)

@@ -5,6 +5,7 @@ invariant 4)."""
 from __future__ import annotations
 
 from coordinator.etcdproto import Stage
+from coordinator.schema.ddl import apply_ddl
 
 from .harness import Harness
 
@@ -139,3 +140,21 @@ def test_unlock_exec_of_a_wider_add_widens_the_existing_column():
     a = h.send("A", "ALTER TABLE t ADD COLUMN y BIGINT")
     assert a.operation.stage is Stage.ERROR
     assert h.unlock("A", "exec").operation.ddls == ["ALTER TABLE `db`.`t` MODIFY COLUMN `y` bigint(20) DEFAULT NULL"]
+
+
+def test_a_table_created_mid_lock_with_the_new_shape_does_not_turn_the_others_change_into_a_conflict():
+    """C is created while A's rename is held, from a shard that already renamed (its checkpoint
+    holds `b2`).  It made the change upstream only: the downstream still has `b`.  B's rename is
+    then the last one and runs (before, C counted as a table that "reached this shape with
+    ordinary statements that already ran downstream", B was `detected` and the rename never ran)."""
+    from coordinator.lock import LockKeeper
+    rename = "ALTER TABLE t RENAME COLUMN b TO b2"
+    created = {}
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY, b INT)",
+                keeper=LockKeeper(schema_source=lambda _lock, t: created.get(t.table)))
+    assert h.send("A", rename).operation.stage is Stage.SKIP_AND_WAIT
+    ref = h.add("C", apply_ddl(h.init, rename))
+    created[ref.table] = h.schema["C"]
+    h.publish_source_tables()
+    b = h.send("B", rename)
+    assert b.operation.stage is Stage.NONE and ddls(b) == [rename]

@@ -20,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tables", type=int, default=3)
     p.add_argument("--plans", type=int, default=2, help="changes per scenario (plans with --generator plans)")
     p.add_argument("--sources", type=int, default=2)
+    p.add_argument("--born", type=float, default=0.0, help="share of tables created mid-lock (grammar generator)")
     p.add_argument("--generator", choices=("grammar", "plans"), default="grammar",
                    help="grammar: DDLs drawn from the statement grammar (tests/sim/grammar.py); plans: the fixed list")
     p.add_argument("--steps", type=int, default=400, help="scheduled steps before the faultless drain")
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.explore:
         return _explore(a.explore, a.crashes, a.limit, tuple(a.faults.split(",")), a.seconds)
     cfg = Config(tables=a.tables, plans=a.plans, max_steps=a.steps, fault_rate=a.fault_rate,
-                 exclude=tuple(x for x in a.exclude.split(",") if x), generator=a.generator, sources=a.sources)
+                 exclude=tuple(x for x in a.exclude.split(",") if x), generator=a.generator, sources=a.sources, born=a.born)
     steps = bad = 0
     kinds: dict[str, int] = {}
     t0 = time.monotonic()

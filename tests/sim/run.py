@@ -25,6 +25,7 @@ class Config:
     exclude: tuple[str, ...] = ()  # plans (scripts.PLANS) or clause kinds (grammar.MAKERS) left out
     generator: str = "grammar"     # grammar: changes drawn from the statement grammar; plans: scripts.PLANS
     sources: int = 2               # tables are spread over this many sources
+    born: float = 0.0              # share of tables (not the first) created mid-lock (grammar only)
 
 
 @dataclass
@@ -44,9 +45,18 @@ def scenario(seed: int, cfg: Config) -> list:
     return grammar.table_events(rng, grammar.changes(rng, cfg.plans, cfg.exclude), cfg.tables)
 
 
-def new_world(events: list, cfg: Config) -> World:
+def new_world(events: list, cfg: Config, seed: int = 0) -> World:
     base = scripts.BASE if cfg.generator == "plans" else grammar.BASE
-    return World(events, base=parse_create_table(base), sources=cfg.sources)
+    return World(events, base=parse_create_table(base), sources=cfg.sources, born=births(seed, cfg, events))
+
+
+def births(seed: int, cfg: Config, events: list) -> dict[int, int]:
+    """Tables created mid-lock: index -> how many events of its path its CREATE already has."""
+    if cfg.generator == "plans" or not cfg.born:
+        return {}
+    rng = random.Random(seed * 31 + 7)          # apart from the scenario's own draws
+    return {i: rng.randrange(len(evs) + 1) for i, evs in enumerate(events)
+            if i and rng.random() < cfg.born}
 
 
 def apply(world: World, action: str) -> bool:
@@ -103,7 +113,7 @@ def state_key(world: World) -> tuple:
 def run_seed(seed: int, cfg: Config, trace: list[str] | None = None, collect: bool = False) -> Outcome:
     rng = random.Random(seed * 7919 + 1)
     events = scenario(seed, cfg)
-    world = new_world(events, cfg)
+    world = new_world(events, cfg, seed)
     out = Outcome(seed, 0, [], events)
     mc, wc, dc, sc = cfg.master_crashes, cfg.worker_crashes, cfg.departures, cfg.skips
     n = len(world.workers)

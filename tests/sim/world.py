@@ -88,12 +88,14 @@ class Worker:
     met: int = -1                       # the DDL at this position was met (the rows before it are applied)
     ran: int = -1                       # persisted: the DDL at this position ran (rule 8b's finished intent)
     gone: bool = False                  # its table left the lock (abrupt departure): no more events
+    unborn: bool = False                # created mid-lock: not there yet (``World.create``)
+    born_ahead: bool = False            # created with columns the downstream lacks: rows wait (retry)
     skipped: bool = False               # its DDL was skipped (``binlog skip``): rows wait for the change
 
 
     @property
     def finished(self) -> bool:
-        return self.gone or (self.pos >= len(self.events) and self.phase == "run")
+        return self.gone or (not self.unborn and self.pos >= len(self.events) and self.phase == "run")
 
 
 @dataclass
@@ -102,6 +104,9 @@ class World:
     base: TableSchema = field(default_factory=lambda: parse_create_table(BASE))
     log: list[str] = field(default_factory=list)
     sources: int = 2
+    # worker index -> k: that shard table is created mid-lock with the schema after the first k
+    # events of its path (a new shard made from a migrating one), then makes the rest
+    born: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.store = SimStore()
@@ -118,7 +123,11 @@ class World:
                     afters.append(s.to_json())
                 jsons.append((schemas[-1].to_json(), afters))
                 schemas.append(s)
-            self.workers.append(Worker(t, evs, schemas, jsons))
+            w = Worker(t, evs, schemas, jsons)
+            if i in self.born:
+                w.pos = self.born[i]
+                w.unborn = w.born_ahead = True
+            self.workers.append(w)
         self.by_table = {w.t: w for w in self.workers}
         self.down = self.base
         self.keeper = self._new_keeper()
@@ -147,7 +156,7 @@ class World:
         out: dict[str, SourceTables] = {}
         for w in self.workers:
             st = out.setdefault(w.t.source, SourceTables(LOCK.task, w.t.source))
-            if not w.gone:
+            if not w.gone and not w.unborn:
                 st.add(w.t.schema, w.t.table, LOCK.down_schema, LOCK.down_table)
         return list(out.values())
 
@@ -242,6 +251,8 @@ class World:
         """One atomic action of ``w``'s worker; False when it cannot progress now."""
         if w.gone:
             return False
+        if w.unborn:
+            return self.create(w)
         if w.phase == "run" and w.ran == w.pos and w.pos < len(w.events):
             # syncer rule 8b (handler.resume_finished): not coordinated again; the done mark if missing
             info, op = self.store.get_info(LOCK, w.t), self.store.get_operation(LOCK, w.t)
@@ -252,6 +263,9 @@ class World:
             return True
         if w.phase == "run":
             if w.met != w.pos:
+                if w.born_ahead and self._rows_misfit(w, w.schemas[w.pos]):
+                    return False     # a table created ahead of the downstream: its apply fails and is retried
+                w.born_ahead = False
                 self._write_rows(w, w.schemas[w.pos])   # rows before the DDL (or after the last one)
             if w.pos >= len(w.events):
                 return False
@@ -334,6 +348,17 @@ class World:
         # what the lock may have seen of it: its checkpoint, and the Info it may have sent
         for s in w.schemas[w.pos:w.pos + 2]:
             self.left = s if self.left is None else (join2(self.left, s) or self.left)
+        [st] = [x for x in self._source_tables() if x.source == w.t.source]
+        self.store.put_source_tables(st)
+        return True
+
+    def create(self, w: Worker) -> bool:
+        """The shard table is created upstream and its worker replays the CREATE: its checkpoint
+        (the finished intent) holds the created schema before SourceTables names it, as the
+        worker writes them; from then on it is a member like the others."""
+        if not w.unborn:
+            return False
+        w.unborn = False
         [st] = [x for x in self._source_tables() if x.source == w.t.source]
         self.store.put_source_tables(st)
         return True
