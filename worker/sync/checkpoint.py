@@ -37,7 +37,9 @@ Rules (tested in tests/worker/test_checkpoint.py and the syncer tests):
    A restart that meets the DDL again (its checkpoint had not moved past it yet) does not send it to
    the lock again -- the lock may have resolved and been removed meanwhile, and a new one would
    decide it afresh (run it twice, or hold it forever): the handler gives the done mark if the lock
-   still waits for it and the tracked schema follows (``handler.resume_finished``).
+   still waits for it and the tracked schema follows (``handler.resume_finished``).  A shard table's
+   CREATE is recorded the same way, with its schema, before SourceTables names the table: a master
+   that starts the joining table from its checkpoint reads that schema, not the lock's first one.
 9. **Rebuild, don't remember.**  All in-memory state of a restarted syncer (read position,
    table points, schemas, safe mode window) comes from these rows (tiflow#9588).  The one
    exception is the operator's: a ``binlog-schema update|delete --flush=false`` structure, kept by
