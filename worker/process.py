@@ -52,6 +52,7 @@ from worker import gtid
 from worker.binlog.doorbell import wait_for_binlog
 from worker.errors import KeyCollision
 from worker.load import SchemaChangedDuringLoad, run_full_load
+from worker.lag_probe import LagProbe
 from worker.schema_tracker import SchemaTracker
 from worker.shardddl import OptimisticDDLHandler, ShardDDLError, SourceTablesWriter, list_upstream_tables
 from worker.spark_session import SparkStarter
@@ -339,7 +340,16 @@ class Subtask:
             syncer.close()   # the binlog decoder process; a retry builds a new syncer
 
     def _stream_batches(self, syncer) -> None:
-        caught_up_at = started = time.monotonic()
+        # a batch blocked on a shard-DDL lock reports nothing: the probe reports the lag meanwhile
+        probe = LagProbe(syncer.up_kwargs, lambda: syncer.read_pos, self._report_behind,
+                         interval=min(2.0, self.worker.poll_interval)).start()
+        try:
+            self._stream_loop(syncer, probe)
+        finally:
+            probe.close()
+
+    def _stream_loop(self, syncer, probe: LagProbe) -> None:
+        started = time.monotonic()
         behind: int | None = 0    # upstream transactions not yet checkpointed (None: unknown)
         total_events = 0          # DM's totalEvents / totalTps: events this syncer has processed
         while not self.stop_event.is_set():
@@ -348,13 +358,11 @@ class Subtask:
             self.streamed_since_failure = True
             self.failed = None
             s = syncer.status()
-            if r.idle:
-                caught_up_at, behind = time.monotonic(), 0
-            else:
-                behind = self._events_behind(syncer)
+            probe.batch_done(bool(r.idle))
+            behind = 0 if r.idle else self._events_behind(syncer)
             # lag_seconds: time since this subtask last had nothing left to read (an upper bound
             # of the replication delay); lag_events: upstream transactions not yet checkpointed.
-            lag = round(time.monotonic() - caught_up_at, 1)
+            lag = probe.lag()
             total_events += r.rows + r.ddls
             self.status.progress(synced_position=s["read_pos"], checkpoint=s["checkpoint"],
                                  rows_applied=s["rows_applied"], held_tables=s["held_tables"], online_ddl=s["online_ddl"],
@@ -372,6 +380,17 @@ class Subtask:
                 self.status.settle()
                 wait_for_binlog(syncer.up_kwargs, syncer.read_pos, self.worker.poll_interval,
                                 self.stop_event, wake=syncer.rewind_requested)
+
+    def _report_behind(self, lag: float, end) -> None:
+        """The stream is blocked (a lock's wait or pause) with the upstream past it: not synced,
+        and the lag grows (the gauge too, so the lag alert can fire)."""
+        LAG_SECONDS.labels(*self.key).set(lag)
+        done = self.syncer.store.global_pos if self.syncer is not None else None
+        behind = gtid_behind(end.gtid, done.gtid if done else "") if end.gtid else None
+        if behind is not None:
+            EVENTS_BEHIND.labels(*self.key).set(behind)
+        self.status.progress(lag_seconds=lag, lag_events=behind, caught_up=False, synced=False,
+                             master_binlog=f"({end.file}, {end.pos})", master_binlog_gtid=end.gtid)
 
     def _events_behind(self, syncer) -> int | None:
         """Transactions the upstream has committed past the checkpoint (per GTID domain)."""

@@ -159,6 +159,55 @@ def test_conflicting_modify_column_paused_then_unlock_skip(scenario):
     sc.stop()
 
 
+def _worker_lag(sc, source: str) -> float:
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://{sc.c.worker_metrics[source]}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    return next(smp.value for fam in text_string_to_metric_families(text) for smp in fam.samples
+                if smp.name == "shardmerge_worker_lag_seconds" and smp.labels.get("task") == sc.name
+                and smp.labels.get("source") == source)
+
+
+def test_a_source_paused_at_a_lock_with_rows_waiting_is_not_synced_and_its_lag_grows(scenario):
+    """s2 is Paused on a conflicting DDL while rows keep arriving upstream: query-status says
+    not synced and its secondsBehindMaster grows, and so does the lag gauge the alert reads
+    (before, both stayed at the last batch's "synced, 0").  After the exit it catches up."""
+    import time
+    sc = scenario()
+    sc.start()
+    sc.wait_equal(columns=["id", "v"])
+    lock_id = f"{sc.name}-`{sc.down.name}`.`orders`"
+    up1, up2 = sc.dbs["s1"].name, sc.dbs["s2"].name
+    sc.dbs["s1"].execute("ALTER TABLE orders_01 MODIFY v VARCHAR(20)")
+    sc.c.wait(lambda: (lk := _lock(sc)) and lk["state"] == "conflict" and lk, 60, "s1.orders_01 in conflict")
+    sc.dbs["s2"].execute("ALTER TABLE orders_01 MODIFY v VARBINARY(20)")
+    sc.c.wait(lambda: (st := sc.subtasks().get("s2")) and st["stage"] == "Paused" and st, 90, "s2 Paused")
+    sc.insert("s2", "orders_02", [ID_BASE["s2"] + 950_000])             # rows waiting upstream
+    first = sc.c.wait(lambda: (st := sc.subtasks()["s2"]) and st["sync"].get("secondsBehindMaster", 0) > 0 and st,
+                      30, "s2's lag reported while Paused")
+    assert first["stage"] == "Paused" and first["sync"].get("synced") is False, first
+    lag1, gauge1 = first["sync"]["secondsBehindMaster"], _worker_lag(sc, "s2")
+    time.sleep(4)
+    later = sc.c.wait(lambda: (st := sc.subtasks()["s2"]) and st["sync"]["secondsBehindMaster"] > lag1 and st,
+                      30, "s2's lag growing while Paused")
+    gauge2 = _worker_lag(sc, "s2")
+    assert later["sync"]["synced"] is False and gauge1 > 0 and gauge2 > gauge1, (first["sync"], later["sync"], gauge1, gauge2)
+    assert later["sync"]["eventsBehind"] > 0, later["sync"]
+    print(f"paused at the lock: query-status sync {later['sync']}; shardmerge_worker_lag_seconds {gauge1} -> {gauge2}")
+    sc.c.ctl_ok("unlock-ddl-lock", lock_id, "-s", "s2", "-d", up2, "-t", "orders_01", "--action", "skip")
+    if _lock(sc) is not None and any(up1 in w["table"] for w in _lock(sc)["waiting"]):
+        sc.c.ctl_ok("unlock-ddl-lock", lock_id, "-s", "s1", "-d", up1, "-t", "orders_01", "--action", "skip")
+    sc.wait_running()
+    sc.wait_equal(columns=["id", "v"])
+    done = sc.c.wait(lambda: (st := sc.subtasks()["s2"]) and st["sync"].get("synced") is True and st, 60,
+                     "s2 synced after the exit")
+    print(f"after the exit: query-status sync {done['sync']}; shardmerge_worker_lag_seconds {_worker_lag(sc, 's2')}")
+    sc.stop()
+
+
 def test_rename_column_on_every_shard_runs_once_downstream(scenario):
     """Issue 12 §2.1: every shard of both sources renames a column (with a new position): the
     lock holds the first renames (skip-and-wait), the last one runs the rename downstream and
