@@ -118,9 +118,55 @@ def legacy_unlock(args) -> int:
     return unlock(args, args.words[0])
 
 
+_FORMS = {
+    "unlock": ("shardctl shard-ddl-lock unlock LOCK_ID -s SOURCE -d DATABASE -t TABLE [--action exec|skip]\n"
+               "       shardctl shard-ddl-lock unlock LOCK_ID --force-remove [--no-check]",
+               "Resolve one table of a lock by hand (exec: run its DDLs, skip: run nothing; the worker goes "
+               "on after the DDL), or remove the whole lock and its metadata with --force-remove.",
+               "shardctl shard-ddl-lock unlock 'my-task-`shop`.`orders`' -s source1 -d shop_01 -t orders_0 "
+               "--action skip"),
+    "remove-table": ("shardctl shard-ddl-lock remove-table LOCK_ID -s SOURCE -d DATABASE -t TABLE",
+                     "Take a shard table out of a lock (it will never make the change, or it was dropped "
+                     "upstream): the others may then agree.",
+                     "shardctl shard-ddl-lock remove-table 'my-task-`shop`.`orders`' -s source1 -d shop_01 "
+                     "-t orders_0"),
+}
+
+
+class _FormHelp(argparse.Action):
+    """``-h``: the help of the form named before it (``shard-ddl-lock unlock --help`` is unlock's,
+    not the parent's); ``legacy`` for ``unlock-ddl-lock``, which is only the unlock form."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None, legacy=""):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+        self.legacy = legacy
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        words = list(getattr(namespace, "words", None) or [])
+        form = self.legacy or (words[0] if words and words[0] in _FORMS else "")
+        if not form:
+            parser.print_help()
+            parser.exit()
+        usage, what, example = _FORMS[form]
+        flags = "\n".join(f"  {f:<25} {h}" for f, h in (
+            ("LOCK_ID", "the lock's ID as shard-ddl-lock shows it (quote it: it holds back-quotes)"),
+            ("-s, --source SOURCE", "source ID of the shard table"),
+            ("-d, --database DATABASE", "upstream database of the shard table"),
+            ("-t, --table TABLE", "upstream table of the shard table"),
+            *((("-a, --action ACTION", "exec (run the table's DDLs) or skip (default)"),
+               ("-f, --force-remove", "remove the whole lock; refused when its schema and the downstream differ"),
+               ("--no-check", "with --force-remove: skip that comparison")) if form == "unlock" else ())))
+        print(f"usage: {usage}\n\n{what}\n\narguments:\n{flags}\n\n"
+              f"The client options (--master-addr, --format, ...) are listed by `shardctl shard-ddl-lock --help`.\n\n"
+              f"example:\n  {example}")
+        parser.exit()
+
+
 def _add(sub, name: str, func, help_text: str, words_help: str) -> None:
     p = sub.add_parser(name, help=help_text, description=__doc__.split("\n\n", 1)[1]
-                       if name == "shard-ddl-lock" else None, formatter_class=_raw())
+                       if name == "shard-ddl-lock" else None, formatter_class=_raw(), add_help=False)
+    p.add_argument("-h", "--help", action=_FormHelp, legacy="unlock" if name == "unlock-ddl-lock" else "",
+                   help="show this help message and exit (after `unlock` / `remove-table`: that form's help)")
     add_sources_flag(p)
     p.add_argument("-a", "--action", default=None, help="unlock: exec (run the DDLs) or skip (default)")
     p.add_argument("-d", "--database", default="", help="unlock: upstream database of the shard table")

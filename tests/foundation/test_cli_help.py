@@ -124,3 +124,18 @@ def test_no_stray_parser_without_formatter():
     for path, p in COMMANDS:
         assert p.formatter_class.__name__ == "Formatter", path
         assert isinstance(p, argparse.ArgumentParser)
+
+
+@pytest.mark.parametrize("form", ["unlock", "remove-table"])
+def test_the_help_of_a_shard_ddl_lock_form_is_that_forms(form):
+    """`shardctl shard-ddl-lock unlock --help` printed the parent command's help (dmctl prints the
+    sub-command's); run as a user runs it."""
+    r = subprocess.run([SHARDCTL, "shard-ddl-lock", form, "--help"], capture_output=True, text=True, timeout=60)
+    parent = subprocess.run([SHARDCTL, "shard-ddl-lock", "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and parent.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"usage: shardctl shard-ddl-lock {form} LOCK_ID -s SOURCE -d DATABASE -t TABLE"), r.stdout
+    assert "[TASK]" not in r.stdout and r.stdout != parent.stdout
+    assert f"example:\n  shardctl shard-ddl-lock {form} 'my-task-`shop`.`orders`'" in r.stdout
+    assert ("--action" in r.stdout) == (form == "unlock")
+    legacy = subprocess.run([SHARDCTL, "unlock-ddl-lock", "-h"], capture_output=True, text=True, timeout=60)
+    assert legacy.stdout.startswith("usage: shardctl shard-ddl-lock unlock LOCK_ID")
