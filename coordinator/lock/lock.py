@@ -701,7 +701,7 @@ class Lock(LockState):
         if stage is Stage.UNLOCKED:
             # as ``unlock`` decided: the new schema when it joins with the others, else the old one
             self._set_schema(m, post if try_join_all(self._normal.distinct_except(m.schema) + [post]) else before)
-            if ddls:
+            if set(ddls) & set(info.ddls):       # an exec (a skip's answer only completes drops)
                 self._accept_exec(Answer(info, stage, list(ddls), afters=afters, before=before))
         elif stage in (Stage.NONE, Stage.RESOLVED):
             self._set_schema(m, post)
