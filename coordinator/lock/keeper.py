@@ -76,6 +76,9 @@ class LockKeeper:
         self._preload: dict[LockKey, list[DroppedColumn]] = {}
         self._targets: dict[LockKey, list[TableRef]] = {}
         self._members_current: set[LockKey] = set()
+        # during a rebuild: tables with a stored Info (their record says what they ran, so they are
+        # never taken for tables that joined ahead of the lock)
+        self._with_info: set[tuple[LockKey, TableRef]] = set()
 
     # ------------------------------------------------------------------ lookup
     def get(self, lock_id: str | LockKey) -> Lock:
@@ -116,7 +119,7 @@ class LockKeeper:
                                           for s, t in st.members(key.down_schema, key.down_table)}
             have = {t for t in lock.members if t.source == st.source}
             for t in sorted(want - have, key=str):
-                lock.add_member(t, self._initial(key, t))
+                lock.add_member(t, self._initial(key, t), joining=(key, t) not in self._with_info)
             for t in sorted(have - want, key=str):
                 outs.append(self.remove_table(key, t, reason="table left the task (dropped upstream or "
                                                              "no longer routed)"))
@@ -134,7 +137,8 @@ class LockKeeper:
     def _member(self, lock: Lock, t: TableRef) -> Member:
         """``t``'s member of ``lock``, added (from its checkpoint schema) when new."""
         m = lock.members.get(t)
-        return m if m is not None else lock.add_member(t, self._initial(lock.key, t))
+        return m if m is not None else lock.add_member(t, self._initial(lock.key, t),
+                                                       joining=(lock.key, t) not in self._with_info)
 
     def _add_members(self, lock: Lock, tables: Iterable[TableRef]) -> None:
         """Add the new ones of ``tables``; their starting schemas are read in one go when the
@@ -147,7 +151,7 @@ class LockKeeper:
             except Exception:   # noqa: BLE001 — as _initial: fall back to the init schema
                 schemas = {}
             for t in new:
-                lock.add_member(t, schemas.get(t))
+                lock.add_member(t, schemas.get(t), joining=(lock.key, t) not in self._with_info)
             return
         for t in new:
             self._member(lock, t)
@@ -435,6 +439,7 @@ class LockKeeper:
         for o in operations:
             ops[(o.lock, o.table)] = o
         infos = sorted(infos, key=lambda i: i.revision)
+        k._with_info = {(i.lock, i.table) for i in infos}
         pending: list[Info] = []
         gone: list[tuple[LockKey, TableRef]] = []
         for info in infos:
@@ -530,4 +535,5 @@ class LockKeeper:
                 final_cols[(lk, dc.column.lower(), TableRef(dc.source, dc.up_schema, dc.up_table))] = DroppedStage(dc.stage)
         puts = [(lk, t, col, st) for (lk, col, t), st in final_cols.items() if persisted.get((lk, col, t)) != st]
         deleted_cols = {(lk, col) for (lk, col, _t) in persisted} - {(lk, col) for (lk, col, _t) in final_cols}
+        k._with_info = set()
         return Rebuilt(k, out_ops, puts, sorted(deleted_cols, key=lambda x: (x[0].id, x[1])), resolved, errors, gone)

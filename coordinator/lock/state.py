@@ -112,22 +112,27 @@ class LockState:
         self._uncarried: dict[TableRef, str] = {}
 
     # ------------------------------------------------------------------ membership
-    def add_member(self, t: TableRef, schema: TableSchema | None) -> Member:
+    def add_member(self, t: TableRef, schema: TableSchema | None, joining: bool = False) -> Member:
+        """``joining``: the table joins a live lock from its SourceTables (created mid-lock), with
+        its checkpoint's ``schema``."""
         m = self.members.get(t)
         if m is None:
             m = Member(t, schema or self.init_schema)
-            joined = None
-            if schema is not None and self.members:
-                # compared with what the members that ran their changes hold (not the ones that
-                # joined ahead themselves)
-                ahead = [x for x in self.members.values() if x.joined_ahead]
-                joined = try_join_all([x.schema for x in self.members.values() if not x.joined_ahead]) \
-                    if ahead else self._normal.try_joined()
-            m.joined_ahead = schema is not None and joined is not None and cmp(schema, joined) not in (-1, 0)
+            if joining and schema is not None and self.members:
+                m.joined_ahead = self._ahead(schema)
             self.members[t] = m
             self._normal.add(m.schema)
             self._finals.add(m.final)
         return m
+
+    def _ahead(self, schema: TableSchema) -> bool:
+        """``schema`` has something the lock's join lacks (compared with the members that ran
+        their changes, not the ones that joined ahead themselves)."""
+        if any(x.joined_ahead for x in self.members.values()):
+            joined = try_join_all([x.schema for x in self.members.values() if not x.joined_ahead])
+        else:
+            joined = self._normal.try_joined()
+        return joined is not None and cmp(schema, joined) not in (-1, 0)
 
     def _remove_member(self, t: TableRef) -> list[str]:
         """Forget ``t``; returns the dropped-column names that had an entry for it."""
