@@ -55,20 +55,35 @@ class Lock(LockState):
         the conflicting one and others after it does not make them disagree."""
         cols: set[str] = set()
         idx: set[str] = set()
+        seen: set[tuple[int, int]] = set()
         for c in self._conflicts:
-            gone, came, ix_gone, ix_came = change_sig(self.members[c].schema, self._pending(c))
+            old, new = self.members[c].schema, self._pending(c)
+            if (id(old), id(new)) in seen:      # schemas are interned: thousands of tables, few pairs
+                continue
+            seen.add((id(old), id(new)))
+            gone, came, ix_gone, ix_came = change_sig(old, new)
             cols |= {k for k, _ in gone | came}
             idx |= ix_gone | ix_came
         return frozenset(cols), frozenset(idx)
 
-    def _all_smaller(self, j: TableSchema, scope: tuple[frozenset[str], frozenset[str]]) -> bool:
-        """Nobody in the set still has a conflict table's old shape in a comparable way."""
-        return all(cmp(j, _project(self.members[c].schema, scope)) is None for c in self._conflicts)
-
-    def _all_larger(self, xs: list[TableSchema], scope: tuple[frozenset[str], frozenset[str]]) -> bool:
-        """Every schema of the set already contains each conflict table's new shape."""
+    def _conflict_pairs(self, scope: tuple[frozenset[str], frozenset[str]]) -> list[tuple[TableSchema, TableSchema]]:
+        """The distinct (old shape, new shape) of the pending conflicts, projected on ``scope``
+        (a rename pending on thousands of tables is one pair)."""
+        pairs: dict[tuple[int, int], tuple[TableSchema, TableSchema]] = {}
         for c in self._conflicts:
             old, new = _project(self.members[c].schema, scope), _project(self._pending(c), scope)
+            pairs.setdefault((id(old), id(new)), (old, new))
+        return list(pairs.values())
+
+    @staticmethod
+    def _all_smaller(j: TableSchema, pairs: list[tuple[TableSchema, TableSchema]]) -> bool:
+        """Nobody in the set still has a conflict table's old shape in a comparable way."""
+        return all(cmp(j, old) is None for old, _ in pairs)
+
+    @staticmethod
+    def _all_larger(xs: list[TableSchema], pairs: list[tuple[TableSchema, TableSchema]]) -> bool:
+        """Every schema of the set already contains each conflict table's new shape."""
+        for old, new in pairs:
             for t in xs:
                 k = join2(old, t) or t
                 if cmp(k, new) not in (0, 1):
@@ -77,9 +92,12 @@ class Lock(LockState):
 
     def _no_conflict(self, xs: list[TableSchema]) -> bool:
         scope = self._scope()
-        ps = [_project(x, scope) for x in xs]
+        ps = list({id(p): p for p in (_project(x, scope) for x in xs)}.values())
         j = try_join_all(ps)
-        return j is not None and self._all_smaller(j, scope) and self._all_larger(ps, scope)
+        if j is None:
+            return False
+        pairs = self._conflict_pairs(scope)
+        return self._all_smaller(j, pairs) and self._all_larger(ps, pairs)
 
     def _conflict_schemas(self) -> list[TableSchema]:
         return [self._pending(c) for c in self._conflicts]
@@ -749,10 +767,26 @@ def new_unique_auto_increment(prev: TableSchema, post: TableSchema) -> str | Non
     return None
 
 
+_PROJECTED: dict[tuple[int, tuple], tuple[TableSchema, TableSchema]] = {}
+_INTERNED: dict[tuple, TableSchema] = {}
+
+
 def _project(s: TableSchema, scope: tuple[frozenset[str], frozenset[str]]) -> TableSchema:
-    """``s`` with only the columns and indexes of ``scope`` (``Lock._scope``)."""
+    """``s`` with only the columns and indexes of ``scope`` (``Lock._scope``).  Memoised on the
+    (immutable) schema's identity and interned, so equal projections are one object and the
+    identity-keyed joins and compares of ``schema_bag`` hit their memo.  An entry holds its
+    schema, so the id is not reused while it exists."""
+    e = _PROJECTED.get((id(s), scope))
+    if e is not None and e[0] is s:
+        return e[1]
+    if len(_PROJECTED) > 50_000:
+        _PROJECTED.clear()
+        _INTERNED.clear()
     cols, idx = scope
-    return TableSchema(tuple(c for c in s.columns if c.key in cols), tuple(i for i in s.indexes if i.key in idx))
+    p = TableSchema(tuple(c for c in s.columns if c.key in cols), tuple(i for i in s.indexes if i.key in idx))
+    p = _INTERNED.setdefault(p.lattice_key(), p)
+    _PROJECTED[(id(s), scope)] = (s, p)
+    return p
 
 
 def _same_change(a: Answer, b: Answer) -> bool:
