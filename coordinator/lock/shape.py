@@ -122,7 +122,25 @@ def _added_columns(ddls: list[str]) -> set[str]:
     return {c for d in ddls for c in changed_columns(d)[0]}
 
 
+_TOUCHED: dict[tuple, tuple[object, object, frozenset[str]]] = {}
+
+
 def touched(before: TableSchema | None, after: TableSchema | None, ddls: list[str]) -> frozenset[str]:
+    """``_touched`` memoised on the (interned, immutable) schemas' identity and the statements: a
+    big lock's thousands of answers share a few schemas and one statement text.  An entry holds
+    its schemas, so their ids are not reused while it exists."""
+    k = (id(before), id(after), tuple(ddls))
+    e = _TOUCHED.get(k)
+    if e is not None and e[0] is before and e[1] is after:
+        return e[2]
+    if len(_TOUCHED) > 50_000:
+        _TOUCHED.clear()
+    keys = _touched(before, after, ddls)
+    _TOUCHED[k] = (before, after, keys)
+    return keys
+
+
+def _touched(before: TableSchema | None, after: TableSchema | None, ddls: list[str]) -> frozenset[str]:
     """What a running answer's statements may change downstream: ``c:<column>`` and
     ``i:<index>`` keys, from its Info's schema change (a superset of what the returned
     statements do) plus the columns and indexes the statements themselves name (an unlock's
