@@ -68,7 +68,12 @@ class LagProbe:
         except Exception:  # noqa: BLE001 -- an unreachable upstream is the stream's error to report
             return False
         pos = self.read_pos()
-        if pos is None or not end.file or (end.file, end.pos) == (pos.file, pos.pos):
+        if pos is None or not end.file:
+            return False
+        if (end.file, end.pos) == (pos.file, pos.pos):
+            # caught up as of now: a write after a long idle wait is not reported as that long a lag
+            with self._lock:
+                self.caught_up_at = time.monotonic()
             return False
         self.report(self.lag(), end)
         return True
