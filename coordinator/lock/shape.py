@@ -116,12 +116,6 @@ def _col(s: TableSchema, key: str) -> Column:
     return c
 
 
-def _added_columns(ddls: list[str]) -> set[str]:
-    """Columns (lower case) the statements add (their ADD COLUMN clauses; indexes and constraints
-    are not columns)."""
-    return {c for d in ddls for c in changed_columns(d)[0]}
-
-
 _TOUCHED: dict[tuple, tuple[object, object, frozenset[str]]] = {}
 
 
