@@ -183,7 +183,7 @@ class Lock(LockState):
 
     # ------------------------------------------------------------------ the algorithm
     def step(self, m: Member, prev: TableSchema, post: TableSchema, sql: str = "") -> StepResult:
-        """One statement ``sql`` of the caller: prev -> post (design doc §4.3)."""
+        """One statement ``sql`` of the caller, ``prev -> post``: accepted, held or a conflict."""
         self._set_conflict(m, None)   # one pending conflicting DDL per table: the new Info replaces it
         applied, m.applied_by_other, m.applied_by = m.applied_by_other, None, None
         idempotent = False
