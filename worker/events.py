@@ -111,6 +111,15 @@ class DDLEvent:
     end: Position
     timestamp: int = 0
     extra: dict = field(default_factory=dict, compare=False)
+    # one change of a multi-change shard ALTER, coordinated on its own (``DDLHandler.changes``):
+    # its index among the statement's ``changes``; None for a statement handled whole
+    change: int | None = None
+    changes: int = 1
+
+    @property
+    def last_change(self) -> bool:
+        """The statement is complete once this is done: the table's checkpoint may pass it."""
+        return self.change is None or self.change == self.changes - 1
 
     @property
     def upstream(self) -> str:

@@ -57,7 +57,9 @@ def current_info(table_info, binlog_name, binlog_pos, ddl_intent):
     try:
         intent = json.loads(ddl_intent)
         after, pos = intent.get("table_info"), intent.get("pos") or {}
-        if intent.get("finished") and after and \
+        # finished: the DDL's schema after it; ``done``: a multi-change ALTER coordinated change by
+        # change is running a later change, the schema after the ones finished
+        if (intent.get("finished") or intent.get("done")) and after and \
                 _pos_key(pos.get("file", ""), pos.get("pos", 0)) > _pos_key(binlog_name or "", binlog_pos):
             return after
     except (ValueError, TypeError, AttributeError):

@@ -386,7 +386,7 @@ class Harness:
         # the round replays later than its siblings, so all the others may add and drop w_k
         # before it adds it (seen with seed 7: three ADD/DROP pairs, each valid when it ran).
         paired = {f"{a} COLUMN {c}_{k}" for k in range(1, self.ddl.rounds_done + 2) for a in ("ADD", "DROP")
-                  for c in ("g", "w")}
+                  for c in ("g", "w", "p")}
         twice = {k: n for k, n in ddl_counts.items() if n > 1 and not k.startswith("MODIFY ") and k not in paired}
         # the narrowing MODIFY of `note` runs once each time the join narrows, by the last shard
         # (issue 28).  That is once per round when the shards' phases overlap, but when one
@@ -403,16 +403,20 @@ class Harness:
         # the invariant is "as many ADD INDEX i_k as DROP INDEX i_k".
         rounds = range(1, self.ddl.rounds_done + 1)
         once = ("ADD COLUMN c_{k}", "CHANGE COLUMN c_{k}", "MODIFY COLUMN r_{k}", "ADD COLUMN g_{k}",
-                "DROP COLUMN g_{k}", "DROP COLUMN r_{k}", "ADD COLUMN w_{k}", "DROP COLUMN w_{k}")
+                "DROP COLUMN g_{k}", "DROP COLUMN r_{k}", "ADD COLUMN w_{k}", "DROP COLUMN w_{k}",
+                "ADD COLUMN p_{k}", "DROP COLUMN p_{k}", "MODIFY COLUMN p_{k}")
         missing = [name.format(k=k) for k in rounds for name in once if ddl_counts.get(name.format(k=k), 0) == 0]
         missing += [f"COLUMN {c}_{k}: {ddl_counts.get(f'ADD COLUMN {c}_{k}', 0)} ADD vs "
-                    f"{ddl_counts.get(f'DROP COLUMN {c}_{k}', 0)} DROP" for k in rounds for c in ("g", "w")
+                    f"{ddl_counts.get(f'DROP COLUMN {c}_{k}', 0)} DROP" for k in rounds for c in ("g", "w", "p")
                     if ddl_counts.get(f"ADD COLUMN {c}_{k}", 0) != ddl_counts.get(f"DROP COLUMN {c}_{k}", 0)]
         if self.ddl.rounds_done and narrowed < self.ddl.rounds_done:
             missing.append(f"MODIFY COLUMN note varchar(40): {narrowed} runs for {self.ddl.rounds_done} rounds")
         missing += [f"INDEX i_{k}: {ddl_counts.get(f'ADD INDEX i_{k}', 0)} ADD vs "
                     f"{ddl_counts.get(f'DROP INDEX i_{k}', 0)} DROP" for k in rounds
                     if ddl_counts.get(f"ADD INDEX i_{k}", 0) != ddl_counts.get(f"DROP INDEX i_{k}", 0)]
+        missing += [f"INDEX q_{k}: {ddl_counts.get(f'ADD INDEX q_{k}', 0)} ADD vs "
+                    f"{ddl_counts.get(f'DROP INDEX q_{k}', 0)} DROP" for k in rounds
+                    if ddl_counts.get(f"ADD INDEX q_{k}", 0) != ddl_counts.get(f"DROP INDEX q_{k}", 0)]
         index_rounds_skipped = sum(1 for k in rounds if not ddl_counts.get(f"ADD INDEX i_{k}"))
         try:
             locks_left = len(self.locks())
@@ -449,7 +453,7 @@ class Harness:
     def downstream_ddl_counts(self) -> tuple[Counter, list[str]]:
         """Successful DDLs on the target, from the downstream's binlog, by (action, name); and
         the types `note`'s MODIFYs set, in binlog order."""
-        pat = re.compile(r"\b(ADD|DROP|CHANGE|MODIFY)\s+(COLUMN\s+|INDEX\s+)?`?([cigrw]_\d+)`?", re.I)
+        pat = re.compile(r"\b(ADD|DROP|CHANGE|MODIFY)\s+(COLUMN\s+|INDEX\s+)?`?([cigrwpq]_\d+)`?", re.I)
         note = re.compile(r"\bMODIFY\s+(?:COLUMN\s+)?`?note`?\s+(varchar\(\d+\))", re.I)
         counts: Counter = Counter()
         note_seq: list[str] = []         # `note`'s MODIFY types in binlog order
@@ -463,7 +467,7 @@ class Harness:
                     if ev[2] != "Query" or "ALTER" not in info.upper() or self.db not in info:
                         continue
                     for action, kind, name in pat.findall(info):
-                        kind = kind.strip().upper() or ("INDEX" if name.startswith("i_") else "COLUMN")
+                        kind = kind.strip().upper() or ("INDEX" if name[0] in "iq" else "COLUMN")
                         counts[f"{action.upper()} {kind} {name}"] += 1
                     for typ in note.findall(info):
                         counts[f"MODIFY COLUMN note {typ.lower()}"] += 1

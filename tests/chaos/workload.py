@@ -7,12 +7,14 @@ shard DDLs, with exact bookkeeping so losses and duplicates can be counted after
   deleted row resurrected by a replay), a row missing downstream is lost, a row with other
   values downstream lost an update.  Operations: single-row INSERT / UPDATE / DELETE, key-changing
   UPDATEs (``SET id = new``) and small multi-shard transactions.  Only committed work is counted.
-* DDLs: rounds ``k`` of thirteen steps, each step run on all 8 shards one by one in a random order with
+* DDLs: rounds ``k`` of seventeen steps, each step run on all 8 shards one by one in a random order with
   pauses, covering every DDL kind the lock treats differently: ``ADD COLUMN c_k`` with a default,
   ``ADD INDEX i_k (c_k)``, ``DROP INDEX i_k``, a rename ``CHANGE c_k r_k``, a type change
   ``MODIFY r_k BIGINT``, a generated column ``ADD COLUMN g_k ... AS (r_k + 1) VIRTUAL`` and its
   drop, ``DROP COLUMN r_k``; then ``ADD COLUMN w_k``, ``MODIFY w_k BIGINT`` on some shards only and
-  ``DROP COLUMN w_k`` on all (the DROP must wait for the last shard), and ``note`` widened to
+  ``DROP COLUMN w_k`` on all (the DROP must wait for the last shard); two-change ALTERs on
+  ``p_k`` and its index ``q_k`` (added together, widened and unindexed together, narrowed back on
+  some shards, dropped); and ``note`` widened to
   ``VARCHAR(60)`` and narrowed back to ``VARCHAR(40)`` on all (the narrowing runs once per round, by
   the last shard; a column every shard has, so no lagging worker adds it after the others narrowed
   it, which would be a real conflict).  Every other statement names a column/index used by no other round, so
@@ -39,6 +41,11 @@ STEPS = ("ADD COLUMN c_{k} INT DEFAULT {k}", "ADD INDEX i_{k} (c_{k})", "DROP IN
          # issue 28's cases: widen on some shards then drop everywhere (the DROP must wait for the
          # last shard), a narrowing MODIFY on every shard (runs once, by the last)
          "ADD COLUMN w_{k} INT DEFAULT {k}", "?MODIFY w_{k} BIGINT DEFAULT {k}", "DROP COLUMN w_{k}",
+         # multi-change ALTERs (coordinated one change at a time): a column and its index added in
+         # one statement, widened and unindexed in one, narrowed back on some shards only (the
+         # join stays wide: nothing runs), then dropped
+         "ADD COLUMN p_{k} INT DEFAULT {k}, ADD INDEX q_{k} (p_{k})",
+         "MODIFY p_{k} BIGINT DEFAULT {k}, DROP INDEX q_{k}", "?MODIFY p_{k} INT DEFAULT {k}", "DROP COLUMN p_{k}",
          "MODIFY note VARCHAR(60)", "MODIFY note VARCHAR(40)")
 
 

@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--born", type=float, default=0.0, help="share of tables created mid-lock (grammar generator)")
     p.add_argument("--generator", choices=("grammar", "plans"), default="grammar",
                    help="grammar: DDLs drawn from the statement grammar (tests/sim/grammar.py); plans: the fixed list")
+    p.add_argument("--unit", choices=("change", "statement"), default="change",
+                   help="change: each change of an ALTER is its own Info (the worker's rule); statement: one Info per ALTER")
     p.add_argument("--steps", type=int, default=400, help="scheduled steps before the faultless drain")
     p.add_argument("--fault-rate", type=float, default=0.08)
     p.add_argument("--stop-after", type=int, default=5, help="stop after this many violations")
@@ -37,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.explore:
         return _explore(a.explore, a.crashes, a.limit, tuple(a.faults.split(",")), a.seconds)
     cfg = Config(tables=a.tables, plans=a.plans, max_steps=a.steps, fault_rate=a.fault_rate,
-                 exclude=tuple(x for x in a.exclude.split(",") if x), generator=a.generator, sources=a.sources, born=a.born)
+                 exclude=tuple(x for x in a.exclude.split(",") if x), generator=a.generator, sources=a.sources, born=a.born,
+                 unit=a.unit)
     steps = bad = 0
     kinds: dict[str, int] = {}
     t0 = time.monotonic()

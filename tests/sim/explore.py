@@ -36,6 +36,10 @@ CONFIGS: dict[str, list[list[list[str]]]] = {
                         [[A + "ADD COLUMN b2 INT"], [A + "DROP COLUMN b"], [_D]]],
     # a narrowing MODIFY (runs once, by the last table), a rename and an ADD in three orders
     "narrow-rename-add": [[[_N], [_R], [_C]], [[_R], [_C], [_N]], [[_C], [_N], [_R]]],
+    # multi-change ALTERs (coordinated one change at a time): a widen packed with a rename in both
+    # orders against the two made one per statement; a narrowing packed with an ADD
+    "packed-rename-widen": [[[_W, _R]], [[_R], [_W]], [[_R, _W]]],
+    "packed-narrow-add": [[[_N, _C], [_R]], [[_C], [_R, _N]]],
     # CI's short form: two tables, the rename against DROP+ADD
     "small": [[[_R]], [[A + "DROP COLUMN b"], [A + "ADD COLUMN b2 INT"]]],
 }

@@ -26,6 +26,7 @@ class Config:
     generator: str = "grammar"     # grammar: changes drawn from the statement grammar; plans: scripts.PLANS
     sources: int = 2               # tables are spread over this many sources
     born: float = 0.0              # share of tables (not the first) created mid-lock (grammar only)
+    unit: str = "change"           # World.unit: a multi-change ALTER coordinated per change or whole
 
 
 @dataclass
@@ -47,7 +48,8 @@ def scenario(seed: int, cfg: Config) -> list:
 
 def new_world(events: list, cfg: Config, seed: int = 0) -> World:
     base = scripts.BASE if cfg.generator == "plans" else grammar.BASE
-    return World(events, base=parse_create_table(base), sources=cfg.sources, born=births(seed, cfg, events))
+    return World(events, base=parse_create_table(base), sources=cfg.sources, born=births(seed, cfg, events),
+                 unit=cfg.unit)
 
 
 def births(seed: int, cfg: Config, events: list) -> dict[int, int]:

@@ -91,7 +91,15 @@ class Worker:
     unborn: bool = False                # created mid-lock: not there yet (``World.create``)
     born_ahead: bool = False            # created with columns the downstream lacks: rows wait (retry)
     skipped: bool = False               # its DDL was skipped (``binlog skip``): rows wait for the change
+    # positions where the binlog has rows: every position when each statement is its own Info;
+    # only statement boundaries when one ALTER's changes are coordinated one at a time (no row
+    # of the upstream sits between two changes of one statement)
+    rows_at: frozenset[int] | None = None
+    skip_to: int = 0                    # a skip of the statement: the checkpoint moves to its end
 
+
+    def rows_here(self) -> bool:
+        return self.rows_at is None or self.pos in self.rows_at
 
     @property
     def finished(self) -> bool:
@@ -107,12 +115,26 @@ class World:
     # worker index -> k: that shard table is created mid-lock with the schema after the first k
     # events of its path (a new shard made from a migrating one), then makes the rest
     born: dict[int, int] = field(default_factory=dict)
+    # the worker's coordination unit (docs/lock-algorithm.md, "One change at a time"): "change"
+    # sends each change of a multi-change ALTER as its own Info once the previous one is done;
+    # "statement" sends the whole ALTER as one Info (the protocol before that rule)
+    unit: str = "change"
 
     def __post_init__(self) -> None:
         self.store = SimStore()
         self.workers: list[Worker] = []
         for i, evs in enumerate(self.events):
             t = TableRef(f"s{i % self.sources + 1}", "db", f"t{i}")
+            rows_at = None
+            if self.unit == "change":
+                starts, flat = [], []
+                for ev in evs:
+                    starts.append(len(flat))
+                    flat.extend([stmt] for stmt in ev)
+                starts.append(len(flat))
+                if i in self.born:
+                    self.born = {**self.born, i: starts[self.born[i]]}
+                evs, rows_at = flat, frozenset(starts)
             schemas = [self.base]
             jsons = []
             for ev in evs:
@@ -123,7 +145,7 @@ class World:
                     afters.append(s.to_json())
                 jsons.append((schemas[-1].to_json(), afters))
                 schemas.append(s)
-            w = Worker(t, evs, schemas, jsons)
+            w = Worker(t, evs, schemas, jsons, rows_at=rows_at)
             if i in self.born:
                 w.pos = self.born[i]
                 w.unborn = w.born_ahead = True
@@ -262,7 +284,7 @@ class World:
             w.phase = "advance"
             return True
         if w.phase == "run":
-            if w.met != w.pos:
+            if w.met != w.pos and w.rows_here():
                 if w.born_ahead and self._rows_misfit(w, w.schemas[w.pos]):
                     return False     # a table created ahead of the downstream: its apply fails and is retried
                 w.born_ahead = False
@@ -321,12 +343,15 @@ class World:
             w.phase = "advance"
             return True
         if w.phase == "advance":
-            if w.skipped and self._rows_misfit(w, w.schemas[w.pos + 1]):
+            nxt = max(w.skip_to, w.pos + 1)
+            rows = w.rows_at is None or nxt in w.rows_at
+            if w.skipped and rows and self._rows_misfit(w, w.schemas[nxt]):
                 return False                        # the skipped change is not downstream yet
-            w.skipped = False
-            w.pos += 1
+            w.skipped = w.skipped and not rows
+            w.pos, w.skip_to = nxt, 0
             w.phase, w.op, w.info, w.intent = "run", None, None, None
-            self._write_rows(w, w.schemas[w.pos])
+            if w.rows_here():
+                self._write_rows(w, w.schemas[w.pos])
             return True
         raise AssertionError(w.phase)
 
@@ -380,7 +405,15 @@ class World:
             return False
         assert w.op is not None
         self.store.mark_done(w.op, ran=False)
-        w.ran, w.skipped, w.phase = w.pos, True, "advance"
+        end = min(p for p in w.rows_at if p > w.pos) if w.rows_at is not None else w.pos + 1
+        if end > w.pos + 1:
+            # the skip covers the statement: its later changes, never sent, are told to the lock
+            # as the table's schema (handler._tell_rest)
+            info = self._info(w)
+            self.store.put_info(dataclasses.replace(
+                info, ddls=[s for ev in w.events[w.pos + 1:end] for s in ev], before=w.schemas[w.pos + 1].to_json(),
+                afters=[w.schemas[p].to_json() for p in range(w.pos + 2, end + 1)], ignore_conflict=True))
+        w.ran, w.skipped, w.phase, w.skip_to = w.pos, True, "advance", end
         return True
 
     def broken_watch(self, w: Worker) -> None:

@@ -179,3 +179,54 @@ def test_skip_of_a_ddl_the_downstream_refused_finishes_its_operation(spark, etcd
         assert store.get_binlog_skip(task.name, "s1", at.file, at.pos).state == "done"
     finally:
         master.close()
+
+
+def test_skip_of_a_multi_change_alter_refused_at_its_second_change(spark, etcd_client, etcd_prefix, source1_db,
+                                                                   downstream_db, positions):
+    """``ADD a, ADD UNIQUE uv (v), ADD c`` is coordinated change by change: ``a`` runs, the
+    UNIQUE fails on the merged rows.  The operator's ``binlog skip`` of the statement marks the
+    UNIQUE's Operation done (not run) and tells the lock the change it never saw (``ADD c``) as
+    the table's schema; ``ADD a`` is not coordinated or run again; the tracker has the whole
+    statement."""
+    db, down = source1_db, downstream_db
+    (p0,) = positions(db)
+    task, srcs, _ = make_task(down, {"s1": db}, start={"s1": p0})
+    store = Store(etcd_client, etcd_prefix)
+    # as the real master: an ignore-conflict Info sets the table's schema and is not answered
+    master = AutoMaster(store, lambda info: None if info.ignore_conflict else (Stage.NONE, info.ddls))
+    try:
+        for n, t in enumerate(("orders_1", "orders_2")):
+            db.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT)")
+            db.execute(f"INSERT INTO {t} VALUES ({n + 1}, 7)")
+        (at,) = positions(db)
+        db.execute("ALTER TABLE orders_1 ADD COLUMN a INT, ADD UNIQUE KEY uv (v), ADD COLUMN c INT")
+        db.execute("INSERT INTO orders_2 VALUES (4, 9)")
+        s1 = optimistic_syncer(spark, store, task, srcs["s1"])
+        try:
+            with pytest.raises(SyncError, match="Duplicate entry"):
+                s1.sync_until_caught_up()
+        finally:
+            s1.close()
+        assert [" ".join(a[0].ddls).split("`orders` ")[-1] for a in master.answered] == [
+            "ADD COLUMN `a` INT", "ADD UNIQUE KEY `uv`(`v`)"]
+        (info,) = store.list_infos(task.name).items
+        assert not store.get_operation(info.lock, info.table).done
+
+        store.put_binlog_skip(master.acting.fence, BinlogSkip(task.name, "s1", at.file, at.pos, gtid=at.gtid))
+        s2 = optimistic_syncer(spark, store, task, srcs["s1"])
+        try:
+            s2.sync_until_caught_up()
+        finally:
+            s2.close()
+        assert store.get_operation(info.lock, info.table).done        # the lock is not left waiting
+        (told,) = store.list_infos(task.name).items
+        assert told.ignore_conflict and told.ddls[0].endswith("ADD COLUMN `c` INT")
+        assert [c["name"] for c in told.afters[-1]["columns"]] == ["id", "v", "a", "c"]
+        assert len(master.answered) == 2                              # ADD a not coordinated again
+        assert sorted(r[0] for r in down.execute("SELECT id FROM orders")) == [1, 2, 4]
+        create = down.execute("SHOW CREATE TABLE orders")[0][1]
+        assert "`a`" in create and "uv" not in create and "`c`" not in create
+        cols = [c["name"] for c in json.loads(_points(down, task)["orders_1"][1])["columns"]]
+        assert cols == ["id", "v", "a", "c"]                          # the tracker follows the upstream
+    finally:
+        master.close()

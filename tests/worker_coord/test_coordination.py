@@ -22,20 +22,39 @@ def test_info_published_operation_executed_done_marked(make_env, master, pool, s
     env = make_env()
     fut = env.run(pool, "alter table orders_01 add column a int, add b varchar(8)  default 'x'")
     info = master.wait_info()
-    # split before the lock sees it (dm#613), routed to the downstream name
-    # ... in canonical text, as DM shows it (issue 12 §8 / 19 §3)
-    assert info.ddls == [f"ALTER TABLE `{env.down.name}`.`orders` ADD COLUMN `a` INT",
-                         f"ALTER TABLE `{env.down.name}`.`orders` ADD COLUMN `b` VARCHAR(8) DEFAULT 'x'"]
+    # split before the lock sees it (dm#613), routed to the downstream name, in canonical text
+    # as DM shows it; each change of the ALTER is its own Info, the next sent once the previous
+    # one is done (docs/lock-algorithm.md, "One change at a time")
+    assert info.ddls == [f"ALTER TABLE `{env.down.name}`.`orders` ADD COLUMN `a` INT"]
     assert (info.source, info.up_schema, info.up_table) == (SOURCE, env.up.name, "orders_01")
     assert (info.down_schema, info.down_table) == (env.down.name, "orders")
     before = TableSchema.from_json(info.before)
-    afters = [TableSchema.from_json(a) for a in info.afters]
     assert [c.name for c in before.columns] == ["id", "v"]
-    assert [[c.name for c in a.columns] for a in afters] == [["id", "v", "a"], ["id", "v", "a", "b"]]
+    assert [[c.name for c in TableSchema.from_json(a).columns] for a in info.afters] == [["id", "v", "a"]]
     st = wait_for(lambda: (s := env.status_record()) and "waiting_for" in s.detail and s, what="status")
     assert st.stage == RUNNING and f"info revision {info.revision}" in st.detail["waiting_for"]
+    with pytest.raises(AssertionError):         # nothing of the second change before the first is done
+        master.wait_info(newer_than=info.revision, timeout=1.0)
 
     master.answer(info, Stage.NONE)
+    second = master.wait_info(newer_than=info.revision)
+    assert _op(store, info).done and env.down_columns() == ["id", "v", "a"]
+    assert second.ddls == [f"ALTER TABLE `{env.down.name}`.`orders` ADD COLUMN `b` VARCHAR(8) DEFAULT 'x'"]
+    assert [c.name for c in TableSchema.from_json(second.before).columns] == ["id", "v", "a"]
+    assert [[c.name for c in TableSchema.from_json(a).columns] for a in second.afters] == [["id", "v", "a", "b"]]
+    # the checkpoint has not moved past the statement: the finished record of its first change
+    # says how far it got, with the schema after it
+    tp = env.syncer.store.tables[(env.up.name, "orders_01")]
+    assert tp.ddl_intent["finished"] and tp.ddl_intent["change"] == 0
+    # ... and a master reading the table's schema from its checkpoint row sees that schema
+    from coordinator.master.checkpoint_schema import current_info
+    with env.down.connect() as c, c.cursor() as cur:
+        cur.execute(f"SELECT table_info, binlog_name, binlog_pos, ddl_intent FROM {env.syncer.store.fq} "
+                    "WHERE id=%s AND cp_schema=%s AND cp_table=%s", (SOURCE, env.up.name, "orders_01"))
+        row = cur.fetchone()
+    assert [c.name for c in TableSchema.from_json(json.loads(current_info(*row))).columns] == ["id", "v", "a"]
+
+    master.answer(second, Stage.NONE)
     fut.result(timeout=60)
     assert env.down_columns() == ["id", "v", "a", "b"]
     tracked = env.tracker.get(env.up.name, "orders_01")
@@ -43,9 +62,10 @@ def test_info_published_operation_executed_done_marked(make_env, master, pool, s
     # the table checkpoint carries the schema after the DDL
     assert TableSchema.from_json(json.loads(
         env.syncer.store.tables[(env.up.name, "orders_01")].table_info)) == tracked
-    op = _op(store, info)
-    assert op.done and op.info_revision == info.revision
+    op = _op(store, second)
+    assert op.done and op.info_revision == second.revision
     assert "waiting_for" not in env.status_record().detail
+    info = second
 
     # the second shard makes the same change: the master returns it again; the repeat is absorbed
     fut = env.run(pool, "ALTER TABLE orders_02 ADD COLUMN a INT")
@@ -177,7 +197,10 @@ def test_an_executable_comment_the_upstream_ran_is_coordinated_and_run_downstrea
     env = make_env()
     fut = env.run(pool, "ALTER TABLE orders_01 ADD COLUMN q INT /*M! , ADD COLUMN sneaky INT */")
     info = master.wait_info()
-    assert [d.split("ADD COLUMN ")[-1] for d in info.ddls] == ["`q` INT", "`sneaky` INT"]
+    assert [d.split("ADD COLUMN ")[-1] for d in info.ddls] == ["`q` INT"]
+    master.answer(info, Stage.NONE)
+    info = master.wait_info(newer_than=info.revision)      # the next change of the same ALTER
+    assert [d.split("ADD COLUMN ")[-1] for d in info.ddls] == ["`sneaky` INT"]
     master.answer(info, Stage.NONE)
     fut.result(timeout=60)
     assert env.down_columns() == ["id", "v", "q", "sneaky"]

@@ -32,7 +32,7 @@ def test_create_table_in_the_binlog_wins_over_the_preloaded_current_schema(make_
     tracked = env.tracker.get(env.up.name, "orders_03")
     assert [c.name for c in tracked.columns] == ["id", "v", "c"]
     assert [i.name for i in tracked.indexes if i.name == "idx_v"] == ["idx_v"]
-    assert [" ".join(i.ddls) for i, _, _ in master.answered] == [
-        f"ALTER TABLE `{env.down.name}`.`orders` ADD INDEX `idx_v`(`v`) "
+    assert [" ".join(i.ddls) for i, _, _ in master.answered] == [     # one change per Info
+        f"ALTER TABLE `{env.down.name}`.`orders` ADD INDEX `idx_v`(`v`)",
         f"ALTER TABLE `{env.down.name}`.`orders` ADD COLUMN `c` INT"]
     assert env.down_columns() == ["id", "v", "c"]

@@ -147,3 +147,63 @@ def test_skip_and_wait_holds_only_that_table_until_unlock(spark, store, source1_
         assert rep.equal, rep.to_json()
     finally:
         master.close()
+
+
+def test_a_multi_change_alter_is_coordinated_change_by_change_through_a_hold_and_a_restart(
+        spark, store, source1_db, downstream_db, positions):
+    """``ALTER ... ADD a, MODIFY v BIGINT, ADD c``: each change is its own Info, sent once the one
+    before is done.  The lock holds the MODIFY: ``a`` is already downstream, ``c`` not yet, the
+    other shard keeps replicating.  A worker restart while held does not coordinate ``ADD a``
+    again (the finished record of change 0 says so) and waits on the MODIFY's own Info; the
+    operator's unlock (exec) then runs the MODIFY, and only then is ``ADD c`` sent.  Each change
+    ran once, each was answered once, and the merged table equals the shards."""
+    (p1,) = positions(source1_db)
+    task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})
+    for n, t in enumerate(("orders_01", "orders_02")):
+        source1_db.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT)")
+        source1_db.execute(f"INSERT INTO {t} VALUES ({n * 100 + 1}, 1), ({n * 100 + 2}, 2)")
+    master = AutoMaster(store, lambda info: ((Stage.SKIP_AND_WAIT, []) if "MODIFY" in " ".join(info.ddls)
+                                             else (Stage.NONE, info.ddls)))
+    syncers = []
+    try:
+        syncer, _, stop = _build(spark, store, task, srcs["s1"], downstream_db)
+        syncers.append((syncer, stop))
+        syncer.sync_until_caught_up()
+        source1_db.execute("ALTER TABLE orders_01 ADD COLUMN a INT, MODIFY v BIGINT, ADD COLUMN c INT")
+        source1_db.execute("INSERT INTO orders_01 VALUES (3, 5000000000, 7, 8)")
+        source1_db.execute("INSERT INTO orders_02 VALUES (103, 3)")
+        syncer.sync_until_caught_up()
+        cols = [r[0] for r in downstream_db.execute(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=%s AND TABLE_NAME='orders' "
+            "ORDER BY ORDINAL_POSITION", (downstream_db.name,))]
+        assert cols == ["id", "v", "a"]                       # change 0 ran; change 2 not yet sent
+        ids = {r[0] for r in downstream_db.execute("SELECT id FROM orders")}
+        assert 103 in ids and 3 not in ids
+        assert (source1_db.name, "orders_01") in syncer.held
+        sent = [" ".join(a[0].ddls) for a in master.answered]
+        assert len(sent) == 2 and "ADD COLUMN `a`" in sent[0] and "MODIFY" in sent[1]
+
+        # a restart while held: the replay meets change 0 finished and waits on the MODIFY's Info
+        stop.set()
+        syncer.close()
+        syncer, _, stop = _build(spark, store, task, srcs["s1"], downstream_db)
+        syncers.append((syncer, stop))
+        syncer.sync_until_caught_up()
+        assert (source1_db.name, "orders_01") in syncer.held
+        assert len(master.answered) == 2, [a[0].ddls for a in master.answered]
+
+        info = next(i for i in store.list_infos(task.name).items if "MODIFY" in " ".join(i.ddls))
+        master.acting.answer(info, Stage.UNLOCKED, info.ddls)   # shard-ddl-lock unlock --action exec
+        wait_for(lambda: syncer._rewind.is_set(), what="rewind requested by the redirect waiter")
+        syncer.sync_until_caught_up()
+        assert not syncer.held
+        sent = [" ".join(a[0].ddls) for a in master.answered]
+        assert len(sent) == 3 and "ADD COLUMN `c`" in sent[2], sent
+        assert downstream_db.execute("SELECT id, v, a, c FROM orders WHERE id = 3") == [(3, 5000000000, 7, 8)]
+        rep = check_task(task, srcs)
+        assert rep.equal, rep.to_json()
+    finally:
+        master.close()
+        for s, st in syncers:
+            st.set()
+            s.close()

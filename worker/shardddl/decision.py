@@ -29,6 +29,7 @@ class TableDDL:
     position: str = ""          # binlog position of the event (text, for status and errors)
     timestamp: int | None = None
     end: str = ""               # binlog position after the event (names the statement to `binlog skip`)
+    change: int | None = None   # which change of a multi-change ALTER this is (None: the whole statement)
 
 
 _NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"

@@ -112,6 +112,9 @@ class OptimisticDDLHandler:
         self._rewind: Callable[[], None] | None = None
         self._find_skip: FindSkip | None = None
         self._pending: dict[tuple[str, str], _Pending] = {}
+        # a multi-change ALTER part way through: table -> (the statement's end, changes the
+        # tracked schema already has); a skip of the statement applies only the rest
+        self._partial: dict[tuple[str, str], tuple[str, int]] = {}
         self._waiters: dict[tuple[str, str], threading.Thread] = {}
         self._cancel = threading.Event()
 
@@ -136,6 +139,7 @@ class OptimisticDDLHandler:
         self._cancel.set()             # held-table waiters of an earlier run stop
         self._cancel = threading.Event()
         self._pending.clear()
+        self._partial.clear()
         self._waiters.clear()
         for (s, t) in self.tracker.tables():
             self.tracker.forget(s, t)
@@ -159,6 +163,27 @@ class OptimisticDDLHandler:
         ts = self.tracker.get(schema, table)
         return None if ts is None else schema_to_json(ts)
 
+    def changes(self, event: DDLEvent, ctx: DDLContext) -> list[DDLEvent]:
+        """A shard ALTER with several changes is coordinated one change at a time: each change
+        is its own Info, sent once the previous one is done (docs/lock-algorithm.md, "One change
+        at a time").  The lock then only ever decides single changes, so its answer to a change
+        is the same live, after a handover, an unlock and a rebuild; no row of the upstream sits
+        between two changes of one statement, so nothing is written in the schemas between."""
+        kind = StatementKind(event.kind)
+        if event.table is None or event.target_table is None or not kind.on_table \
+                or not ctx.is_sharded(event.schema, event.table):
+            return [event]
+        text = self._text(event)
+        if route_kind(kind, text) is not Route.COORDINATE or _renames_table(text):
+            return [event]
+        try:
+            n = len(split_ddl(text))
+        except SchemaError:
+            return [event]           # refused with its error when handled
+        if n < 2:
+            return [event]
+        return [dataclasses.replace(event, change=k, changes=n) for k in range(n)]
+
     def handle_ddl(self, event: DDLEvent, ctx: DDLContext) -> DDLDecision:
         kind = StatementKind(event.kind)
         if event.table is None or not kind.on_table or event.target_table is None \
@@ -167,7 +192,7 @@ class OptimisticDDLHandler:
                 self._track_direct(event, event.table, kind)
             return direct_decision(event, ctx)
         ddl = TableDDL(self._text(event), event.schema, event.table, kind, str(event.start), event.timestamp or None,
-                       str(event.end))
+                       str(event.end), event.change)
         key = (event.schema, event.table)
         p = self._decide(ddl, event.start)
         if isinstance(p, Hold):
@@ -196,10 +221,24 @@ class OptimisticDDLHandler:
             self.tracker.forget(ddl.schema, ddl.table)
         elif p.preview is not None:
             self.tracker.commit(p.preview)
+        self._progress(event)
         if p.operation is not None:
             if self.status is not None:
                 self.status.running()
             _log.info("shard DDL done", stage=p.operation.stage.value, returned=len(p.statements), **strs(c))
+
+    def _progress(self, event: DDLEvent) -> None:
+        """The tracked schema now has ``event``'s change: remember how far its statement got."""
+        key = (event.schema, event.table or "")
+        if event.last_change:
+            self._partial.pop(key, None)
+        else:
+            self._partial[key] = (str(event.end), (event.change or 0) + 1)
+
+    def _applied_changes(self, event: DDLEvent) -> int:
+        """How many changes of ``event``'s statement the tracked schema already has."""
+        at = self._partial.get((event.schema, event.table or ""))
+        return at[1] if at is not None and at[0] == str(event.end) else 0
 
     def after_info(self, event: DDLEvent) -> str | None:
         """The table's schema after the DDL being finished (its pending preview), as the
@@ -222,17 +261,20 @@ class OptimisticDDLHandler:
         key = (event.schema, event.table)
         try:
             statements = split_ddl(self._text(event))
+            if event.change is not None:
+                statements = statements[event.change:event.change + 1]
             self.tracker.commit(self.tracker.preview(event.schema, event.table, statements, position=str(event.start)))
         except (SchemaError, SchemaTrackError) as e:
             _log.warning("finished DDL not modelled by the schema tracker; table will be re-read from upstream",
                          table=f"{event.schema}.{event.table}", error=str(e))
             self.tracker.forget(*key)
             statements = []
+        self._progress(event)
         target = self.mapper.target(*key)
         if target is None or not statements:
             return
         ctx_ = self._ctx(TableDDL(self._text(event), event.schema, event.table, StatementKind(event.kind),
-                                  str(event.start)), target)
+                                  str(event.start), change=event.change), target)
         lk = LockKey(self.task, target.schema, target.table)
         table = TableRef(self.source, event.schema, event.table)
         info = self.store.get_info(lk, table)
@@ -254,6 +296,9 @@ class OptimisticDDLHandler:
         key = (event.schema, event.table)
         self._pending.pop(key, None)
         tr = self.tracker
+        done = self._applied_changes(event)     # a statement skipped part way: the rest only
+        self._partial.pop(key, None)
+        before = tr.get(*key)
 
         track, route = kind.row.track, kind.row.route
 
@@ -261,8 +306,8 @@ class OptimisticDDLHandler:
             if track is Track.FORGET:
                 tr.forget(*key)
             else:
-                tr.apply(*key, split_ddl(self._text(event)) if track is Track.APPLY_SPLIT else [self._text(event)],
-                         position=str(event.start))
+                tr.apply(*key, split_ddl(self._text(event))[done:] if track is Track.APPLY_SPLIT
+                         else [self._text(event)], position=str(event.start))
 
         def reload():
             if tr.load_upstream(*key, position=str(event.start)) is None:
@@ -275,7 +320,7 @@ class OptimisticDDLHandler:
             elif route is Route.DROP:
                 self.source_tables.remove(*key)
             elif route is not Route.IGNORE:
-                self._finish_answered(event, event.table)
+                self._finish_answered(event, event.table, done, before)
 
     # ------------------------------------------------------------------ the decision
     def _ctx(self, ddl: TableDDL, target: Target) -> dict:
@@ -312,6 +357,8 @@ class OptimisticDDLHandler:
         except SchemaError as e:
             raise UnsupportedShardDDL(f"cannot split DDL {tidy_ddl(ddl.sql)!r}: {e}; run it on the target by hand if "
                                       f"needed, then {skip} skips it here", **ctx) from e
+        if ddl.change is not None:           # one change of a multi-change ALTER (``changes``)
+            statements = statements[ddl.change:ddl.change + 1]
         if route is Route.IGNORE:
             _log.warning("TRUNCATE of a shard table is not replicated to the merged target", **strs(ctx))
             return _Pending(ddl, target, [])
@@ -505,11 +552,14 @@ class OptimisticDDLHandler:
                          table=f"{event.schema}.{table}", error=str(e))
             self.tracker.forget(event.schema, table)
 
-    def _finish_answered(self, event: DDLEvent, up_table: str) -> None:
+    def _finish_answered(self, event: DDLEvent, up_table: str, done: int = 0, before=None) -> None:
         """A skipped DDL that was already described to the lock and answered "execute" (its
         downstream execution failed, e.g. a unique key the merged rows violate) leaves the lock
         waiting for this table's done mark: give it (the statements did NOT run downstream; a
-        warning says which).  Only when the table's current Info is exactly this DDL."""
+        warning says which).  Only when the table's current Info is exactly this DDL, or one
+        change of it (a multi-change ALTER is coordinated change by change): then the changes
+        after that one, which the lock never saw, are told to it as the table's forced schema.
+        ``done``: changes ``before`` (the tracked schema before the skip) already has."""
         try:
             statements = split_ddl(self._text(event))
         except SchemaError:
@@ -522,16 +572,47 @@ class OptimisticDDLHandler:
                                  str(event.start)), target)
         table = TableRef(self.source, event.schema, up_table)
         info = self.store.get_info(lock, table)
-        if info is None or info.ddls != routed_ddls(statements, target):
+        if info is None:
             return
+        if info.ddls == routed_ddls(statements, target):
+            at = len(statements) - 1
+        else:
+            at = next((j for j in range(len(statements) - 1, -1, -1)
+                       if info.ddls == routed_ddls(statements[j:j + 1], target)), None)
+            if at is None or len(statements) < 2:
+                return
         op = self.store.get_operation(lock, table)
-        if op is None or op.done or op.info_revision != info.revision:
+        if op is not None and not op.done and op.info_revision == info.revision:
+            if op.stage not in (Stage.NONE, Stage.UNLOCKED):
+                _log.warning("skipped DDL is still pending in its lock; unlock it with `shardctl shard-ddl-lock "
+                             "unlock ... --action skip` or remove the table from the lock", stage=op.stage.value,
+                             **strs(ctx))
+                return
+            self.client.mark_done(op, ctx, ran=False)
+            _log.warning("skipped DDL's Operation marked done for its lock; its statements did NOT run downstream",
+                         ddls="; ".join(op.ddls), **strs(ctx))
+        if at + 1 < len(statements) and before is not None:
+            self._tell_rest(info, statements, done, at + 1, before, target, ctx)
+
+    def _tell_rest(self, info: Info, statements: list[str], done: int, start: int, before, target: Target,
+                   ctx: dict) -> None:
+        """The changes ``statements[start:]`` of a skipped statement were never sent to the lock:
+        send them as an ignore-conflict Info (the table's schema is forced to the one after the
+        statement, as for a ``binlog skip`` of a paused DDL).  ``before`` has ``done`` changes."""
+        try:
+            cur = before
+            for stmt in statements[done:start]:
+                cur = apply_ddl(cur, stmt)
+            first, afters = cur, []
+            for stmt in statements[start:]:
+                cur = apply_ddl(cur, stmt)
+                afters.append(cur.to_json())
+        except SchemaError as e:
+            _log.warning("skipped statement's remaining changes not modelled; the lock learns them from the "
+                         "table's next DDL", error=str(e), **strs(ctx))
             return
-        if op.stage not in (Stage.NONE, Stage.UNLOCKED):
-            _log.warning("skipped DDL is still pending in its lock; unlock it with `shardctl shard-ddl-lock "
-                         "unlock ... --action skip` or remove the table from the lock", stage=op.stage.value,
-                         **strs(ctx))
-            return
-        self.client.mark_done(op, ctx, ran=False)
-        _log.warning("skipped DDL's Operation marked done for its lock; its statements did NOT run downstream",
-                     ddls="; ".join(op.ddls), **strs(ctx))
+        rest = dataclasses.replace(info, ddls=routed_ddls(statements[start:], target), before=first.to_json(),
+                                   afters=afters, ignore_conflict=True)
+        self.client.put_info(rest, ctx)
+        _log.warning("skipped statement's changes the lock had not seen are told to it as the table's schema",
+                     ddls="; ".join(rest.ddls), **strs(ctx))

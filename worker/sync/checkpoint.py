@@ -40,6 +40,10 @@ Rules (tested in tests/worker/test_checkpoint.py and the syncer tests):
    still waits for it and the tracked schema follows (``handler.resume_finished``).  A shard table's
    CREATE is recorded the same way, with its schema, before SourceTables names the table: a master
    that starts the joining table from its checkpoint reads that schema, not the lock's first one.
+   A multi-change ALTER coordinated one change at a time records each change: ``change`` (its
+   index) in both records and ``done`` (changes before it, finished) in the execution record, with
+   the schema after the finished ones; the table's point passes the statement with its last change
+   (docs/lock-algorithm.md, "One change at a time").
 9. **Rebuild, don't remember.**  All in-memory state of a restarted syncer (read position,
    table points, schemas, safe mode window) comes from these rows (tiflow#9588).  The one
    exception is the operator's: a ``binlog-schema update|delete --flush=false`` structure, kept by

@@ -41,6 +41,11 @@ every DDL of the binlog it stops and asks a :class:`DDLHandler`.  The contract:
    ``after_info(event)`` once run; a restart that meets it again calls
    ``resume_finished(event, ctx)`` instead of ``handle_ddl`` (checkpoint rule 8b).
 9. ``close()`` is called by the handler's owner once no syncer uses it any more.
+10. ``changes(event, ctx)`` comes first: the events steps 2-8 take, in order.  A handler that
+    coordinates one change at a time returns one event per change of a multi-change ALTER
+    (``DDLEvent.change``); the syncer hands each over as above, stops at a hold or pause, and
+    moves the table's checkpoint past the statement only with its last change (until then the
+    finished record of step 8, with the change's index, says how far the statement got).
 
 A DDL already executed before a crash but not yet checkpointed is handed over again; the
 syncer then compares the target's current ``SHOW CREATE TABLE`` with the one it recorded
@@ -143,6 +148,8 @@ class DDLHandler(Protocol):
 
     def restore(self, table_infos: dict[tuple[str, str], str | None]) -> None: ...
 
+    def changes(self, event: DDLEvent, ctx: DDLContext) -> list[DDLEvent]: ...
+
     def handle_ddl(self, event: DDLEvent, ctx: DDLContext) -> DDLDecision: ...
 
     def ddl_executed(self, event: DDLEvent, decision: DDLDecision, ctx: DDLContext) -> None: ...
@@ -196,6 +203,10 @@ class DirectDDLHandler:
 
     def close(self) -> None:
         """Nothing runs in the background."""
+
+    def changes(self, event: DDLEvent, ctx: DDLContext) -> list[DDLEvent]:
+        """A statement runs whole on its target: nothing waits between its changes."""
+        return [event]
 
     def restore(self, table_infos: dict[tuple[str, str], str | None]) -> None:
         self.schemas = {}

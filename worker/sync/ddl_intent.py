@@ -45,13 +45,15 @@ class DDLIntent:
         table = ev.table
         tp = self.store.tables.get((ev.schema, table)) if table is not None else None
         intent = tp.ddl_intent if tp is not None else None
-        if table is None or not (intent and intent.get("finished")
-                                 and Position.from_json(intent["pos"]).same_point(ev.end)):
+        if table is None or not (intent and Position.from_json(intent["pos"]).same_point(ev.end)
+                                 and change_finished(intent, ev.change)):
             return False
         self.handler.resume_finished(ev, ctx)
-        self.store.save_table(ev.schema, table, ev.end, self.handler.table_info(ev.schema, table), keep_info=False)
+        if ev.last_change:
+            self.store.save_table(ev.schema, table, ev.end, self.handler.table_info(ev.schema, table),
+                                  keep_info=False)
         self.log.info("DDL finished before a restart; not coordinated again", table=ev.upstream,
-                      position=str(ev.end))
+                      position=str(ev.end), change=ev.change)
         return True
 
     def record_finished(self, ev: DDLEvent, decision: DDLDecision) -> None:
@@ -61,7 +63,7 @@ class DDLIntent:
         a lock the table joins while its checkpoint row has no schema yet)."""
         if (decision.coordinated or decision.joins) and ev.table is not None:
             self.store.write_ddl_intent(ev.schema, ev.table, {"pos": ev.end.to_json(), "finished": True,
-                                                              "statements": decision.execute,
+                                                              "statements": decision.execute, "change": ev.change,
                                                               "table_info": self.handler.after_info(ev)})
 
     def execute(self, ev: DDLEvent, decision: DDLDecision) -> bool:
@@ -84,14 +86,20 @@ class DDLIntent:
             tp = self.store.tables.get((key_s, key_t))
             intent = tp.ddl_intent if tp else None
             if intent and Position.from_json(intent["pos"]).same_point(ev.end) and target \
+                    and intent.get("change") == ev.change \
                     and intent.get("before") != before \
                     and ddl_in_effect(intent.get("before"), before, intent.get("statements") or decision.execute):
                 self.log.info("DDL already executed before a restart; not running it again",
                               table=ev.upstream, position=str(ev.end))
                 return False
             if ev.table is not None:
+                # ``change``/``done``: which change of the statement runs, and that the ones before
+                # it are finished (their own finished record is overwritten by this one)
                 self.store.write_ddl_intent(key_s, key_t, {"pos": ev.end.to_json(), "before": before,
-                                                           "statements": decision.execute})
+                                                           "statements": decision.execute, "change": ev.change,
+                                                           "done": ev.change or 0,
+                                                           "table_info": (self.handler.table_info(key_s, key_t)
+                                                                          if ev.change else None)})
             else:
                 self.store.check_fence()     # (the intent write checks it for a table's DDL)
             try:
@@ -130,6 +138,20 @@ class DDLIntent:
                          table=ev.upstream, position=str(ev.start), statements="; ".join(decision.execute),
                          error=server_error(e))
         return True
+
+
+def change_finished(intent: dict, change: int | None) -> bool:
+    """Does the table's intent record (for the statement it names) say ``change`` is finished?
+    A statement handled whole (``change`` None) is finished when its record is; a change of one
+    coordinated change by change, when the record is for it or a later change and finished, or
+    for a later change at all (a change's execution record is written once those before it
+    finished: ``done`` counts them)."""
+    if change is None:
+        return bool(intent.get("finished")) and intent.get("change") is None
+    at = intent.get("change")
+    if at is None:
+        return False
+    return (bool(intent.get("finished")) and at >= change) or int(intent.get("done") or 0) > change
 
 
 def ddl_in_effect(before_sql: str | None, now_sql: str | None, statements: list[str]) -> bool:

@@ -423,8 +423,16 @@ class Syncer:
         return True
 
     def _handle_ddl(self, ev: DDLEvent) -> None:
+        """Hand over the statement's changes in order (one, unless the handler coordinates a
+        multi-change ALTER change by change); a held change holds the rest of the statement."""
+        for change in self.handler.changes(ev, self.ctx):
+            if not self._handle_change(change):
+                return
+
+    def _handle_change(self, ev: DDLEvent) -> bool:
+        """One change (or whole statement) through the handler; False when its table is held."""
         if self.intent.resume_finished(ev, self.ctx):
-            return
+            return True
         decision: DDLDecision = self.handler.handle_ddl(ev, self.ctx)
         if decision.pause:
             DDLS.labels(self.task.name, self.source.source_id, "pause").inc()
@@ -437,8 +445,9 @@ class Syncer:
             self.held[(ev.schema, ev.table)] = ev
             self.store.hold(ev.schema, ev.table, ev.start)
             DDLS.labels(self.task.name, self.source.source_id, "hold").inc()
-            self.log.warning("table held on a DDL", table=ev.upstream, position=str(ev.start), note=decision.note)
-            return
+            self.log.warning("table held on a DDL", table=ev.upstream, position=str(ev.start), note=decision.note,
+                             change=ev.change)
+            return False
         executed = False
         if decision.execute and not decision.skip:
             executed = self.intent.execute(ev, decision)
@@ -446,12 +455,13 @@ class Syncer:
         self.handler.ddl_executed(ev, decision, self.ctx)
         self.hooks.fire("after_ddl_execute", {"event": ev, "executed": executed})
         DDLS.labels(self.task.name, self.source.source_id, "execute" if executed else "skip").inc()
-        if ev.table is not None:
+        if ev.table is not None and ev.last_change:
             self.store.save_table(ev.schema, ev.table, ev.end, self.handler.table_info(ev.schema, ev.table),
                                   keep_info=False)
         if ev.target_table is None or not executed:
-            return      # the downstream did not change here (a skip, or run before a restart: loaded at start)
+            return True  # the downstream did not change here (a skip, or run before a restart: loaded at start)
         # a DDL may create the target, change its key or its generated columns: later chunks
         # are split by the new key and leave out the new generated columns
         with self._downstream() as c:
             self.applier.refresh_target(c, (ev.target_schema or "", ev.target_table))
+        return True
