@@ -220,6 +220,25 @@ def _state_matches(cur, flavor: str, pos: Position) -> tuple[bool, str]:
                    "event boundary)" if at is None else f"the GTID state at {pos.file}:{pos.pos} is {at or 'empty'!r}")
 
 
+def check_not_past_end(db_kwargs: dict, pos: Position, source_id: str, what: str = "the start position") -> None:
+    """A file:pos start beyond what the server has written: its binlog dump is refused (error
+    1236, "impossible position") or, at the live end, waits for bytes that are never events of
+    this position, so the subtask would show Running with nothing arriving.  Refused here with
+    the server's own end.  A file the server does not list is left to :func:`check_start_available`."""
+    with pymysql.connect(**db_kwargs) as c, c.cursor() as cur:
+        cur.execute("SHOW BINARY LOGS")
+        sizes = {r[0]: int(r[1]) for r in cur.fetchall()}
+        if pos.file not in sizes or pos.pos <= sizes[pos.file]:
+            return
+        end = _master_status(cur, server_flavor(cur))
+    where = f"upstream {db_kwargs.get('host')}:{db_kwargs.get('port')}"
+    raise StartUnavailable(
+        f"{what} {pos.file}:{pos.pos} is past the end of {where}'s binlog: {pos.file} has {sizes[pos.file]} bytes "
+        f"and the server's binlog ends at {end.file}:{end.pos}. Give a position the server has written (task meta "
+        f"`binlog-name`/`binlog-pos` from SHOW BINARY LOGS / SHOW MASTER STATUS, or `binlog-gtid`); a position "
+        f"from another server means the source points at the wrong one", source=source_id, position=str(pos))
+
+
 def check_start_available(db_kwargs: dict, pos: Position, source_id: str, what: str = "the start position") -> None:
     """The upstream must still hold every transaction after ``pos``, and ``pos`` must be of the
     server's flavor.  Otherwise its binlog dump fails (error 1236) on every retry, for ever:
@@ -272,9 +291,13 @@ def start_position(db_kwargs: dict, checkpoint: Position | None, meta, source_id
     came_from = ""
     if checkpoint is not None:
         check_checkpoint_on_upstream(db_kwargs, checkpoint, source_id)
+        if checkpoint.file:
+            check_not_past_end(db_kwargs, checkpoint, source_id, "the checkpoint")
         pos, came_from = checkpoint, "the checkpoint"
     elif meta and (meta.binlog_name or meta.binlog_gtid):
         pos, came_from = Position(meta.binlog_name, meta.binlog_pos or 4, meta.binlog_gtid), "the task's meta start"
+        if pos.file:
+            check_not_past_end(db_kwargs, pos, source_id, came_from)
         if not pos.gtid and pos.file:
             with pymysql.connect(**db_kwargs) as c, c.cursor() as cur:
                 pos = Position(pos.file, pos.pos, gtid_at(cur, pos.file, pos.pos))

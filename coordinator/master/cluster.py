@@ -83,12 +83,33 @@ class Cluster:
                 results.append((cfg.source_id, False, f"source {cfg.source_id!r} already exists; "
                                 f"`operate-source stop {cfg.source_id}` first to replace it"))
                 continue
+            refused = self._check_source(cfg, warnings)
+            if refused:
+                results.append((cfg.source_id, False, refused))
+                continue
             self.store.put_source(fence, SourceRecord(cfg.source_id, text))
             self.log.info("source registered", source=cfg.source_id)
             results.append((cfg.source_id, True, ""))
         ok = all(r[1] for r in results)
         msg = "; ".join(r[2] for r in results if not r[1]) or "\n".join(warnings)
         return CommandResult(ok, msg, results)
+
+    def _check_source(self, cfg, warnings: list[str]) -> str:
+        """Connect to the source and check it as DM does before registering it; the reasons it is
+        refused ("" when it may be registered; its warnings are added to ``warnings``)."""
+        from coordinator.precheck.runner import check_source
+        from coordinator.precheck.result import FAIL, WARN
+        items = check_source(cfg)
+        for it in items:
+            if it.state == WARN:
+                warnings.extend(f"source {cfg.source_id}: {m}" for sev, m in it.errors if sev == WARN)
+        bad = [it for it in items if it.state == FAIL]
+        if not bad:
+            return ""
+        reasons = "; ".join(m for it in bad for sev, m in it.errors if sev == FAIL)
+        todo = " ".join(dict.fromkeys(i for it in bad for i in it.instructions))
+        self.log.warning("source refused by its check", source=cfg.source_id, reasons=reasons)
+        return f"source {cfg.source_id!r} not registered: {reasons}" + (f" (to fix: {todo})" if todo else "")
 
     def stop_sources(self, fence: Fence, sources: list[str]) -> CommandResult:
         if not sources:
@@ -269,6 +290,13 @@ class Cluster:
         live = {w.worker for w in self.store.list_workers().items}
         known = {s.source for s in self.store.list_sources().items}
         status = {(s.task, s.source): s for s in self.store.list_status().items}
+        used = {src for t in tasks for src in t.sources}
+        unknown = [s for s in sources if s not in used]
+        if unknown:
+            # as dmctl: a source the selected tasks do not replicate is an error, not an empty answer
+            scope = f"task {name!r}" if name else "any task"
+            raise RequestError(f"source(s) {', '.join(unknown)} not found in {scope} (its sources: "
+                               f"{', '.join(sorted(used)) or 'none'})")
         out = []
         for t in sorted(tasks, key=lambda t: t.task):
             for src in t.sources:

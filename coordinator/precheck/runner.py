@@ -56,6 +56,8 @@ def _source_items(conn, src: SourceConfig, inst, task: TaskConfig, where: str,
         items.append(upstream.dump_privilege(grants, [(s.schema, s.table) for s, _ in found], where, mysql=mysql))
     if task.task_mode != "full":
         items.append(upstream.replication_privilege(grants, where, mysql=mysql))
+    if task.task_mode == "incremental" and inst.meta is not None and inst.meta.binlog_name:
+        items.append(upstream.start_position_check(conn, inst.meta, where))
     for st, (ts, tt) in found:
         targets.setdefault((ts, tt), shards.Target(ts, tt)).shards.append(st)
     return items
@@ -128,3 +130,26 @@ def run_prechecks(task: TaskConfig, sources: dict[str, SourceConfig], only: list
     log.info("precheck done", task=task.name, total=len(report.items), failed=report.count("fail"),
              warning=report.count("warn"))
     return report
+
+
+def check_source(src: SourceConfig) -> list[CheckItem]:
+    """What ``operate-source create`` checks before registering ``src`` (as DM does): the
+    connection with the config's own address, user and password, the server settings the
+    binlog reader needs (binlog on, ROW format, FULL row image and metadata, GTIDs) and the
+    replication privileges.  A password this process cannot read is a warning (the workers may
+    hold a secret the master does not), never a pass."""
+    conn, failed = _source_conn(src)
+    if conn is None:
+        return [failed]
+    where = f"source {src.source_id} ({src.db.address()})"
+    try:
+        items = upstream.server_checks(conn, src, "incremental", where)
+        items.append(upstream.replication_privilege(current_grants(conn), where, mysql=upstream.is_mysql(conn)))
+        return items
+    except pymysql.MySQLError as e:
+        it = CheckItem("source_connection", "check whether the upstream answers the checks' queries", extra=where)
+        return [it.problem(FAIL, f"source {src.source_id} refused a check's query: {e}",
+                           "grant the source's user REPLICATION SLAVE and BINLOG MONITOR (MariaDB) or "
+                           "REPLICATION CLIENT (MySQL)")]
+    finally:
+        conn.close()

@@ -212,3 +212,25 @@ def dump_privilege(grants: Grants, tables: list[tuple[str, str]], where: str, my
         it.problem(FAIL, f"lack of SELECT privilege on {', '.join(missing[:10])}{more}",
                    "GRANT SELECT ON each shard schema (`db`.*) TO the source's user")
     return it
+
+
+def start_position_check(conn, meta, where: str) -> CheckItem:
+    """The task's meta start (``binlog-name``/``binlog-pos``) must be a position the server has
+    written: a file it lists, and not past that file's end (the worker would refuse to start
+    with the same reason; better to hear it from check-task)."""
+    it = CheckItem("binlog_start_position", "check whether the task's meta start is in the upstream's binlog",
+                   extra=f"{where}, meta {meta.binlog_name}:{meta.binlog_pos or 4}")
+    with conn.cursor() as cur:
+        cur.execute("SHOW BINARY LOGS")
+        sizes = {r[0]: int(r[1]) for r in cur.fetchall()}
+    pos = meta.binlog_pos or 4
+    fix = ("set the task's `meta` to a position from SHOW BINARY LOGS / SHOW MASTER STATUS on this server (or "
+           "`binlog-gtid`), or run the task with `task-mode: all`")
+    if meta.binlog_name not in sizes:
+        names = sorted(sizes)
+        it.problem(FAIL, f"the server has no binlog file {meta.binlog_name} (it has "
+                         f"{names[0] + ' to ' + names[-1] if names else 'none'}): purged, or another server", fix)
+    elif pos > sizes[meta.binlog_name]:
+        it.problem(FAIL, f"{meta.binlog_name}:{pos} is past the end of that file ({sizes[meta.binlog_name]} bytes): "
+                         f"the server has not written that position", fix)
+    return it

@@ -79,6 +79,12 @@ def test_task_lifecycle_with_status_from_worker(leader, store, capsys, tmp_path)
     # starting it again is refused; stop-task removes it
     rc, doc, _ = run_cli(capsys, leader, "start-task", f)
     assert rc == 1 and "already running" in doc["msg"]
+    # a source the task does not replicate is an error, not an empty success
+    rc, doc, _ = run_cli(capsys, leader, "query-status", "t1", "-s", "nosuchsrc")
+    assert rc == 1 and doc["result"] is False, doc
+    assert doc["msg"] == "source(s) nosuchsrc not found in task 't1' (its sources: s1, s2)", doc
+    rc, doc, _ = run_cli(capsys, leader, "query-status", "t1", "-s", "s1")
+    assert rc == 0 and [s["sourceStatus"]["source"] for s in doc["sources"]] == ["s1"], doc
     rc, doc, _ = run_cli(capsys, leader, "stop-task", "t1")
     assert rc == 0 and doc["result"] is True
     assert store.get_task("t1") is None and store.list_status("t1").items == []
@@ -210,3 +216,24 @@ def test_refused_dm_keys_through_start_task_and_check_task(leader, capsys, tmp_p
             rc, doc, err = run_cli(capsys, leader, cmd, f)
             msg = (doc or {}).get("msg", "") if isinstance(doc, dict) else str(doc) + err
             assert rc == 1 and f"key={key}" in msg and f"file={f}" in msg and words in msg, (cmd, key, doc, err)
+
+
+def test_operate_source_create_checks_the_source_and_refuses_a_bad_one(leader, store, capsys, tmp_path):
+    """As DM: a source is registered only after the master connected to it with the config's own
+    user and password and checked what the binlog reader needs; a wrong password or a host that
+    is down is refused with the server's answer and what to do, and is not listed by `show`."""
+    wrong = write(tmp_path, "wrong.yaml", source_yaml("s7").replace("password: shardmerge", "password: nope"))
+    rc, doc, _ = run_cli(capsys, leader, "operate-source", "create", wrong)
+    assert rc == 1 and doc["result"] is False, doc
+    msg = doc["sources"][0]["msg"]
+    assert "source 's7' not registered" in msg and "Access denied" in msg and "check `from`" in msg, msg
+    down = write(tmp_path, "down.yaml", source_yaml("s8", port=1))      # nothing listens on port 1
+    rc, doc, _ = run_cli(capsys, leader, "operate-source", "create", down)
+    assert rc == 1 and "source 's8' not registered" in doc["sources"][0]["msg"], doc
+    assert "127.0.0.1:1" in doc["sources"][0]["msg"]
+    assert store.get_source("s7") is None and store.get_source("s8") is None
+    rc, doc, _ = run_cli(capsys, leader, "operate-source", "show")
+    assert not {"s7", "s8"} & {s.get("source") for s in doc.get("sources", [])}, doc
+    # a good one still registers
+    _sources(capsys, leader, tmp_path, "s9")
+    assert store.get_source("s9") is not None

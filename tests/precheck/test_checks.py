@@ -346,3 +346,30 @@ def test_auto_increment_keys_unreadable_warn_not_checked(source1_db, downstream_
     assert state(rep, "auto-increment key checking") == WARN
     assert "the key values could not be read" in errors(rep, "auto-increment key checking")
     assert state(rep, "source db dump privilege checker") == FAIL
+
+
+def test_a_meta_start_past_the_end_or_in_a_missing_file_fails(two):
+    """An incremental task's meta start must be a position the source has written: past the end
+    of its file, or in a file it does not list, check-task fails it (the worker would refuse to
+    start for the same reason); a position it has passes."""
+    import dataclasses
+
+    from coordinator.config import BinlogMeta
+    from worker.upstream import master_status
+    dbs, down = two
+    create(dbs, "CREATE TABLE orders_1 (id INT PRIMARY KEY, v INT)")
+    end = master_status(dbs["s1"].params)
+    srcs = {sid: source(sid, db.params) for sid, db in dbs.items()}
+
+    def with_meta(meta):
+        t = task(dbs, down.params, mode="incremental")
+        return dataclasses.replace(t, instances=(dataclasses.replace(t.instances[0], meta=meta),) + t.instances[1:])
+
+    rep = run_prechecks(with_meta(BinlogMeta(end.file, end.pos + 100_000)), srcs)
+    assert state(rep, "binlog_start_position", "source s1") == "fail"
+    assert f"{end.file}:{end.pos + 100_000} is past the end of that file" in errors(rep, "binlog_start_position")
+    rep = run_prechecks(with_meta(BinlogMeta("no-such-bin.000001", 4)), srcs)
+    assert state(rep, "binlog_start_position", "source s1") == "fail"
+    assert "has no binlog file no-such-bin.000001" in errors(rep, "binlog_start_position")
+    rep = run_prechecks(with_meta(BinlogMeta(end.file, end.pos)), srcs)
+    assert state(rep, "binlog_start_position", "source s1") == "success"

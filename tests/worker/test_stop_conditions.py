@@ -235,3 +235,31 @@ def test_a_ddl_the_downstream_refuses_stops_the_subtask_for_good(spark, source1_
     assert "Duplicate entry" in msg and "uk_v" in msg and "binlog skip" in msg and "resume-task" in msg, msg
     assert "Error 1062 (23000): Duplicate entry" in msg, msg        # the server's code and SQLSTATE, like DM
     assert not _retryable(ei.value)
+
+
+def test_a_meta_start_past_the_end_of_the_binlog_stops_the_subtask_with_the_servers_end(source1_db, downstream_db):
+    """A task whose meta start is a position the server has not written (past the end of the
+    current file): before, the subtask showed Running with lag 0 while nothing ever arrived.  Now
+    the syncer stops at start with a typed, non-retryable error naming the position, the file's
+    size and the server's end, and writes no checkpoint."""
+    from tests.worker.conftest import make_task
+    from worker.events import Position
+    from worker.process import _retryable
+    from worker.sync.syncer import Syncer
+    from worker.upstream import master_status
+
+    end = master_status(source1_db.params)
+    past = Position(end.file, end.pos + 100_000, "")
+    task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": past})
+    syncer = Syncer(None, task, srcs["s1"], reader="process")
+    try:
+        with pytest.raises(StartUnavailable) as ei:
+            syncer.start()
+    finally:
+        syncer.close()
+    msg = str(ei.value)
+    assert f"the task's meta start {past.file}:{past.pos} is past the end of upstream" in msg, msg
+    assert f"{end.file} has " in msg and "the server's binlog ends at" in msg and "binlog-pos" in msg
+    assert "source=s1" in msg and not _retryable(ei.value)
+    cp = f"`{downstream_db.name}`.`{task.name}_syncer_checkpoint`"
+    assert downstream_db.execute(f"SELECT COUNT(*) FROM {cp}") == [(0,)]       # nothing written
