@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from coordinator.etcdproto import DroppedStage, Stage, TableRef
 from coordinator.schema import TableSchema
+from coordinator.shell import unlock_choice
 
 from .schema_bag import cmp
 from .shape import _describe
@@ -72,13 +73,14 @@ def waiting_for(lock: LockState, t: TableRef, ready: dict[TableRef, bool] | None
     a = m.answer
     if a is not None and a.stage is Stage.DETECTED:
         return (f"conflict: its DDL {a.info.ddls} {a.message}. Exit: fix the other tables, or "
-                f"`shardctl shard-ddl-lock unlock {lock.id} -s {t.source} -d {t.schema} -t {t.table} "
-                "--action skip|exec`")
+                f"{unlock_choice(lock.id, t.source, t.schema, t.table)}")
     if a is not None and a.stage is Stage.SKIP_AND_WAIT:
-        return (f"skip-and-wait: its DDL {a.info.ddls} was skipped; {a.message}. Exit: unlock "
-                "--action skip|exec, or remove the tables that will never make the change")
+        return (f"skip-and-wait: its DDL {a.info.ddls} was skipped; {a.message}. Exit: "
+                f"{unlock_choice(lock.id, t.source, t.schema, t.table)}, or remove the tables that will never "
+                "make the change")
     if a is not None and a.stage is Stage.ERROR:
-        return f"error: its DDL {a.info.ddls} was refused: {a.message}. Exit: unlock --action skip|exec"
+        return (f"error: its DDL {a.info.ddls} was refused: {a.message}. Exit: "
+                f"{unlock_choice(lock.id, t.source, t.schema, t.table)}")
     if a is not None and a.stage is Stage.RESOLVED:
         return "redirected: waiting for the worker to replay its skipped DDL"
     ready = lock.ready() if ready is None else ready

@@ -15,6 +15,7 @@ from coordinator.etcdproto import DroppedStage, Info, Stage, TableRef
 from coordinator.schema import TableSchema
 from coordinator.schema.render import render_column
 from coordinator.schema.statement import changed_columns, defined_columns
+from coordinator.shell import shardctl, unlock as unlock_command, unlock_choice
 from coordinator.sql import quote_ident
 
 from .explain import detected_message, readd_message, skip_message, wait_runner, waiting_for
@@ -397,9 +398,8 @@ class Lock(LockState):
                     f"there will be conflicts if DDLs {sql} are applied to the downstream: column `{ai}` is a "
                     "new unique AUTO_INCREMENT column; every shard numbers it from 1, so the merged rows "
                     "would collide on it. Add it without UNIQUE/AUTO_INCREMENT upstream, or decide with "
-                    f"`shardctl shard-ddl-lock unlock {self.id} -s {m.table.source} -d {m.table.schema} "
-                    f"-t {m.table.table} --action skip|exec`, or `shardctl binlog skip {self.key.task} "
-                    f"-s {m.table.source}`")
+                    f"{unlock_choice(self.id, m.table.source, m.table.schema, m.table.table)}, or "
+                    f"`{shardctl('binlog', 'skip', self.key.task, '-s', m.table.source)}`")
                 break
             # a column this statement adds, with the upstream time to order it by (issue 34)
             adds = post.column_keys() - prev.column_keys() if info.timestamp else set()
@@ -524,8 +524,7 @@ class Lock(LockState):
                 a = m.answer
                 self._set_answer(m, Answer(a.info, Stage.DETECTED, [], (
                     f"there will be conflicts if DDLs {'; '.join(a.info.ddls)} are applied to the downstream: {why}. "
-                    f"Exit: `shardctl shard-ddl-lock unlock {self.id} -s {t.source} -d {t.schema} -t {t.table} "
-                    "--action skip` (this table's values of the old column are not carried; the column is dropped "
+                    f"Exit: `{unlock_command(self.id, t.source, t.schema, t.table, 'skip')}` (this table's values of the old column are not carried; the column is dropped "
                     "downstream once no table has it), or make every table take the same path upstream"),
                     [], set(), a.afters, a.before))
                 self._set_done(m, False)

@@ -20,6 +20,8 @@ from coordinator.errors import ConfigError
 from coordinator.etcdproto import (BinlogSkip, Fence, SourceBinding, SourceRecord, Store, SubtaskStatus, TaskRecord,
                                    binlog_pos_gtid, parse_binlog_pos)
 from coordinator.obs import logger
+from coordinator.precheck.result import FAIL, WARN
+from coordinator.precheck.runner import check_source
 from coordinator.schema.replacement import ReplacementError, plan_replacement
 
 from . import metrics
@@ -97,8 +99,6 @@ class Cluster:
     def _check_source(self, cfg, warnings: list[str]) -> str:
         """Connect to the source and check it as DM does before registering it; the reasons it is
         refused ("" when it may be registered; its warnings are added to ``warnings``)."""
-        from coordinator.precheck.runner import check_source
-        from coordinator.precheck.result import FAIL, WARN
         items = check_source(cfg)
         for it in items:
             if it.state == WARN:

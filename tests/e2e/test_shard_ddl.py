@@ -197,7 +197,20 @@ def test_a_source_paused_at_a_lock_with_rows_waiting_is_not_synced_and_its_lag_g
     assert later["sync"]["synced"] is False and gauge1 > 0 and gauge2 > gauge1, (first["sync"], later["sync"], gauge1, gauge2)
     assert later["sync"]["eventsBehind"] > 0, later["sync"]
     print(f"paused at the lock: query-status sync {later['sync']}; shardmerge_worker_lag_seconds {gauge1} -> {gauge2}")
-    sc.c.ctl_ok("unlock-ddl-lock", lock_id, "-s", "s2", "-d", up2, "-t", "orders_01", "--action", "skip")
+    # the exit the Paused status suggests, pasted into a shell as an operator would (the lock ID
+    # holds back-quotes: unquoted, bash would run them)
+    import json
+    import os
+    import re
+    import subprocess
+    import sys
+    text = json.dumps(later)
+    found = re.search(r"shardctl shard-ddl-lock unlock '[^']+' -s s2 -d \S+ -t orders_01 --action skip", text)
+    assert found, text
+    env = {**os.environ, "SHARDMERGE_MASTER_ADDR": sc.c.grpc_addr[sc.c.leader()],
+           "PATH": f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}"}
+    r = subprocess.run(["bash", "-c", found.group(0)], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and lock_id in r.stdout, (found.group(0), r.stdout, r.stderr)
     if _lock(sc) is not None and any(up1 in w["table"] for w in _lock(sc)["waiting"]):
         sc.c.ctl_ok("unlock-ddl-lock", lock_id, "-s", "s1", "-d", up1, "-t", "orders_01", "--action", "skip")
     sc.wait_running()

@@ -593,5 +593,34 @@ def test_unique_auto_increment_added_on_shards_is_held_as_a_conflict():
         assert "there will be conflicts if DDLs ALTER TABLE t ADD COLUMN new_col INT UNIQUE AUTO_INCREMENT " \
                "are applied to the downstream" in out.operation.message
         assert "shard-ddl-lock unlock" in out.operation.message and "binlog skip" in out.operation.message
+        _pasteable(out.operation.message, LOCK.id)
     # a plain column is fine, and so is an AUTO_INCREMENT the table already had
     assert stage(h.send("A", "ALTER TABLE t ADD COLUMN w INT")) is Stage.NONE
+
+
+def _pasteable(message: str, lock_id: str) -> None:
+    """Every ``shardctl`` command a message suggests parses as one shell command line with the
+    lock ID as one word (its back-quotes quoted), and offers no ``skip|exec`` (a pipe when pasted)."""
+    import re
+    import shlex
+    assert "skip|exec" not in message, message
+    cmds = re.findall(r"`(shardctl (?:[^`']|'[^']*')*)`", message)
+    assert cmds, message
+    for cmd in cmds:
+        words = shlex.split(cmd)
+        if words[1:3] == ["shard-ddl-lock", "unlock"]:
+            assert words[3] == lock_id and words[-2:] in (["--action", "skip"], ["--action", "exec"]), words
+
+
+def test_suggested_exits_paste_into_a_shell_as_shown():
+    """A detected conflict's message and its waiting-for text name exits as whole commands."""
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    h.send("A", "ALTER TABLE t MODIFY COLUMN v VARCHAR(20)")
+    out = h.send("B", "ALTER TABLE t MODIFY COLUMN v VARBINARY(20)")
+    assert stage(out) is Stage.DETECTED
+    (view,) = h.k.locks()
+    texts = [reason for _, reason in view.waiting]
+    assert any("shardctl" in t for t in texts), texts
+    for text in [out.operation.message, *texts]:
+        if "shardctl" in text:
+            _pasteable(text, LOCK.id)

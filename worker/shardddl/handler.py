@@ -26,6 +26,7 @@ from coordinator.schema.canonical import canonical_ddl, tidy_ddl
 from coordinator.schema.ddl import apply_ddl
 from coordinator.schema.errors import SchemaError
 from coordinator.schema.kinds import ClauseKind, StatementKind, Track, parse_ddl
+from coordinator.shell import shardctl, unlock_choice
 from coordinator.sql import quote_table
 from coordinator.schema.dialect import executed_text
 from coordinator.schema.split import rename_ddl_table, split_ddl
@@ -457,8 +458,8 @@ class OptimisticDDLHandler:
         owner = str(info.table)
         msg = (f"shard DDL {info.ddls} on {owner} is blocked because schema conflict detected "
                f"({op.stage.value}): {TRY_SYNC_FAILED} {ctx['lock_id']}: {message}; "
-               f"run `shardctl shard-ddl-lock unlock {ctx['lock_id']} -s {self.source} -d {ddl.schema} "
-               f"-t {ddl.table} --action skip|exec`, or `shardctl binlog skip {self.task} -s {self.source}` to skip "
+               f"run {unlock_choice(ctx['lock_id'], self.source, ddl.schema, ddl.table)}, or "
+               f"`{shardctl('binlog', 'skip', self.task, '-s', self.source)}` to skip "
                "it on this source, or make the other shards' schemas agree")
         _log.warning("shard DDL paused", stage=op.stage.value, info_revision=rev, **strs(ctx))
         if self.status is not None:
