@@ -374,6 +374,8 @@ class TaskConfig:
     strict_optimistic: bool = False
     warnings: tuple[str, ...] = ()
     source_text: str = field(default="", repr=False, compare=False)
+    # DM's ``ignore-checking-items``: the precheck names left out (``coordinator.precheck.ignore``)
+    ignore_checking_items: tuple[str, ...] = ()
 
     def instance(self, source_id: str) -> Instance | None:
         return next((i for i in self.instances if i.source_id == source_id), None)
@@ -645,12 +647,29 @@ def parse_task(text: str, file: str = "<task>") -> TaskConfig:
         target=_db(root.child("target-database", required=True)),
         instances=tuple(instances),
         strict_optimistic=root.get("strict-optimistic-shard-mode", bool, default=False),
-        source_text=text)
+        source_text=text, ignore_checking_items=_ignore_checking_items(root, warnings))
     root.finish(dm_keys.TASK)
     cfg = TaskConfig(**{**cfg.__dict__, "warnings": tuple(warnings)})
     for inst in cfg.instances:   # full-load options are checked at start-task, not at load time
         load_options(cfg, inst.source_id, file)
     return cfg
+
+
+def _ignore_checking_items(root: _Node, warnings: list[str]) -> tuple[str, ...]:
+    """DM's ``ignore-checking-items``: every value must be one DM defines; "did you mean" for a
+    typo.  DM items shardmerge has no check for are accepted with a warning."""
+    # late: the precheck package imports this module (its runner reads TaskConfig)
+    from coordinator.precheck.ignore import DM_ITEMS, NOT_HERE, suggest
+    key = root.key("ignore-checking-items")
+    out = []
+    for i, item in enumerate(root.str_list("ignore-checking-items")):
+        if item in NOT_HERE:
+            warnings.append(f"{root.file}: `{key}[{i}]` {item!r}: {NOT_HERE[item]}")
+        elif item not in DM_ITEMS:
+            raise ConfigError(f"`{key}[{i}]` {item!r} is not a checking item DM defines{suggest(item)}; the items are "
+                              f"{', '.join(sorted(DM_ITEMS))}", file=root.file, key=f"{key}[{i}]")
+        out.append(item)
+    return tuple(out)
 
 
 # ------------------------------------------------------------------ full-load options

@@ -28,7 +28,6 @@ _PHYSICAL = "TiDB Lightning's physical import only; shardmerge loads with INSERT
 _HEARTBEAT = "replication lag comes from the binlog events' timestamps (DM deprecated heartbeat too)"
 
 TASK = {
-    "ignore-checking-items": Policy(WARN, "every precheck runs; `start-task --skip-precheck` skips them all"),
     "enable-heartbeat": Policy(WARN, _HEARTBEAT),
     "heartbeat-update-interval": Policy(WARN, _HEARTBEAT),
     "heartbeat-report-interval": Policy(WARN, _HEARTBEAT),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from coordinator.config import SourceConfig, TaskConfig, parse_source
 from coordinator.errors import ConfigError
 from coordinator.etcdproto import Store
-from coordinator.precheck import FAIL, WARN, CheckReport, run_prechecks
+from coordinator.precheck import FAIL, WARN, CheckItem, CheckReport, run_prechecks
 
 from . import metrics
 from .errors import RequestError
@@ -29,6 +29,18 @@ def registered_sources(store: Store, names: list[str]) -> dict[str, SourceConfig
 def precheck(store: Store, cfg: TaskConfig, sources: list[str]) -> CheckReport:
     report = run_prechecks(cfg, registered_sources(store, sources), sources)
     metrics.PRECHECKS.labels("failed" if not report.passed else "warning" if report.count(WARN) else "passed").inc()
+    return report
+
+
+def with_config_warnings(report: CheckReport, cfg: TaskConfig) -> CheckReport:
+    """check-task's report with the task file's own warnings as one item (keys with no effect,
+    a validator that does not run...): start-task prints them with its answer, so check-task
+    must count them too, or it says "0 warning" where start-task warns."""
+    if cfg.warnings:
+        it = CheckItem("task_config", "check whether every key of the task file has an effect in shardmerge")
+        for w in cfg.warnings:
+            it.problem(WARN, w, "remove the key, or accept that it does nothing here")
+        report.items.append(it)
     return report
 
 

@@ -155,7 +155,7 @@ class MasterService(pbg.MasterServicer):
         is written."""
         def run():
             cfg, wanted = self.node.cluster.check_task(request.task_yaml, request.file, list(request.sources))
-            report = precheck_task.precheck(self.node.store, cfg, wanted)
+            report = precheck_task.with_config_warnings(precheck_task.precheck(self.node.store, cfg, wanted), cfg)
             return pb.CheckTaskResponse(result=report.passed, msg=report.summary_line(),
                                         check_result_json=json.dumps(report.to_json()))
         return self._read("CheckTask", pb.CheckTaskResponse, run)

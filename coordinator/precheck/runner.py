@@ -12,6 +12,7 @@ from coordinator.routing import TableMapper
 from . import downstream, shards, upstream
 from .connect import SECRET_HINT, connect
 from .grants import current_grants
+from .ignore import ignored_names, is_ignored
 from .result import FAIL, WARN, CheckItem, CheckReport
 
 log = logger("precheck")
@@ -68,6 +69,10 @@ def run_prechecks(task: TaskConfig, sources: dict[str, SourceConfig], only: list
     holds the registered config of each; connection failures become failed items, never
     exceptions."""
     report = CheckReport()
+    ignored = ignored_names(task.ignore_checking_items)
+    if "*" in ignored:            # DM's `all`: nothing is checked, as --skip-precheck
+        log.info("precheck skipped: ignore-checking-items has all", task=task.name)
+        return report
     conns: dict[str, pymysql.connections.Connection] = {}
     seq: dict[str, tuple[int, int]] = {}
     targets: dict[tuple[str, str], shards.Target] = {}
@@ -127,6 +132,10 @@ def run_prechecks(task: TaskConfig, sources: dict[str, SourceConfig], only: list
     finally:
         for c in conns.values():
             c.close()
+    if ignored:
+        left = [i.name for i in report.items if is_ignored(i.name, ignored)]
+        report.items = [i for i in report.items if not is_ignored(i.name, ignored)]
+        log.info("precheck items left out by ignore-checking-items", task=task.name, items=sorted(set(left)))
     log.info("precheck done", task=task.name, total=len(report.items), failed=report.count("fail"),
              warning=report.count("warn"))
     return report

@@ -71,7 +71,7 @@ def _warned(doc: dict, key: str) -> None:
 # keys that have no effect on the data: accepted, with a warning naming file and key
 WARN_KEYS = [
     ("task", "enable-heartbeat", True), ("task", "heartbeat-update-interval", 1),
-    ("task", "heartbeat-report-interval", 10), ("task", "ignore-checking-items", ["all"]),
+    ("task", "heartbeat-report-interval", 10),
     ("task", "clean-dump-file", True), ("task", "experimental", {"async-checkpoint-flush": True}),
     ("instance", "mydumper-thread", 4),
     ("syncer", "queue-size", 1024), ("syncer", "checkpoint-flush-interval", 30), ("syncer", "compact", True),

@@ -132,3 +132,40 @@ def test_start_task_starts_with_warnings_printed(cluster1, source1_db, downstrea
     sc.wait_running()
     sc.wait_equal()
     sc.stop()
+
+
+def test_ignore_checking_items_as_dm_and_check_task_counts_the_task_files_warnings(cluster1, source1_db,
+                                                                                 downstream_db, tmp_path):
+    """The same conflicting shards: with DM's `schema_of_shard_tables` in `ignore-checking-items`
+    the consistency item is not run and check-task passes; the task file's own warnings (a key
+    with no effect) are counted by check-task as start-task prints them; a typo is refused with
+    DM's item names and a "did you mean"."""
+    sc = Scenario(cluster1, {"s1": source1_db}, downstream_db, tmp_path, rows=3, mode="all")
+    source1_db.execute("ALTER TABLE orders_04 MODIFY v VARCHAR(20)")
+    data = yaml.safe_load(Path(sc.task_file).read_text())
+    target = f"optimistic sharding table `{downstream_db.name}`.`orders` consistency checking"
+
+    def write(name: str, **keys) -> str:
+        f = tmp_path / name
+        f.write_text(yaml.safe_dump({**data, **keys}))
+        return str(f)
+
+    rc, out, _ = shardctl(cluster1, "check-task", write("plain.yaml"))
+    assert rc == 1 and results(json.loads(out))[target]["state"] == "fail"
+    rc, out, err = shardctl(cluster1, "check-task", write("ignored.yaml", **{
+        "ignore-checking-items": ["schema_of_shard_tables", "online_ddl"], "enable-heartbeat": True}))
+    assert rc == 0, (out, err)
+    doc = json.loads(out)
+    by = results(doc)
+    assert target not in by and by["mysql_binlog_format"]["state"] == "success"
+    warned = " | ".join(e["short_error"] for e in by["task_config"]["errors"])
+    assert "`enable-heartbeat` has no effect" in warned and "online_ddl" in warned, warned
+    assert doc["checkResult"]["summary"]["warning"] >= 1
+    rc, out, _ = shardctl(cluster1, "check-task", write("all.yaml", **{"ignore-checking-items": ["all"]}))
+    assert rc == 0 and target not in results(json.loads(out))
+    typo = write("typo.yaml", **{"ignore-checking-items": ["binlog_formt"]})
+    rc, out, _ = shardctl(cluster1, "check-task", typo)
+    doc = json.loads(out)
+    assert rc == 1 and "`ignore-checking-items[0]` 'binlog_formt' is not a checking item DM defines; did you " \
+                       "mean 'binlog_format'?" in doc["msg"] and f"file={typo}" in doc["msg"], doc
+    assert not_stored(cluster1, sc.name)
