@@ -179,6 +179,17 @@ class Cluster:
                                f"run `shardctl operate-source create SOURCE.yaml` first", file=file, task=cfg.name)
         return cfg, wanted
 
+    def refuse_running(self, name: str, wanted: list[str]) -> TaskRecord | None:
+        """The task's record when it exists; a RequestError when it already runs on a source
+        ``wanted`` names (asked before the prechecks too: their findings would hide the answer)."""
+        cur = self.store.get_task(name)
+        if cur is not None:
+            already = [s for s in wanted if s in cur.sources]
+            if already:
+                raise RequestError(f"task {name!r} is already running on source(s) {', '.join(already)}; "
+                                   f"stop-task it first (or start it on other sources with -s)", task=name)
+        return cur
+
     def start_task(self, fence: Fence, text: str, file: str, sources: list[str]) -> CommandResult:
         with self.task_lock:
             return self._start_task(fence, text, file, sources)
@@ -186,12 +197,8 @@ class Cluster:
     def _start_task(self, fence: Fence, text: str, file: str, sources: list[str]) -> CommandResult:
         cfg, wanted = self.check_task(text, file, sources)
         started = sorted(wanted)
-        cur = self.store.get_task(cfg.name)
+        cur = self.refuse_running(cfg.name, wanted)
         if cur is not None:
-            already = [s for s in wanted if s in cur.sources]
-            if already:
-                raise RequestError(f"task {cfg.name!r} is already running on source(s) {', '.join(already)}; "
-                                   f"stop-task it first (or start it on other sources with -s)", task=cfg.name)
             wanted = cur.sources + wanted
             # sources already in the task keep their desired stage (a paused one stays paused)
             rec = TaskRecord(cfg.name, text, cur.sources, cur.stage, dict(cur.source_stages))

@@ -134,6 +134,7 @@ class MasterService(pbg.MasterServicer):
         def run(fence):
             cluster, opt = self.node.cluster, self.node.optimist
             cfg, wanted = cluster.check_task(request.task_yaml, request.file, list(request.sources))
+            cluster.refuse_running(cfg.name, wanted)
             warned: list[str] = []
             if not request.skip_precheck:
                 report = precheck_task.precheck(self.node.store, cfg, wanted)

@@ -74,6 +74,7 @@ def run_prechecks(task: TaskConfig, sources: dict[str, SourceConfig], only: list
         log.info("precheck skipped: ignore-checking-items has all", task=task.name)
         return report
     conns: dict[str, pymysql.connections.Connection] = {}
+    unchecked: list[str] = []        # sources whose tables the shard checks could not see
     seq: dict[str, tuple[int, int]] = {}
     targets: dict[tuple[str, str], shards.Target] = {}
     try:
@@ -85,6 +86,7 @@ def run_prechecks(task: TaskConfig, sources: dict[str, SourceConfig], only: list
             conn, failed = _source_conn(src)
             if conn is None:
                 report.items.append(failed)
+                unchecked.append(src.source_id)
                 continue
             conns[src.source_id] = conn
             try:
@@ -97,10 +99,17 @@ def run_prechecks(task: TaskConfig, sources: dict[str, SourceConfig], only: list
                                                "grant the source's user the privileges of the failed checks "
                                                "(see docs/precheck.md)"))
                 conns.pop(src.source_id).close()
+                unchecked.append(src.source_id)
         ordered = [targets[k] for k in sorted(targets)]
         origin_targets = {(r.target_schema, r.target_table) for i in task.instances for r in i.routes
                           if r.extract and r.target_table}
-        report.items.append(shards.key_check(ordered))
+        keys = shards.key_check(ordered)
+        if unchecked:
+            # a check that could not look at a source's tables did not pass for them
+            keys.problem(WARN, f"not checked: the tables of source(s) {', '.join(unchecked)} (the source could "
+                               f"not be reached or refused the queries; see its source_connection item)",
+                         "fix the source's connection, then check-task again")
+        report.items.append(keys)
         for t in ordered:
             # as DM: the shards' consistency matters for what the load copies; an incremental task
             # starts from binlog positions whose schemas the worker tracks from its checkpoints

@@ -8,7 +8,7 @@ from coordinator.etcdproto import SubtaskStatus, WorkerRegistration
 from worker.events import Position
 from worker.status import dm_positions
 
-from .conftest import run_cli, source_yaml, task_yaml, wait_for, write
+from .conftest import DOWNSTREAM_PORT, run_cli, source_yaml, task_yaml, wait_for, write
 
 
 def _sources(capsys, m, tmp_path, *ids):
@@ -79,6 +79,11 @@ def test_task_lifecycle_with_status_from_worker(leader, store, capsys, tmp_path)
     # starting it again is refused; stop-task removes it
     rc, doc, _ = run_cli(capsys, leader, "start-task", f)
     assert rc == 1 and "already running" in doc["msg"]
+    # ... also when its prechecks would fail now (here: the downstream is unreachable): the answer is
+    # that it runs, not the checks' findings
+    down = write(tmp_path, "t1-down.yaml", task_yaml("t1").replace(f"port: {DOWNSTREAM_PORT}", "port: 1"))
+    rc, doc, _ = run_cli(capsys, leader, "start-task", down)
+    assert rc == 1 and "already running" in doc["msg"] and "pre-check" not in doc["msg"], doc
     # a source the task does not replicate is an error, not an empty success
     rc, doc, _ = run_cli(capsys, leader, "query-status", "t1", "-s", "nosuchsrc")
     assert rc == 1 and doc["result"] is False, doc

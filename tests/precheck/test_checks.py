@@ -285,6 +285,9 @@ def test_unreachable_source_and_downstream_fail(two):
     assert state(rep, "source_connection") == FAIL
     assert "cannot connect to source s1" in errors(rep, "source_connection")
     assert state(rep, "mysql_binlog_row_image", "source s2 ") == SUCCESS
+    # the table checks could not see s1's tables: they say so, never "success"
+    assert state(rep, "table structure compatibility check") == WARN
+    assert "not checked: the tables of source(s) s1" in errors(rep, "table structure compatibility check")
 
 
 def _schemas(params: dict) -> set[str]:
