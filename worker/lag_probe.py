@@ -22,12 +22,15 @@ class LagProbe:
     from the probe's thread when the stream is behind and has not reported for a while."""
 
     def __init__(self, up_kwargs: dict, read_pos: Callable[[], Position | None],
-                 report: Callable[[float, Position], None], interval: float = 2.0):
+                 report: Callable[[float, Position], None], interval: float = 2.0,
+                 caught_up_at: float | None = None):
+        """``caught_up_at``: when the subtask was last caught up, if known (a probe that takes
+        over from another, e.g. for a subtask stopped in Error, goes on from its time)."""
         self.read_pos, self.report, self.interval = read_pos, report, interval
         self._end = UpstreamEnd(up_kwargs)
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self.caught_up_at = time.monotonic()
+        self.caught_up_at = time.monotonic() if caught_up_at is None else caught_up_at
         self._batches = 0
         self._thread = threading.Thread(target=self._run, name="lag-probe", daemon=True)
 

@@ -126,6 +126,7 @@ class Subtask:
         # gone with its status key, or a new subtask for the same key takes over)
         self.final_stage: str | None = "stopped"
         self.resumed = resumed           # replaces a paused/failed one: say Running at once
+        self.caught_up_at: float | None = None   # when its stream was last caught up (lag's origin)
         self.streamed_since_failure = False
 
     def start(self) -> None:
@@ -188,13 +189,33 @@ class Subtask:
                     log.error(f"subtask failed: {type(e).__name__}: {e}", error=str(e), retry=retry)
                     self.status.error(e, lock_id=ctx.get("lock_id", ""), position=ctx.get("position", ""))
                 if not retry:
-                    return   # stays in Error until the task record changes (resume-task / update)
+                    # stays in Error until the task record changes (resume-task / update); meanwhile
+                    # its status and gauges say how far behind it falls, not the last batch's "synced"
+                    self._watch_while_stopped()
+                    return
                 if self.stop_event.wait(backoff):
                     break
                 backoff = min(backoff * 2, 10.0 if waiting else 60.0)
         self.streaming = False
         self._drop_gauges()
         self._write_final_status()
+
+    def _watch_while_stopped(self) -> None:
+        """A subtask stopped in Error: not synced, and while the upstream moves past its
+        checkpoint the lag grows (status and gauge, so the lag alert fires) until the subtask is
+        replaced (resume-task, a new config, a transfer); then its gauges go."""
+        syncer = self.syncer
+        self.status.progress(caught_up=False, synced=False)
+        self.status.settle()
+        if syncer is None or not syncer.up_kwargs:
+            return
+        probe = LagProbe(syncer.up_kwargs, lambda: syncer.store.global_pos, self._report_behind,
+                         interval=min(2.0, self.worker.poll_interval), caught_up_at=self.caught_up_at).start()
+        try:
+            self.stop_event.wait()
+        finally:
+            probe.close()
+            self._drop_gauges()
 
     def _drop_gauges(self) -> None:
         """A stopped subtask (paused, transferred, task removed) exports no lag: a frozen value
@@ -342,10 +363,11 @@ class Subtask:
     def _stream_batches(self, syncer) -> None:
         # a batch blocked on a shard-DDL lock reports nothing: the probe reports the lag meanwhile
         probe = LagProbe(syncer.up_kwargs, lambda: syncer.read_pos, self._report_behind,
-                         interval=min(2.0, self.worker.poll_interval)).start()
+                         interval=min(2.0, self.worker.poll_interval), caught_up_at=self.caught_up_at).start()
         try:
             self._stream_loop(syncer, probe)
         finally:
+            self.caught_up_at = probe.caught_up_at     # a probe watching it in Error goes on from here
             probe.close()
 
     def _stream_loop(self, syncer, probe: LagProbe) -> None:

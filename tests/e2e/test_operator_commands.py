@@ -78,6 +78,17 @@ def test_binlog_skip_gets_a_subtask_out_of_error(cluster1, source1_db, downstrea
         st = cluster1.wait(lambda: (s := sc.subtasks().get("s1", {})).get("stage") == "Error" and s, 90,
                            "subtask Error at the partitioning ALTER")
         assert "binlog skip" in st["error"] and st["sync"]["errorBinlog"]
+        # stopped in Error with rows waiting: not synced, and the lag grows (status and gauge)
+        import time
+        first = cluster1.wait(lambda: (s := sc.subtasks()["s1"]) and s["sync"].get("secondsBehindMaster", 0) > 0
+                              and s, 30, "s1's lag reported while in Error")
+        assert first["stage"] == "Error" and first["sync"]["synced"] is False, first["sync"]
+        gauge1 = float(_worker_metric(cluster1, "shardmerge_worker_lag_seconds").split()[-1])
+        time.sleep(4)
+        later = cluster1.wait(lambda: (s := sc.subtasks()["s1"]) and s["sync"]["secondsBehindMaster"]
+                              > first["sync"]["secondsBehindMaster"] and s, 30, "s1's lag growing in Error")
+        gauge2 = float(_worker_metric(cluster1, "shardmerge_worker_lag_seconds").split()[-1])
+        assert later["stage"] == "Error" and gauge2 > gauge1 > 0, (first["sync"], later["sync"], gauge1, gauge2)
 
         doc = cluster1.ctl_ok("binlog", "skip", sc.name, "-s", "s1")
         assert "PARTITION BY HASH" in doc["msg"]
