@@ -83,6 +83,30 @@ def decrypt(value: str) -> str:
     return text
 
 
+def encrypt(plaintext: str) -> str:
+    """``dmctl encrypt``: the ciphertext DM (and shardmerge) accept in a config's password,
+    with the same key :func:`decrypt` uses (a fresh random IV each time)."""
+    if not plaintext:
+        raise DecryptError("nothing to encrypt: give the password as the argument")
+    key, _ = secret_key()
+    iv = os.urandom(16)
+    return base64.b64encode(iv + b"@" + cfb_encrypt(key, iv, plaintext.encode("utf-8"))).decode("ascii")
+
+
+def cfb_encrypt(key: bytes, iv: bytes, data: bytes) -> bytes:
+    """AES-CFB (128-bit segments, Go's ``cipher.NewCFBEncrypter``) encryption: each block is
+    the plain text XOR the cipher of the previous *ciphertext* block (the IV first)."""
+    rk = _expand(key)
+    out = bytearray()
+    prev = iv
+    for i in range(0, len(data), 16):
+        ks = _encrypt_block(rk, prev)
+        block = bytes(a ^ b for a, b in zip(data[i:i + 16], ks))
+        out += block
+        prev = block
+    return bytes(out)
+
+
 def cfb_decrypt(key: bytes, iv: bytes, data: bytes) -> bytes:
     """AES-CFB (128-bit segments, Go's ``cipher.NewCFBDecrypter``) decryption."""
     rk = _expand(key)

@@ -410,3 +410,29 @@ def test_aes_block_matches_fips_197_vector():
 def test_plain_passwords_are_not_mistaken_for_ciphertexts():
     for pw in ("123456", "shardmerge", "", "Zm9vYmFy", "a" * 24):
         assert not dm_encrypt.looks_encrypted(pw)
+
+
+def test_encrypt_gives_dm_ciphertext_and_shardctl_encrypt_decrypt_round_trip(monkeypatch, tmp_path):
+    """``dmctl encrypt``'s output for "1234" with DM's key before v8.0 (DM's own sample file) is
+    reproduced from its IV: the same cipher; the CLI commands run without a master and round trip
+    with that key and with a secret-key-path file."""
+    import base64
+    import subprocess
+    import sys
+    monkeypatch.delenv(dm_encrypt.KEY_ENV, raising=False)
+    raw = base64.b64decode("Up8156jArvIPymkVC+5LxkAT6rek")
+    key, _ = dm_encrypt.secret_key()
+    assert dm_encrypt.cfb_encrypt(key, raw[:16], b"1234") == raw[17:]
+    once, twice = dm_encrypt.encrypt("p@ss w0rd"), dm_encrypt.encrypt("p@ss w0rd")
+    assert once != twice and dm_encrypt.decrypt(once) == dm_encrypt.decrypt(twice) == "p@ss w0rd"   # fresh IVs
+    shardctl = [sys.executable, "-m", "coordinator.cli"]
+    for env in ({}, {dm_encrypt.KEY_ENV: str(tmp_path / "key")}):
+        (tmp_path / "key").write_text("ab" * 32 + "\n")
+        e = {**__import__("os").environ, **env, "SHARDMERGE_MASTER_ADDR": "127.0.0.1:1"}   # no master is asked
+        out = subprocess.run([*shardctl, "encrypt", "s3cret"], capture_output=True, text=True, env=e, timeout=60)
+        assert out.returncode == 0 and dm_encrypt.looks_encrypted(out.stdout.strip()), out
+        back = subprocess.run([*shardctl, "decrypt", out.stdout.strip()], capture_output=True, text=True, env=e,
+                              timeout=60)
+        assert back.returncode == 0 and back.stdout == "s3cret\n", back
+    bad = subprocess.run([*shardctl, "decrypt", "plain"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "not a dmctl-encrypted value" in bad.stderr, bad

@@ -242,3 +242,9 @@ def test_operate_source_create_checks_the_source_and_refuses_a_bad_one(leader, s
     # a good one still registers
     _sources(capsys, leader, tmp_path, "s9")
     assert store.get_source("s9") is not None
+    # a password encrypted as `dmctl encrypt` / `shardctl encrypt` does: the check connects with it
+    from coordinator import dm_encrypt
+    enc = write(tmp_path, "enc.yaml", source_yaml("s6").replace("password: shardmerge",
+                                                                 f"password: {dm_encrypt.encrypt('shardmerge')}"))
+    rc, doc, _ = run_cli(capsys, leader, "operate-source", "create", enc)
+    assert rc == 0, doc
