@@ -35,6 +35,8 @@ SPARK_CONF = {
     "spark.ui.enabled": "false",
     "spark.python.unix.domain.socket.enabled": "true",
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+    # no console progress bars: a process's log is one JSON line per record (coordinator.log_stream)
+    "spark.ui.showConsoleProgress": "false",
 }
 
 

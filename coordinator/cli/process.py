@@ -33,6 +33,7 @@ def serve(command: str, args, build: Callable[[], Process], errors: tuple[type[E
     process cleanly (a pod's shutdown) and the exit code is 0 once it has stopped."""
     # logging, metrics and etcd: for the processes only, not every CLI start-up
     from coordinator.etcd_client import security_from_args, set_default_security
+    from coordinator.log_stream import json_stderr
     from coordinator.obs import setup_logging
     setup_logging(args.log_level)
     set_default_security(security_from_args(args))
@@ -42,6 +43,9 @@ def serve(command: str, args, build: Callable[[], Process], errors: tuple[type[E
     except errors as e:
         print(f"shardctl {command}: {e}", file=sys.stderr)
         return 1
+    # started: from now on the JVM's lines, warnings and tracebacks join the JSON stream (a failed
+    # start above stays one plain line for the operator)
+    json_stderr()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: proc.stop())
     proc.wait()

@@ -219,6 +219,13 @@ def test_a_source_paused_at_a_lock_with_rows_waiting_is_not_synced_and_its_lag_g
                      "s2 synced after the exit")
     print(f"after the exit: query-status sync {done['sync']}; shardmerge_worker_lag_seconds {_worker_lag(sc, 's2')}")
     sc.stop()
+    # each worker's log (Spark's JVM lines included) is one JSON object per line
+    for sid, w in sc.c.workers.items():
+        lines = [ln for ln in w.log_path.read_text(errors="replace").splitlines()
+                 if ln.strip() and not ln.startswith("---- start #")]       # the harness's own marker
+        bad = [ln for ln in lines if not ln.startswith("{") or not isinstance(json.loads(ln), dict)]
+        assert lines and not bad, (sid, bad[:5])
+        assert any('"component": "stderr"' in ln for ln in lines), sid     # the JVM's lines, wrapped
 
 
 def test_rename_column_on_every_shard_runs_once_downstream(scenario):
