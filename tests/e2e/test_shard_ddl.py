@@ -3,6 +3,12 @@ shard tables -> 1 target, driven by `shardctl`; every scenario ends with `shardc
 and the expected downstream schema (`SHOW COLUMNS` / `SHOW INDEX` of the target)."""
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
+import sys
+
 from .conftest import ID_BASE, SHARDS
 
 
@@ -180,7 +186,7 @@ def test_a_source_paused_at_a_lock_with_rows_waiting_is_not_synced_and_its_lag_g
     sc.start()
     sc.wait_equal(columns=["id", "v"])
     lock_id = f"{sc.name}-`{sc.down.name}`.`orders`"
-    up1, up2 = sc.dbs["s1"].name, sc.dbs["s2"].name
+    up1 = sc.dbs["s1"].name
     sc.dbs["s1"].execute("ALTER TABLE orders_01 MODIFY v VARCHAR(20)")
     sc.c.wait(lambda: (lk := _lock(sc)) and lk["state"] == "conflict" and lk, 60, "s1.orders_01 in conflict")
     sc.dbs["s2"].execute("ALTER TABLE orders_01 MODIFY v VARBINARY(20)")
@@ -199,11 +205,6 @@ def test_a_source_paused_at_a_lock_with_rows_waiting_is_not_synced_and_its_lag_g
     print(f"paused at the lock: query-status sync {later['sync']}; shardmerge_worker_lag_seconds {gauge1} -> {gauge2}")
     # the exit the Paused status suggests, pasted into a shell as an operator would (the lock ID
     # holds back-quotes: unquoted, bash would run them)
-    import json
-    import os
-    import re
-    import subprocess
-    import sys
     text = json.dumps(later)
     found = re.search(r"shardctl shard-ddl-lock unlock '[^']+' -s s2 -d \S+ -t orders_01 --action skip", text)
     assert found, text

@@ -186,6 +186,8 @@ class World:
         w = self.by_table.get(t)
         if w is None:
             return None
+        if w.skip_to:       # a skipped statement: the worker saved its checkpoint past it (ddl_skipped)
+            return w.schemas[w.skip_to]
         # checkpoint_schema.current_info: a finished DDL's schema while the checkpoint is before it
         return w.schemas[w.pos + 1] if w.ran == w.pos and w.pos < len(w.events) else w.schemas[w.pos]
 
