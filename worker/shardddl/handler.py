@@ -578,10 +578,11 @@ class OptimisticDDLHandler:
         if info.ddls == routed_ddls(statements, target):
             at = len(statements) - 1
         else:
-            at = next((j for j in range(len(statements) - 1, -1, -1)
-                       if info.ddls == routed_ddls(statements[j:j + 1], target)), None)
-            if at is None or len(statements) < 2:
+            one = next((j for j in range(len(statements) - 1, -1, -1)
+                        if info.ddls == routed_ddls(statements[j:j + 1], target)), None)
+            if one is None or len(statements) < 2:
                 return
+            at = one
         op = self.store.get_operation(lock, table)
         if op is not None and not op.done and op.info_revision == info.revision:
             if op.stage not in (Stage.NONE, Stage.UNLOCKED):
@@ -607,7 +608,11 @@ class OptimisticDDLHandler:
             first, afters = cur, []
             for stmt in statements[start:]:
                 cur = apply_ddl(cur, stmt)
+                if cur is None:
+                    raise SchemaError(f"{stmt!r} leaves no table")
                 afters.append(cur.to_json())
+            if first is None:
+                raise SchemaError("the statement's earlier changes leave no table")
         except SchemaError as e:
             _log.warning("skipped statement's remaining changes not modelled; the lock learns them from the "
                          "table's next DDL", error=str(e), **strs(ctx))
