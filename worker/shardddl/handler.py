@@ -1,8 +1,9 @@
 """The syncer's DDL handler in optimistic shard mode: the one path a shard DDL takes on a worker.
 
-``Syncer`` (all earlier rows applied and flushed) -> :meth:`OptimisticDDLHandler.handle_ddl`:
-split the statement (dm#613), preview it on the tracked schema, publish an Info, wait for the
-Operation answering it (``lock_client``), turn the answer into a decision (``decision``) ->
+``Syncer`` (all earlier rows applied and flushed) -> :meth:`OptimisticDDLHandler.changes`
+splits the statement (dm#613) into its changes, each handed over on its own, in order ->
+:meth:`OptimisticDDLHandler.handle_ddl`: preview the change on the tracked schema, publish an
+Info, wait for the Operation answering it (``lock_client``), turn the answer into a decision (``decision``) ->
 the syncer executes it (``worker.sync.ddl_exec``) -> :meth:`ddl_executed` marks the Operation done
 and commits the tracked schema -> the syncer advances the table checkpoint.  A skip-and-wait
 answer holds the table; a waiter thread asks the syncer to rewind when the lock redirects it.
