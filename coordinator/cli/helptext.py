@@ -46,6 +46,7 @@ EXAMPLES: dict[str, list[str]] = {
                     "COLUMN note TO remark\" --format table",
                     "shardctl ddl-preview my-task --plan rollout.yaml"],
     "completion": ["source <(shardctl completion bash)", "shardctl completion zsh > ~/.zfunc/_shardctl"],
+    "offline-member": ["shardctl offline-member --type worker --name worker1"],
     "encrypt": ["shardctl encrypt 'secret'        # put the output in a source file's from.password"],
     "decrypt": ["shardctl decrypt 'Ae0e3...='"],
     "check": ["shardctl check --task-file task.yaml --source-file source1.yaml --source-file source2.yaml"],

@@ -113,6 +113,25 @@ def list_member(args) -> int:
     return emit(args, doc, lambda d: _member_table(resp) if d["result"] else f"FAILED: {d['msg']}")
 
 
+def offline_member(args) -> int:
+    """dmctl's ``offline-member --type master|worker --name NAME``.  A shardmerge member is
+    registered on its own lease and leaves the cluster by itself when its process stops (its
+    sources move to a live worker), so there is nothing to delete: a member that is still
+    registered is refused (stop its process first), one that is not is reported offline."""
+    resp = call(args, "ListMember", pb.ListMemberRequest())
+    if not resp.result:
+        return emit(args, {"result": False, "msg": resp.msg}, lambda d: f"FAILED: {d['msg']}")
+    roles = ("leader", "master") if args.type == "master" else ("worker",)
+    live = [m for m in resp.members if m.role in roles and m.name == args.name]
+    if live:
+        doc = {"result": False, "msg": f"{args.type} {args.name!r} is online (at {live[0].addr}); stop its process "
+                                       f"first: its registration then ends with its lease"}
+    else:
+        doc = {"result": True, "msg": f"{args.type} {args.name!r} is offline: not registered (a stopped member "
+                                      f"leaves when its lease ends), nothing to remove"}
+    return emit(args, doc, lambda d: ("" if d["result"] else "FAILED: ") + d["msg"])
+
+
 def register(sub) -> None:
     p = sub.add_parser("operate-source", help="create (register), stop (remove) or show upstream sources")
     add_sources_flag(p)
@@ -135,3 +154,8 @@ def register(sub) -> None:
     p.add_argument("-n", "--name", dest="names", action="append", default=[], metavar="NAME",
                    help="only the members with this name (repeatable)")
     p.set_defaults(func=list_member)
+    p = sub.add_parser("offline-member", help="dmctl's: say whether a master or worker has left (members leave by "
+                                              "themselves when their process stops)")
+    p.add_argument("--type", required=True, choices=["master", "worker"])
+    p.add_argument("--name", required=True, metavar="NAME")
+    p.set_defaults(func=offline_member)

@@ -134,6 +134,11 @@ def test_dead_worker_source_moves_to_live_worker(leader, store, capsys, tmp_path
         workers = doc["members"][2]["workers"]["workers"]
         assert {w["name"]: w["sources"] for w in workers} == {survivor: ["s1", "s2"]}
         assert workers[0]["stage"] == "bound" and workers[0]["source"] == ""     # two sources: DM's field empty
+        # dmctl's offline-member: a live member is refused, a gone one is reported offline
+        rc, doc, _ = run_cli(capsys, leader, "offline-member", "--type", "worker", "--name", survivor)
+        assert rc == 1 and "is online" in doc["msg"], doc
+        rc, doc, _ = run_cli(capsys, leader, "offline-member", "--type", "worker", "--name", "w1")
+        assert rc == 0 and "'w1' is offline" in doc["msg"], doc
     finally:
         for lease in (l1, l2):
             try:
