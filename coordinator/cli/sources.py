@@ -29,10 +29,10 @@ def _source_id(arg: str) -> str:
 
 def operate_source(args) -> int:
     op = args.op
-    if op == "create":
+    if op in ("create", "update"):
         if not args.items:
-            raise CLIError("operate-source create needs at least one SOURCE.yaml")
-        req = pb.OperateSourceRequest(op="create", configs=[_read(f) for f in args.items], files=args.items)
+            raise CLIError(f"operate-source {op} needs at least one SOURCE.yaml")
+        req = pb.OperateSourceRequest(op=op, configs=[_read(f) for f in args.items], files=args.items)
     elif op == "stop":
         ids = [_source_id(x) for x in args.items] + args.sources
         if not ids:
@@ -133,9 +133,9 @@ def offline_member(args) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("operate-source", help="create (register), stop (remove) or show upstream sources")
+    p = sub.add_parser("operate-source", help="create (register), update, stop (remove) or show upstream sources")
     add_sources_flag(p)
-    p.add_argument("op", choices=["create", "stop", "show"])
+    p.add_argument("op", choices=["create", "update", "stop", "show"])
     p.add_argument("items", nargs="*", metavar="SOURCE.yaml|SOURCE-ID")
     p.set_defaults(func=operate_source)
     p = sub.add_parser("transfer-source", help="bind a source to another (free, online) worker, like dmctl")

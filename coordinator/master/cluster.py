@@ -96,6 +96,45 @@ class Cluster:
         msg = "; ".join(r[2] for r in results if not r[1]) or "\n".join(warnings)
         return CommandResult(ok, msg, results)
 
+    def update_sources(self, fence: Fence, configs: list[str], files: list[str]) -> CommandResult:
+        """dmctl's ``operate-source update``: a registered source's config replaced, as DM does
+        only while no task uses the source (a running subtask keeps the config it started
+        with); the new config is checked like a new source's."""
+        warnings: list[str] = []
+        parsed = []
+        for i, text in enumerate(configs):
+            file = files[i] if i < len(files) and files[i] else f"<source #{i + 1}>"
+            try:
+                cfg = parse_source(text, file)
+            except ConfigError as e:
+                return CommandResult(False, str(e), [(file, False, str(e))])
+            parsed.append((cfg, text))
+            warnings.extend(cfg.warnings)
+        if not parsed:
+            return CommandResult(False, "operate-source update needs at least one SOURCE.yaml")
+        existing = {s.source for s in self.store.list_sources().items}
+        users: dict[str, list[str]] = {}
+        for t in self.store.list_tasks().items:
+            for src in t.sources:
+                users.setdefault(src, []).append(t.task)
+        results = []
+        for cfg, text in parsed:
+            sid = cfg.source_id
+            if sid not in existing:
+                results.append((sid, False, f"source {sid!r} not found; `operate-source create` registers it"))
+            elif sid in users:
+                results.append((sid, False, f"source {sid!r} is used by task(s) {', '.join(sorted(users[sid]))}; "
+                                            f"stop-task them first (as DM, a source is updated only while no task "
+                                            f"uses it)"))
+            elif refused := self._check_source(cfg, warnings):
+                results.append((sid, False, refused.replace("not registered", "not updated")))
+            else:
+                self.store.put_source(fence, SourceRecord(sid, text))
+                self.log.info("source updated", source=sid)
+                results.append((sid, True, ""))
+        ok = all(r[1] for r in results)
+        return CommandResult(ok, "; ".join(r[2] for r in results if not r[1]) or "\n".join(warnings), results)
+
     def _check_source(self, cfg, warnings: list[str]) -> str:
         """Connect to the source and check it as DM does before registering it; the reasons it is
         refused ("" when it may be registered; its warnings are added to ``warnings``)."""

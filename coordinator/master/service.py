@@ -253,14 +253,16 @@ class MasterService(pbg.MasterServicer):
                     sources=[pb.SourceInfo(source=s, result=ok, msg=m, worker=w, worker_state=st)
                              for s, ok, m, w, st in rows])
             return self._read("OperateSource", pb.OperateSourceResponse, show)
-        if op not in ("create", "stop"):
+        if op not in ("create", "update", "stop"):
             return pb.OperateSourceResponse(result=False, msg=f"operate-source: unknown operation {op!r}; "
-                                                              f"use create, stop or show")
+                                                              f"use create, update, stop or show")
 
         def run(fence):
             c = self.node.cluster
             if op == "create":
                 out = c.create_sources(fence, list(request.configs), list(request.files))
+            elif op == "update":
+                out = c.update_sources(fence, list(request.configs), list(request.files))
             else:
                 out = c.stop_sources(fence, list(request.sources))
             self.node.wake_binder()

@@ -163,7 +163,19 @@ def test_operate_source_and_get_config(leader, store, capsys, tmp_path):
     assert rc == 0, doc
     rc, doc, _ = run_cli(capsys, leader, "operate-source", "stop", "s1")
     assert rc == 1 and "used by task(s) t1" in doc["msg"]
+    # operate-source update (dmctl's): refused while a task uses the source, checked like a new one
+    newer = write(tmp_path, "s1-new.yaml", source_yaml("s1").replace("enable-gtid: true", "enable-gtid: true\nserver-id: 4242"))
+    rc, doc, _ = run_cli(capsys, leader, "operate-source", "update", newer)
+    assert rc == 1 and "used by task(s) t1; stop-task them first" in doc["msg"], doc
     assert run_cli(capsys, leader, "stop-task", "t1")[0] == 0
+    wrong = write(tmp_path, "s1-wrong.yaml", source_yaml("s1").replace("password: shardmerge", "password: nope"))
+    rc, doc, _ = run_cli(capsys, leader, "operate-source", "update", wrong)
+    assert rc == 1 and "source 's1' not updated" in doc["msg"] and "Access denied" in doc["msg"], doc
+    rc, doc, _ = run_cli(capsys, leader, "operate-source", "update", newer)
+    assert rc == 0, doc
+    assert "server-id: 4242" in store.get_source("s1").yaml
+    rc, doc, _ = run_cli(capsys, leader, "operate-source", "update", write(tmp_path, "s5.yaml", source_yaml("s5")))
+    assert rc == 1 and "source 's5' not found" in doc["msg"], doc
     rc, doc, _ = run_cli(capsys, leader, "operate-source", "stop", "s1")
     assert rc == 0 and store.get_source("s1") is None
 
