@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "coordinator.cli.check",      # check (compare downstream with the merged upstream)
     "coordinator.cli.completion",  # completion bash|zsh (generated from this parser)
     "coordinator.cli.encrypt",    # encrypt / decrypt (dmctl's, local)
+    "coordinator.cli.validation",  # validation ... (dmctl's; no continuous validator yet: says so)
 )
 
 
@@ -80,7 +81,7 @@ GLOBAL_OPTIONS: list[tuple[tuple[str, ...], dict]] = [
                                                   "(default: $SHARDMERGE_TOKEN_FILE, or the token in "
                                                   "$SHARDMERGE_TOKEN)")),
 ]
-PROCESS_COMMANDS = ("master", "worker", "completion", "encrypt", "decrypt")   # no call to a master: no client options     # run a process: no client options
+PROCESS_COMMANDS = ("master", "worker", "completion", "encrypt", "decrypt", "validation")   # no call to a master: no client options     # run a process: no client options
 
 
 def walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):

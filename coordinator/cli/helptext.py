@@ -46,6 +46,7 @@ EXAMPLES: dict[str, list[str]] = {
                     "COLUMN note TO remark\" --format table",
                     "shardctl ddl-preview my-task --plan rollout.yaml"],
     "completion": ["source <(shardctl completion bash)", "shardctl completion zsh > ~/.zfunc/_shardctl"],
+    "validation": ["shardctl validation status my-task     # says there is no validator yet; use check"],
     "offline-member": ["shardctl offline-member --type worker --name worker1"],
     "encrypt": ["shardctl encrypt 'secret'        # put the output in a source file's from.password"],
     "decrypt": ["shardctl decrypt 'Ae0e3...='"],

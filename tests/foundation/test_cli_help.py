@@ -139,3 +139,15 @@ def test_the_help_of_a_shard_ddl_lock_form_is_that_forms(form):
     assert ("--action" in r.stdout) == (form == "unlock")
     legacy = subprocess.run([SHARDCTL, "unlock-ddl-lock", "-h"], capture_output=True, text=True, timeout=60)
     assert legacy.stdout.startswith("usage: shardctl shard-ddl-lock unlock LOCK_ID")
+
+
+def test_dmctl_validation_commands_say_there_is_no_validator_yet(capsys):
+    """dmctl's `validation ...` forms (flags included) answer clearly, exit 1, and name `check`."""
+    import json
+
+    from coordinator.cli import main
+    for argv in (["validation", "status", "my-task"], ["validation", "start", "--mode", "full", "my-task"],
+                 ["validation", "show-error", "--error", "all", "my-task"]):
+        assert main(argv) == 1
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["result"] is False and "no continuous validator yet" in doc["msg"] and "shardctl check" in doc["msg"]
