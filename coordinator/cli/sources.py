@@ -143,8 +143,9 @@ def register(sub) -> None:
     p.add_argument("worker", metavar="WORKER")
     p.set_defaults(func=transfer_source)
     for name in ("config", "get-config"):
-        p = sub.add_parser(name, help="show the stored config of a task or source (passwords masked)")
-        p.add_argument("type", choices=["task", "source"])
+        p = sub.add_parser(name, help="show the stored config of a task or source (passwords masked), or what a "
+                                      "master or worker registered")
+        p.add_argument("type", choices=["task", "source", "master", "worker"])
         p.add_argument("name")
         p.set_defaults(func=get_config)
     p = sub.add_parser("list-member", help="masters (the leader and its followers) and workers with their sources")

@@ -197,7 +197,23 @@ class Cluster:
             if rec is None:
                 raise RequestError(f"task {name!r} not found")
             return _mask(rec.yaml, [("target-database", "password"), ("target-database", "security", "ssl-key-bytes")])
-        raise RequestError(f"config type {typ!r} is not one of task, source")
+        if typ in ("master", "worker"):
+            # dmctl's `config master|worker NAME`: a shardmerge process is configured by its
+            # command-line flags; what the cluster knows of it is its registration
+            if typ == "master":
+                found: dict | None = next(({"name": r.member, "addr": r.addr, "http-addr": r.http_addr,
+                                            "started-at": r.started_at}
+                                           for r in self.store.list_masters().items if r.member == name), None)
+            else:
+                found = next(({"name": r.worker, "addr": r.addr, "started-at": r.started_at,
+                               "source": r.source} for r in self.store.list_workers().items if r.worker == name),
+                             None)
+            if found is None:
+                raise RequestError(f"{typ} {name!r} not found: not registered (stopped, or another name; see "
+                                   f"`shardctl list-member`)")
+            return (f"# {typ} {name}: configured by its command-line flags (`shardctl {typ} --help`); what it "
+                    f"registered:\n" + yaml.safe_dump(found, sort_keys=False))
+        raise RequestError(f"config type {typ!r} is not one of task, source, master, worker")
 
     # ------------------------------------------------------------------ tasks
     def check_task(self, text: str, file: str, sources: list[str]):

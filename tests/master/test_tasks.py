@@ -156,6 +156,11 @@ def test_operate_source_and_get_config(leader, store, capsys, tmp_path):
     bad = write(tmp_path, "bad.yaml", "source-id: s2\nfrom: {host: h, port: 99999}\n")
     rc, doc, _ = run_cli(capsys, leader, "operate-source", "create", bad)
     assert rc == 1 and doc["msg"].startswith("`from.port` must be a TCP port") and f"file={bad}" in doc["msg"]
+    # dmctl's `config master NAME`: what the master registered (it is configured by its flags)
+    rc, doc, _ = run_cli(capsys, leader, "config", "master", leader.name)
+    assert rc == 0 and f"name: {leader.name}" in doc["cfg"] and "command-line flags" in doc["cfg"], doc
+    rc, doc, _ = run_cli(capsys, leader, "config", "worker", "nosuchworker")
+    assert rc == 1 and "worker 'nosuchworker' not found" in doc["msg"], doc
     rc, doc, _ = run_cli(capsys, leader, "get-config", "source", "s1")
     assert rc == 0 and "source-id: s1" in doc["cfg"] and "shardmerge" not in doc["cfg"].split("password:")[1]
     # a source used by a task cannot be removed; after stop-task it can
