@@ -181,8 +181,7 @@ def join_column(a: Column, b: Column) -> Column:
     if a.lattice_key() == b.lattice_key():
         return a if a.type.length == b.type.length else replace(a, type=join_type(a.type, b.type))
     for f, label in (("auto_increment", "AUTO_INCREMENT"), ("on_update", "ON UPDATE"),
-                     ("generated", "generation expression"), ("stored", "STORED"),
-                     ("invisible", "INVISIBLE"), ("check", "CHECK")):
+                     ("generated", "generation expression"), ("stored", "STORED"), ("check", "CHECK")):
         _singleton(label, getattr(a, f), getattr(b, f))
     try:
         t = join_type(a.type, b.type)
@@ -193,8 +192,11 @@ def join_column(a: Column, b: Column) -> Column:
                      f"({e})") from None
     da, db = ts.canon_default(a.default, t), ts.canon_default(b.default, t)
     default = _join_default(a, b, da, db, t)
+    # visible wins: a column some shard still shows in SELECT * stays visible in the merged table;
+    # it turns INVISIBLE once every shard made it so (rows name their columns: no value depends on it)
     return replace(a, type=t, nullable=a.nullable or b.nullable, default=default,
-                   comment=a.comment if a.comment is not None else b.comment)
+                   comment=a.comment if a.comment is not None else b.comment,
+                   invisible=bool(a.invisible and b.invisible))
 
 
 def lift_missing(c: Column) -> Column:

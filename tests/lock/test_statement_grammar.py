@@ -158,3 +158,20 @@ def test_a_table_created_mid_lock_with_the_new_shape_does_not_turn_the_others_ch
     h.publish_source_tables()
     b = h.send("B", rename)
     assert b.operation.stage is Stage.NONE and ddls(b) == [rename]
+
+
+def test_a_column_turns_invisible_downstream_when_the_last_table_hides_it():
+    """Visibility joins (visible wins): hiding a column is not a change every table must make
+    before anything runs (the tables were held, and two such changes in opposite orders waited
+    for each other for ever); it runs downstream once, with the last table's statement, and a
+    table that hides the column before or after another conflicting change is not held for it."""
+    hide = "ALTER TABLE t ALTER COLUMN u SET INVISIBLE"
+    rename = "ALTER TABLE t RENAME COLUMN w TO w2"
+    h = Harness(T, tables=("A", "B"))
+    a = h.send("A", hide)
+    assert a.operation.stage is Stage.NONE and ddls(a) == []     # B still shows `u`
+    assert h.send("A", rename).operation.stage is Stage.SKIP_AND_WAIT
+    b = h.send("B", rename)                                       # B renames first, then hides
+    assert b.operation.stage is Stage.NONE and ddls(b) == [rename]
+    last = h.send("B", hide)
+    assert last.operation.stage is Stage.NONE and ddls(last) == [hide]
