@@ -65,16 +65,11 @@ class Cluster:
 
     # ------------------------------------------------------------------ sources
     def create_sources(self, fence: Fence, configs: list[str], files: list[str]) -> CommandResult:
-        parsed, results = [], []
-        warnings: list[str] = []
-        for i, text in enumerate(configs):
-            file = files[i] if i < len(files) and files[i] else f"<source #{i + 1}>"
-            try:
-                cfg = parse_source(text, file)
-            except ConfigError as e:
-                return CommandResult(False, str(e), [(file, False, str(e))])
-            parsed.append((cfg, text))
-            warnings.extend(cfg.warnings)
+        results: list[tuple[str, bool, str]] = []
+        got = self._parse_sources(configs, files)
+        if isinstance(got, CommandResult):
+            return got
+        parsed, warnings = got
         ids = [c.source_id for c, _ in parsed]
         dup = [s for s, n in Counter(ids).items() if n > 1]
         if dup:
@@ -96,12 +91,12 @@ class Cluster:
         msg = "; ".join(r[2] for r in results if not r[1]) or "\n".join(warnings)
         return CommandResult(ok, msg, results)
 
-    def update_sources(self, fence: Fence, configs: list[str], files: list[str]) -> CommandResult:
-        """dmctl's ``operate-source update``: a registered source's config replaced, as DM does
-        only while no task uses the source (a running subtask keeps the config it started
-        with); the new config is checked like a new source's."""
+    @staticmethod
+    def _parse_sources(configs: list[str], files: list[str]):
+        """([(config, text)], warnings) of the posted source files, or the CommandResult that
+        refuses the first one that does not parse (named by its file)."""
+        parsed: list = []
         warnings: list[str] = []
-        parsed = []
         for i, text in enumerate(configs):
             file = files[i] if i < len(files) and files[i] else f"<source #{i + 1}>"
             try:
@@ -110,13 +105,28 @@ class Cluster:
                 return CommandResult(False, str(e), [(file, False, str(e))])
             parsed.append((cfg, text))
             warnings.extend(cfg.warnings)
-        if not parsed:
-            return CommandResult(False, "operate-source update needs at least one SOURCE.yaml")
-        existing = {s.source for s in self.store.list_sources().items}
+        return parsed, warnings
+
+    def _source_users(self) -> dict[str, list[str]]:
+        """source -> the tasks that replicate it."""
         users: dict[str, list[str]] = {}
         for t in self.store.list_tasks().items:
             for src in t.sources:
                 users.setdefault(src, []).append(t.task)
+        return users
+
+    def update_sources(self, fence: Fence, configs: list[str], files: list[str]) -> CommandResult:
+        """dmctl's ``operate-source update``: a registered source's config replaced, as DM does
+        only while no task uses the source (a running subtask keeps the config it started
+        with); the new config is checked like a new source's."""
+        got = self._parse_sources(configs, files)
+        if isinstance(got, CommandResult):
+            return got
+        parsed, warnings = got
+        if not parsed:
+            return CommandResult(False, "operate-source update needs at least one SOURCE.yaml")
+        existing = {s.source for s in self.store.list_sources().items}
+        users = self._source_users()
         results = []
         for cfg, text in parsed:
             sid = cfg.source_id
@@ -154,10 +164,7 @@ class Cluster:
         if not sources:
             return CommandResult(False, "operate-source stop needs a source ID or a source config file")
         existing = {s.source for s in self.store.list_sources().items}
-        users: dict[str, list[str]] = {}
-        for t in self.store.list_tasks().items:
-            for s in t.sources:
-                users.setdefault(s, []).append(t.task)
+        users = self._source_users()
         results = []
         for s in sources:
             if s not in existing:
