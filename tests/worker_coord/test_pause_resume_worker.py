@@ -46,6 +46,8 @@ def test_resume_task_restarts_a_subtask_stopped_in_error(spark, services, store,
         assert "cannot read password file" in st.detail["error"]["message"]
         first = w.subtasks[key]
         wait_for(lambda: not first.thread.is_alive(), what="failed subtask thread to return")
+        # the stopped subtask's last write (not synced) follows the Error write: compare from here
+        st = _status(store, task.name)
         w.reconcile()                      # same record revision: it stays stopped in Error
         assert w.subtasks[key] is first and _status(store, task.name).updated_at == st.updated_at
 
