@@ -10,6 +10,7 @@ part of ``repr`` or logs.
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import re
@@ -25,20 +26,43 @@ from coordinator import dm_encrypt, dm_keys
 from coordinator.binlog_filter import EventRule, parse_rule
 from coordinator.expr_filter import ExprRule
 from coordinator.expr_filter import parse_rule as parse_expr_rule
-from coordinator.errors import ConfigError
+from coordinator.config_file import read_config
+from coordinator.errors import ConfigError, ConfigErrors
 
 
 # ------------------------------------------------------------------ reading helpers
 class _Node:
-    """A mapping being validated: remembers its key path so errors can name it."""
+    """A mapping being validated: remembers its key path so errors can name it.  ``errors``, when
+    given, is shared by the whole file: ``fail`` and ``gather`` collect into it, so one answer
+    lists every error of the file (a typo and the required key it hides, three refused keys)."""
 
-    def __init__(self, data: Any, path: str, file: str, warnings: list[str]):
-        self.file, self.path, self.warnings = file, path, warnings
+    def __init__(self, data: Any, path: str, file: str, warnings: list[str],
+                 errors: list[ConfigError] | None = None):
+        self.file, self.path, self.warnings, self.errors = file, path, warnings, errors
         if not isinstance(data, dict):
             raise ConfigError(f"`{path or '(top level)'}` must be a mapping, got {_tname(data)}",
                               file=file, key=path or "(top level)")
         self.data = data
         self.used: set[str] = set()
+
+    def sub(self, data: Any, path: str) -> "_Node":
+        """A node for ``data`` (an item of a list) sharing this file's warnings and errors."""
+        return _Node(data, path, self.file, self.warnings, self.errors)
+
+    def fail(self, e: ConfigError) -> None:
+        """Record ``e`` and go on when collecting; raise it otherwise."""
+        if self.errors is None:
+            raise e
+        self.errors.extend(e.errors if isinstance(e, ConfigErrors) else [e])
+
+    def gather(self, fn, default=None):
+        """``fn()``; on a ConfigError, record it (``fail``) and return ``default``: the parts of a
+        file that do not depend on each other are all checked."""
+        try:
+            return fn()
+        except ConfigError as e:
+            self.fail(e)
+            return default
 
     def key(self, k: str) -> str:
         return f"{self.path}.{k}" if self.path else k
@@ -61,7 +85,7 @@ class _Node:
 
     def child(self, k: str, required=False) -> "_Node | None":
         v = self.get(k, dict, required=required)
-        return None if v is None else _Node(v, self.key(k), self.file, self.warnings)
+        return None if v is None else self.sub(v, self.key(k))
 
     def str_list(self, k: str) -> list[str]:
         v = self.get(k, list, default=[])
@@ -78,8 +102,14 @@ class _Node:
             dm_keys.apply(self, dm_keys_policy)
         for k in self.data:
             if k not in self.used:
-                hint = _HINTS.get(k, "")
-                raise ConfigError(f"unknown key `{self.key(k)}`{hint}", file=self.file, key=self.key(k))
+                hint = _HINTS.get(k) or _did_you_mean(str(k), self.used | set(dm_keys_policy or ()))
+                self.fail(ConfigError(f"unknown key `{self.key(k)}`{hint}", file=self.file, key=self.key(k)))
+
+
+def _did_you_mean(k: str, known: set[str]) -> str:
+    """The hint for a near miss of a key this section knows: ' (did you mean `target-database`?)'."""
+    close = difflib.get_close_matches(k, sorted(known), n=1, cutoff=0.75)
+    return f" (did you mean `{close[0]}`?)" if close else ""
 
 
 _HINTS = {"continuous-validator-config-name": " (DM's key is `validator-config-name`)",
@@ -93,9 +123,42 @@ def _tname(v) -> str:
             int: "an integer", float: "a number", type(None): "nothing"}.get(type(v), type(v).__name__)
 
 
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key, first: int, again: int):
+        super().__init__(f"key `{key}` is given twice (lines {first} and {again}); YAML would keep only the "
+                         "last one: remove the one you do not mean")
+        self.key = key
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error: silently
+    keeping the last one hides a pasted block that overrides an earlier setting."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in seen:
+                        raise _DuplicateKey(key, seen[key], line)
+                    seen[key] = line
+                except TypeError:       # an unhashable key: the base class reports it
+                    pass
+        return super().construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:map", _StrictLoader.construct_yaml_map)
+
+
 def _load_yaml(text: str, file: str) -> Any:
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 -- a SafeLoader subclass
+    except _DuplicateKey as e:
+        raise ConfigError(f"{e}", file=file, key=str(e.key)) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -261,23 +324,48 @@ class SourceConfig:
 
 
 def parse_source(text: str, file: str = "<source>") -> SourceConfig:
+    """The source file ``text``; every error of the file in one ConfigError (ConfigErrors)."""
     warnings: list[str] = []
-    root = _Node(_load_yaml(text, file), "", file, warnings)
+    errors: list[ConfigError] = []
+    root = _Node(_load_yaml(text, file), "", file, warnings, errors)
+    g = root.gather
+    sid = g(lambda: _source_id(root))
+    flavor = g(lambda: _flavor(root), "")
+    rules = []
+    for i, item in enumerate(g(lambda: root.get("filters", list, default=[]), [])):
+        if (r := g(lambda i=i, item=item: parse_rule(f"source-filter-{i}", root.sub(item, f"filters[{i}]")))):
+            rules.append(r)
+    gtid = g(lambda: root.get("enable-gtid", bool, default=True), True)
+    server_id = g(lambda: root.get("server-id", int, default=0), 0)
+    db = g(lambda: _db(root.child("from", required=True)))
+    root.finish(dm_keys.SOURCE)
+    _raise_all(errors, file)
+    return SourceConfig(source_id=sid, enable_gtid=gtid, flavor=flavor, server_id=server_id, db=db,
+                        warnings=tuple(warnings), filters=tuple(rules))
+
+
+def _source_id(root: _Node) -> str:
     sid = root.get("source-id", str, required=True)
     if not sid.strip():
-        raise ConfigError("`source-id` must not be empty", file=file, key="source-id")
+        raise ConfigError("`source-id` must not be empty", file=root.file, key="source-id")
+    return sid
+
+
+def _flavor(root: _Node) -> str:
     flavor = root.get("flavor", str, default="").strip().lower()    # DM's "": detected from the server
     if flavor not in ("", "mysql", "mariadb"):
         raise ConfigError(f"`flavor` must be mysql, mariadb or empty (detected from the server), got {flavor!r}",
-                          file=file, key="flavor")
-    rules = []
-    for i, item in enumerate(root.get("filters", list, default=[])):
-        rules.append(parse_rule(f"source-filter-{i}", _Node(item, f"filters[{i}]", file, warnings)))
-    cfg = SourceConfig(source_id=sid, enable_gtid=root.get("enable-gtid", bool, default=True),
-                       flavor=flavor, server_id=root.get("server-id", int, default=0),
-                       db=_db(root.child("from", required=True)), warnings=(), filters=tuple(rules))
-    root.finish(dm_keys.SOURCE)
-    return SourceConfig(**{**cfg.__dict__, "warnings": tuple(warnings)})
+                          file=root.file, key="flavor")
+    return flavor
+
+
+def _raise_all(errors: list[ConfigError], file: str) -> None:
+    """Nothing when ``errors`` is empty; the error itself when there is one; all of them (one
+    line each, with its key) otherwise."""
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise ConfigErrors(errors, file)
 
 
 # ------------------------------------------------------------------ task config
@@ -429,7 +517,7 @@ def _route(name: str, node: _Node) -> RouteRule:
 def _tables(node: _Node, k: str) -> tuple[TablePattern, ...]:
     out = []
     for i, item in enumerate(node.get(k, list, default=[])):
-        t = _Node(item, f"{node.key(k)}[{i}]", node.file, node.warnings)
+        t = node.sub(item, f"{node.key(k)}[{i}]")
         out.append(TablePattern(t.get("db-name", str, required=True), t.get("tbl-name", str, required=True)))
         t.finish()
     return tuple(out)
@@ -505,7 +593,9 @@ def _named(root: _Node, k: str, build) -> dict:
     node = root.child(k)
     if node is None:
         return {}
-    out = {name: build(name, node.child(name, required=True)) for name in node.data}
+    # a definition with errors maps to None: it is known (references to it are not reported
+    # again as undefined) and its own errors are collected
+    out = {name: node.gather(lambda name=name: build(name, node.child(name, required=True))) for name in node.data}
     node.used.update(node.data)
     return out
 
@@ -541,118 +631,171 @@ def _online_ddl(root: _Node) -> OnlineDDLRules | None:
 
 
 def parse_task(text: str, file: str = "<task>") -> TaskConfig:
+    """The task file ``text``; every error of the file in one ConfigError (ConfigErrors): the
+    sections that do not depend on each other are all checked."""
     warnings: list[str] = []
-    root = _Node(_load_yaml(text, file), "", file, warnings)
-    online = _online_ddl(root)
+    errors: list[ConfigError] = []
+    root = _Node(_load_yaml(text, file), "", file, warnings, errors)
+    g = root.gather
+    online = g(lambda: _online_ddl(root))
+    name = g(lambda: _task_name(root))
+    mode = g(lambda: _choice(root, "task-mode", TASK_MODES, "all"), "all")
+    shard = g(lambda: _shard_mode(root), "")
+    defs = {k: _named(root, k, build) for k, build in (
+        ("routes", _route), ("filters", parse_rule), ("expression-filter", parse_expr_rule),
+        ("validators", lambda n, node: _validator(node)), ("mydumpers", lambda n, node: _dumper(node)),
+        ("loaders", lambda n, node: _loader(node)), ("block-allow-list", lambda n, node: _bal(node)),
+        ("black-white-list", lambda n, node: _bal(node)), ("syncers", lambda n, node: _syncer(node)))}
+    instances = []
+    seen: set[str] = set()
+    for i, item in enumerate(g(lambda: _instance_list(root), [])):
+        inst = g(lambda i=i, item=item: _instance(root.sub(item, f"mysql-instances[{i}]"), defs, online, seen))
+        if inst is not None:
+            instances.append(inst)
+    meta_schema = g(lambda: _identifier(root, "meta-schema", "dm_meta", "database"), "dm_meta")
+    target = g(lambda: _db(root.child("target-database", required=True)))
+    strict = g(lambda: root.get("strict-optimistic-shard-mode", bool, default=False), False)
+    ignore = g(lambda: _ignore_checking_items(root, warnings), ())
+    root.finish(dm_keys.TASK)
+    _raise_all(errors, file)
+    cfg = TaskConfig(name=name, task_mode=mode, shard_mode=shard, meta_schema=meta_schema, target=target,
+                     instances=tuple(instances), strict_optimistic=strict, source_text=text,
+                     ignore_checking_items=ignore, warnings=tuple(warnings))
+    for inst in cfg.instances:   # full-load options are checked at start-task, not at load time
+        g(lambda inst=inst: load_options(cfg, inst.source_id, file))
+    _raise_all(errors, file)
+    return cfg
+
+
+# MySQL's identifier limit, and the longest name shardmerge derives from a task's name (its
+# checkpoint table in `meta-schema`, sql.checkpoint_table)
+_IDENT_MAX = 64
+_TASK_NAME_MAX = _IDENT_MAX - len("_syncer_checkpoint")
+
+
+def _task_name(root: _Node) -> str:
     name = root.get("name", str, required=True)
     if not name.strip() or "/" in name:
-        raise ConfigError(f"`name` must be a non-empty name without '/', got {name!r}", file=file, key="name")
-    mode = root.get("task-mode", str, default="all")
-    if mode not in TASK_MODES:
-        raise ConfigError(f"`task-mode` must be one of {', '.join(TASK_MODES)}, got {mode!r}",
-                          file=file, key="task-mode")
+        raise ConfigError(f"`name` must be a non-empty name without '/', got {name!r}", file=root.file, key="name")
+    if len(name) > _TASK_NAME_MAX:
+        raise ConfigError(f"`name` is {len(name)} characters; at most {_TASK_NAME_MAX} fit in the name of the task's "
+                          f"checkpoint table `{name[:12]}..._syncer_checkpoint` (MySQL names are at most "
+                          f"{_IDENT_MAX}): choose a shorter name", file=root.file, key="name")
+    _check_ident_chars(root, "name", name)
+    return name
+
+
+def _identifier(root: _Node, k: str, default: str, what: str) -> str:
+    """A name shardmerge creates downstream as is (a database, a table): within MySQL's limits."""
+    v = root.get(k, str, default=default)
+    if not v.strip():
+        raise ConfigError(f"`{root.key(k)}` must not be empty", file=root.file, key=root.key(k))
+    if len(v) > _IDENT_MAX:
+        raise ConfigError(f"`{root.key(k)}` is {len(v)} characters; a MySQL {what} name is at most {_IDENT_MAX}",
+                          file=root.file, key=root.key(k))
+    _check_ident_chars(root, k, v)
+    return v
+
+
+def _check_ident_chars(node: _Node, k: str, v: str) -> None:
+    bad = sorted({c for c in v if ord(c) < 32 or ord(c) == 127})
+    if bad or v != v.rstrip(" "):
+        what = "control characters (" + ", ".join(f"U+{ord(c):04X}" for c in bad) + ")" if bad else "trailing spaces"
+        raise ConfigError(f"`{node.key(k)}` {v!r} has {what}, which MySQL names cannot have",
+                          file=node.file, key=node.key(k))
+
+
+def _choice(root: _Node, k: str, allowed: tuple[str, ...], default: str) -> str:
+    v = root.get(k, str, default=default)
+    if v not in allowed:
+        raise ConfigError(f"`{k}` must be one of {', '.join(allowed)}, got {v!r}", file=root.file, key=k)
+    return v
+
+
+def _shard_mode(root: _Node) -> str:
     shard = root.get("shard-mode", str, default="")
     if shard not in ("", "optimistic"):
         raise ConfigError(f"`shard-mode` {shard!r} is not supported: shardmerge coordinates shard DDLs "
                           f"optimistically; use `shard-mode: optimistic` (or leave it empty for no "
-                          f"sharding)", file=file, key="shard-mode")
+                          f"sharding)", file=root.file, key="shard-mode")
     if root.get("is-sharding", bool, default=False) and not shard:
         raise ConfigError("`is-sharding: true` without `shard-mode` is DM's pessimistic shard mode (every shard "
                           "waits for the others at each DDL), which shardmerge does not implement: it "
                           "coordinates shard DDLs optimistically; add `shard-mode: optimistic` (the shards' "
                           "schemas are joined; see docs/coming-from-dm.md) or remove `is-sharding`",
-                          file=file, key="is-sharding")
-    routes = _named(root, "routes", _route)
-    filters = _named(root, "filters", parse_rule)
-    exprs = _named(root, "expression-filter", parse_expr_rule)
-    validators = _named(root, "validators", lambda n, node: _validator(node))
-    _named(root, "mydumpers", lambda n, node: _dumper(node))
-    _named(root, "loaders", lambda n, node: _loader(node))
-    bals = _named(root, "block-allow-list", lambda n, node: _bal(node))
-    legacy = _named(root, "black-white-list", lambda n, node: _bal(node))
-    syncers = _named(root, "syncers", lambda n, node: _syncer(node))
-    instances = []
+                          file=root.file, key="is-sharding")
+    return shard
+
+
+def _instance_list(root: _Node) -> list:
     raw = root.get("mysql-instances", list, required=True)
     if not raw:
-        raise ConfigError("`mysql-instances` must list at least one source", file=file, key="mysql-instances")
-    seen = set()
-    for i, item in enumerate(raw):
-        n = _Node(item, f"mysql-instances[{i}]", file, warnings)
-        sid = n.get("source-id", str, required=True)
-        if sid in seen:
-            raise ConfigError(f"source `{sid}` is listed twice", file=file, key=n.key("source-id"))
-        seen.add(sid)
-        rr = []
-        for j, rname in enumerate(n.str_list("route-rules")):
-            if rname not in routes:
-                raise ConfigError(f"route rule {rname!r} is not defined under `routes`",
-                                  file=file, key=f"{n.key('route-rules')}[{j}]")
-            rr.append(routes[rname])
-        bal = None
-        for key, table in (("block-allow-list", bals), ("black-white-list", legacy)):
-            ref = n.get(key, str)
-            if ref is not None:
-                if ref not in table and ref not in bals and ref not in legacy:
-                    raise ConfigError(f"{key} {ref!r} is not defined at the top level", file=file, key=n.key(key))
-                bal = table.get(ref) or bals.get(ref) or legacy.get(ref)
-        meta = None
-        if (m := n.child("meta")) is not None:
-            meta = BinlogMeta(m.get("binlog-name", str, default=""), m.get("binlog-pos", int, default=0),
-                              m.get("binlog-gtid", str, default=""))
-            m.finish()
-        syncer = SyncerConfig()
-        if (sref := n.get("syncer-config-name", str)) is not None:
-            if sref not in syncers:
-                raise ConfigError(f"syncer config {sref!r} is not defined under `syncers`", file=file,
-                                  key=n.key("syncer-config-name"))
-            syncer = syncers[sref]
-        if (inline := n.child("syncer")) is not None:
-            syncer = _syncer(inline)
-        if (threads := n.get("syncer-thread", int)) is not None:     # DM: alias of worker-count, wins
-            if threads < 1:
-                raise ConfigError(f"`{n.key('syncer-thread')}` must be at least 1", file=file,
-                                  key=n.key("syncer-thread"))
+        raise ConfigError("`mysql-instances` must list at least one source", file=root.file, key="mysql-instances")
+    return raw
+
+
+def _ref(n: _Node, key: str, name: str, table: dict, what: str, where: str):
+    """The definition ``name`` refers to (None when it is missing -- recorded -- or has errors of
+    its own, recorded where it is defined)."""
+    if name not in table:
+        n.fail(ConfigError(f"{what} {name!r} is not defined {where}{_did_you_mean(name, set(table))}",
+                           file=n.file, key=key))
+        return None
+    return table[name]
+
+
+def _instance(n: _Node, defs: dict[str, dict], online: OnlineDDLRules | None, seen: set[str]) -> Instance:
+    """One ``mysql-instances`` entry; references to undefined sections are recorded and skipped,
+    so the rest of the entry is still checked."""
+    file = n.file
+    sid = n.get("source-id", str, required=True)
+    if sid in seen:
+        n.fail(ConfigError(f"source `{sid}` is listed twice", file=file, key=n.key("source-id")))
+    seen.add(sid)
+    rr = [r for j, rname in enumerate(n.str_list("route-rules"))
+          if (r := _ref(n, f"{n.key('route-rules')}[{j}]", rname, defs["routes"], "route rule", "under `routes`"))]
+    bal = None
+    bals, legacy = defs["block-allow-list"], defs["black-white-list"]
+    for key in ("block-allow-list", "black-white-list"):
+        ref = n.get(key, str)
+        if ref is not None:
+            bal = _ref(n, n.key(key), ref, {**legacy, **bals}, key, "at the top level") or bal
+    meta = None
+    if (m := n.child("meta")) is not None:
+        meta = BinlogMeta(m.get("binlog-name", str, default=""), m.get("binlog-pos", int, default=0),
+                          m.get("binlog-gtid", str, default=""))
+        m.finish()
+    syncer = SyncerConfig()
+    if (sref := n.get("syncer-config-name", str)) is not None:
+        syncer = _ref(n, n.key("syncer-config-name"), sref, defs["syncers"], "syncer config", "under `syncers`") \
+            or syncer
+    if (inline := n.child("syncer")) is not None:
+        syncer = n.gather(lambda: _syncer(inline), syncer)
+    if (threads := n.get("syncer-thread", int)) is not None:     # DM: alias of worker-count, wins
+        if threads < 1:
+            n.fail(ConfigError(f"`{n.key('syncer-thread')}` must be at least 1", file=file,
+                               key=n.key("syncer-thread")))
+        else:
             syncer = SyncerConfig(**{**syncer.__dict__, "worker_count": threads})
-        rules = []
-        for j, fname in enumerate(n.str_list("filter-rules")):
-            if fname not in filters:
-                raise ConfigError(f"filter rule {fname!r} is not defined under `filters`", file=file,
-                                  key=f"{n.key('filter-rules')}[{j}]")
-            rules.append(filters[fname])
-        erules = []
-        for j, ename in enumerate(n.str_list("expression-filters")):
-            if ename not in exprs:
-                raise ConfigError(f"expression filter {ename!r} is not defined under `expression-filter`", file=file,
-                                  key=f"{n.key('expression-filters')}[{j}]")
-            erules.append(exprs[ename])
-        if (vref := n.get("validator-config-name", str)) is not None:
-            if vref not in validators:
-                raise ConfigError(f"validator config {vref!r} is not defined under `validators`", file=file,
-                                  key=n.key("validator-config-name"))
-            if validators[vref] != "none":
-                warnings.append(f"{file}: `{n.key('validator-config-name')}`: shardmerge has no continuous "
-                                f"validator (mode {validators[vref]!r} is not run); `shardctl check` compares "
-                                f"the downstream with the merged upstream")
-        if (d := n.child("mydumper")) is not None:
-            _dumper(d)
-        if (ld := n.child("loader")) is not None:
-            _loader(ld)
-        n.get("loader-thread", int)                 # DM: alias of the loader's pool-size (load_options)
-        n.used.update({"mydumper-config-name", "loader-config-name"})
-        n.finish(dm_keys.INSTANCE)
-        instances.append(Instance(sid, tuple(rr), bal, meta, syncer, online, tuple(rules), tuple(erules)))
-    cfg = TaskConfig(
-        name=name, task_mode=mode, shard_mode=shard,
-        meta_schema=root.get("meta-schema", str, default="dm_meta"),
-        target=_db(root.child("target-database", required=True)),
-        instances=tuple(instances),
-        strict_optimistic=root.get("strict-optimistic-shard-mode", bool, default=False),
-        source_text=text, ignore_checking_items=_ignore_checking_items(root, warnings))
-    root.finish(dm_keys.TASK)
-    cfg = TaskConfig(**{**cfg.__dict__, "warnings": tuple(warnings)})
-    for inst in cfg.instances:   # full-load options are checked at start-task, not at load time
-        load_options(cfg, inst.source_id, file)
-    return cfg
+    rules = [r for j, fname in enumerate(n.str_list("filter-rules"))
+             if (r := _ref(n, f"{n.key('filter-rules')}[{j}]", fname, defs["filters"], "filter rule", "under `filters`"))]
+    erules = [r for j, ename in enumerate(n.str_list("expression-filters"))
+              if (r := _ref(n, f"{n.key('expression-filters')}[{j}]", ename, defs["expression-filter"],
+                            "expression filter", "under `expression-filter`"))]
+    if (vref := n.get("validator-config-name", str)) is not None:
+        mode = _ref(n, n.key("validator-config-name"), vref, defs["validators"], "validator config", "under `validators`")
+        if mode not in (None, "none"):
+            n.warnings.append(f"{file}: `{n.key('validator-config-name')}`: shardmerge has no continuous "
+                              f"validator (mode {mode!r} is not run); `shardctl check` compares "
+                              f"the downstream with the merged upstream")
+    if (d := n.child("mydumper")) is not None:
+        n.gather(lambda: _dumper(d))
+    if (ld := n.child("loader")) is not None:
+        n.gather(lambda: _loader(ld))
+    n.get("loader-thread", int)                 # DM: alias of the loader's pool-size (load_options)
+    n.used.update({"mydumper-config-name", "loader-config-name"})     # resolved by load_options
+    n.finish(dm_keys.INSTANCE)
+    return Instance(sid, tuple(rr), bal, meta, syncer, online, tuple(rules), tuple(erules))
 
 
 def _ignore_checking_items(root: _Node, warnings: list[str]) -> tuple[str, ...]:
@@ -666,8 +809,9 @@ def _ignore_checking_items(root: _Node, warnings: list[str]) -> tuple[str, ...]:
         if item in NOT_HERE:
             warnings.append(f"{root.file}: `{key}[{i}]` {item!r}: {NOT_HERE[item]}")
         elif item not in DM_ITEMS:
-            raise ConfigError(f"`{key}[{i}]` {item!r} is not a checking item DM defines{suggest(item)}; the items are "
-                              f"{', '.join(sorted(DM_ITEMS))}", file=root.file, key=f"{key}[{i}]")
+            root.fail(ConfigError(f"`{key}[{i}]` {item!r} is not a checking item DM defines{suggest(item)}; the items "
+                                  f"are {', '.join(sorted(DM_ITEMS))}", file=root.file, key=f"{key}[{i}]"))
+            continue
         out.append(item)
     return tuple(out)
 
@@ -758,7 +902,4 @@ def load_source(path: str) -> SourceConfig:
 
 
 def _read(path: str) -> str:
-    try:
-        return Path(path).read_text()
-    except OSError as e:
-        raise ConfigError(f"cannot read config file: {e.strerror}", file=path) from None
+    return read_config(path)

@@ -142,4 +142,4 @@ def apply(node, table: dict[str, Policy]) -> None:
             node.warnings.append(f"{node.file}: `{key}` has no effect in shardmerge ({p.why}); accepted for DM "
                                  f"compatibility")
         elif p.what == REFUSE or (p.what == REFUSE_SET and _set(v) and v not in p.allowed):
-            raise ConfigError(f"`{key}` is not supported: {p.why}", file=node.file, key=key)
+            node.fail(ConfigError(f"`{key}` is not supported: {p.why}", file=node.file, key=key))

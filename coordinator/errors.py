@@ -32,5 +32,18 @@ class ConfigError(ShardMergeError):
     """A task/source/process configuration is invalid; names the file and the key."""
 
 
+class ConfigErrors(ConfigError):
+    """Every error found in one configuration file, so that one run shows all that needs fixing
+    (each item keeps its own key)."""
+
+    def __init__(self, errors: list[ConfigError], file: str):
+        self.errors = list(errors)
+        lines = [f"{len(self.errors)} errors in {file}:"]
+        for e in self.errors:
+            key = e.context.get("key")
+            lines.append(f"  - {e.message}" + (f" [key={key}]" if key else ""))
+        super().__init__("\n".join(lines), file=file)
+
+
 class TransientError(ShardMergeError):
     """Something that may succeed when retried (a connection dropped, a leader changed)."""

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import os
 
+from coordinator.config_file import read_config
 from coordinator.cli.common import CLIError, add_sources_flag, call, common, common_table, emit, render_table
 from protos import master_pb2 as pb
 
 
 def _read(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as e:
-        raise CLIError(f"cannot read source file {path}: {e.strerror}") from None
+    return read_config(path, "source file")
 
 
 def _source_id(arg: str) -> str:

@@ -6,6 +6,7 @@ import json
 import os
 
 from coordinator.api.exits import subtask_exits
+from coordinator.config_file import read_config
 from coordinator.cli.common import (RPC_TIMEOUT, CLIError, add_sources_flag, call, common, common_table, emit,
                                     render_table)
 from protos import master_pb2 as pb
@@ -14,11 +15,7 @@ CHECK_TIMEOUT = 2 * RPC_TIMEOUT     # the checks read every shard table's defini
 
 
 def _read(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as e:
-        raise CLIError(f"cannot read task file {path}: {e.strerror}") from None
+    return read_config(path, "task file")
 
 
 def start_task(args) -> int:

@@ -97,7 +97,7 @@ def test_task_lifecycle_with_status_from_worker(leader, store, capsys, tmp_path)
     assert rc == 1 and doc["msg"] == "task 't1' not found"
 
 
-def test_start_task_config_errors_name_file_and_key(leader, capsys, tmp_path):
+def test_start_task_config_errors_name_file_and_key(leader, store, capsys, tmp_path):
     _sources(capsys, leader, tmp_path, "s1")
     bad = write(tmp_path, "bad.yaml", task_yaml("t1", sources=("s1",)).replace("task-mode: incremental",
                                                                                "task-mode: sometimes"))
@@ -111,6 +111,30 @@ def test_start_task_config_errors_name_file_and_key(leader, capsys, tmp_path):
     # unreadable file: one line on stderr, exit 1
     rc, out, err = run_cli(capsys, leader, "start-task", str(tmp_path / "missing.yaml"))
     assert rc == 1 and "cannot read task file" in err and "missing.yaml" in err
+    # every error of a file in one answer, a typo with its "did you mean", for both commands
+    good = task_yaml("t1", sources=("s1",))
+    many = write(tmp_path, "many.yaml", good.replace("task-mode: incremental", "task-mode: sometimes")
+                 .replace("target-database:", "tagret-database:") + "timezone: Asia/Shanghai\n")
+    for cmd in ("check-task", "start-task"):
+        rc, doc, _ = run_cli(capsys, leader, cmd, many)
+        assert rc == 1, (cmd, doc)
+        msg = doc["msg"]
+        assert msg.startswith(f"4 errors in {many}:"), msg
+        for words in ("`task-mode` must be one of", "unknown key `tagret-database` (did you mean `target-database`?)",
+                      "`target-database` is required", "`timezone` is not supported"):
+            assert words in msg, (cmd, words, msg)
+    # a key given twice, a name too long for the checkpoint table, bytes that are not UTF-8
+    twice = write(tmp_path, "twice.yaml", good.replace("task-mode: incremental", "task-mode: incremental\n"
+                                                                                 "task-mode: full"))
+    rc, doc, _ = run_cli(capsys, leader, "start-task", twice)
+    assert rc == 1 and "`task-mode` is given twice" in doc["msg"], doc
+    long = write(tmp_path, "long.yaml", good.replace("name: t1", "name: " + "t" * 50))
+    rc, doc, _ = run_cli(capsys, leader, "start-task", long)
+    assert rc == 1 and "`name` is 50 characters; at most 46" in doc["msg"], doc
+    (tmp_path / "latin1.yaml").write_bytes(good.replace("name: t1", "name: t\u00e91").encode("latin-1"))
+    rc, out, err = run_cli(capsys, leader, "start-task", str(tmp_path / "latin1.yaml"))
+    assert rc == 1 and "not valid UTF-8 at line" in err and "byte 0xe9" in err and "Traceback" not in err
+    assert store.get_task("t1") is None and store.get_task("t" * 50) is None    # nothing was started
 
 
 def test_dead_worker_source_moves_to_live_worker(leader, store, capsys, tmp_path):
