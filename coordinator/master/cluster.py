@@ -334,14 +334,19 @@ class Cluster:
         return CommandResult(True, msg, [(s, True, "not paused; restarted if it stopped in Error" if s in running
                                     else "") for s in targets])
 
-    def _task_for_stage_change(self, name: str, sources: list[str], cmd: str) -> TaskRecord:
-        if not name:
-            raise RequestError(f"{cmd} needs a task name (or task file)")
+    def require_task(self, name: str) -> TaskRecord:
+        """The task record of ``name``; a RequestError naming the started tasks when there is none."""
         cur = self.store.get_task(name)
         if cur is None:
             known = sorted(t.task for t in self.store.list_tasks().items)
             raise RequestError(f"task {name!r} not found" + (f"; tasks: {', '.join(known)}" if known
                                                               else "; no task is started"))
+        return cur
+
+    def _task_for_stage_change(self, name: str, sources: list[str], cmd: str) -> TaskRecord:
+        if not name:
+            raise RequestError(f"{cmd} needs a task name (or task file)")
+        cur = self.require_task(name)
         bad = [s for s in sources if s not in cur.sources]
         if bad:
             raise RequestError(f"task {name!r} does not run on source(s) {', '.join(bad)}; its sources: "

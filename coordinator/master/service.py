@@ -219,6 +219,8 @@ class MasterService(pbg.MasterServicer):
     def ShowDDLLocks(self, request, context):  # noqa: N802
         def run(fence):
             locks, msg = self.node.optimist.show_locks(request.task, list(request.sources))
+            if not locks and request.task:
+                self.node.cluster.require_task(request.task)    # a task that does not exist is not "no lock"
             if not locks and not msg:
                 msg = "no DDL lock exists"
             return pb.ShowDDLLocksResponse(result=True, msg=msg, locks=locks)

@@ -76,6 +76,9 @@ def test_info_in_operation_out_until_resolved(leader, store, capsys):
     assert doc["locks"] == [] and doc["msg"] == "no DDL lock exists"
     rc, out, _ = run_cli(capsys, leader, "shard-ddl-lock", fmt="table")
     assert "no DDL lock exists" in out
+    # a task that does not exist is "not found" (exit 1), not "no DDL lock exists"
+    rc, doc, _ = run_cli(capsys, leader, "shard-ddl-lock", "nosuchtask")
+    assert rc == 1 and doc["msg"].startswith("task 'nosuchtask' not found"), doc
     assert 'shardmerge_master_infos_handled_total{stage="none"} 2.0' in leader.metrics()
 
 
