@@ -21,6 +21,9 @@ class SourceRecord(Record):
     KIND: typing.ClassVar[str] = "source"
     source: str
     yaml: str
+    # what the master's check saw when the source was registered or updated ("" for a source a
+    # worker registered from its --source-file, or one registered before checks were recorded)
+    checked: str = ""
     revision: int = _meta()
 
 

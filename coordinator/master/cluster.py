@@ -80,11 +80,11 @@ class Cluster:
                 results.append((cfg.source_id, False, f"source {cfg.source_id!r} already exists; "
                                 f"`operate-source stop {cfg.source_id}` first to replace it"))
                 continue
-            refused = self._check_source(cfg, warnings)
+            refused, seen = self._check_source(cfg, warnings)
             if refused:
                 results.append((cfg.source_id, False, refused))
                 continue
-            self.store.put_source(fence, SourceRecord(cfg.source_id, text))
+            self.store.put_source(fence, SourceRecord(cfg.source_id, text, checked=seen))
             self.log.info("source registered", source=cfg.source_id)
             results.append((cfg.source_id, True, ""))
         ok = all(r[1] for r in results)
@@ -136,29 +136,33 @@ class Cluster:
                 results.append((sid, False, f"source {sid!r} is used by task(s) {', '.join(sorted(users[sid]))}; "
                                             f"stop-task them first (as DM, a source is updated only while no task "
                                             f"uses it)"))
-            elif refused := self._check_source(cfg, warnings):
-                results.append((sid, False, refused.replace("not registered", "not updated")))
+            elif (checked := self._check_source(cfg, warnings))[0]:
+                results.append((sid, False, checked[0].replace("not registered", "not updated")))
             else:
-                self.store.put_source(fence, SourceRecord(sid, text))
+                self.store.put_source(fence, SourceRecord(sid, text, checked=checked[1]))
                 self.log.info("source updated", source=sid)
                 results.append((sid, True, ""))
         ok = all(r[1] for r in results)
         return CommandResult(ok, "; ".join(r[2] for r in results if not r[1]) or "\n".join(warnings), results)
 
-    def _check_source(self, cfg, warnings: list[str]) -> str:
-        """Connect to the source and check it as DM does before registering it; the reasons it is
-        refused ("" when it may be registered; its warnings are added to ``warnings``)."""
+    def _check_source(self, cfg, warnings: list[str]) -> tuple[str, str]:
+        """Connect to the source and check it as DM does before registering it: (the reasons it is
+        refused, "" when it may be registered; what the check saw, kept with the record for
+        ``operate-source show``).  Its warnings are added to ``warnings``."""
         items = check_source(cfg)
+        warned: list[str] = []
         for it in items:
             if it.state == WARN:
-                warnings.extend(f"source {cfg.source_id}: {m}" for sev, m in it.errors if sev == WARN)
+                warned.extend(m for sev, m in it.errors if sev == WARN)
+        warnings.extend(f"source {cfg.source_id}: {m}" for m in warned)
         bad = [it for it in items if it.state == FAIL]
         if not bad:
-            return ""
+            seen = f"{_now()}: {len(items)} checks passed" + (f"; warnings: {'; '.join(warned)}" if warned else "")
+            return "", seen
         reasons = "; ".join(m for it in bad for sev, m in it.errors if sev == FAIL)
         todo = " ".join(dict.fromkeys(i for it in bad for i in it.instructions))
         self.log.warning("source refused by its check", source=cfg.source_id, reasons=reasons)
-        return f"source {cfg.source_id!r} not registered: {reasons}" + (f" (to fix: {todo})" if todo else "")
+        return f"source {cfg.source_id!r} not registered: {reasons}" + (f" (to fix: {todo})" if todo else ""), ""
 
     def stop_sources(self, fence: Fence, sources: list[str]) -> CommandResult:
         if not sources:
@@ -179,17 +183,23 @@ class Cluster:
         return CommandResult(all(r[1] for r in results), "; ".join(r[2] for r in results if not r[1]), results)
 
     def show_sources(self, sources: list[str]) -> list[tuple[str, bool, str, str, str]]:
-        """(source, ok, msg, worker, worker_state) per source."""
+        """(source, ok, msg, worker, worker_state) per source; ``msg`` says what was last seen of
+        the source: the check when it was registered, and each subtask that replicates it (its
+        stage, and the error it stopped on), so a source that went bad since is not shown as just
+        "online" (that word is about its worker)."""
         known = {s.source: s for s in self.store.list_sources().items}
         bindings = {b.source: b for b in self.store.list_bindings().items}
         live = {w.worker for w in self.store.list_workers().items}
+        status: dict[str, list[SubtaskStatus]] = {}
+        for st in self.store.list_status().items:
+            status.setdefault(st.source, []).append(st)
         out = []
         for s in sources or sorted(known):
             if s not in known:
                 out.append((s, False, f"source {s!r} not found", "", ""))
                 continue
             b = bindings.get(s)
-            out.append((s, True, "", b.worker if b else "",
+            out.append((s, True, _source_seen(known[s], status.get(s, [])), b.worker if b else "",
                         ("online" if b.worker in live else "offline") if b else ""))
         return out
 
@@ -739,3 +749,20 @@ def _revert_skip(cluster: Cluster, fence: Fence, task: str, source: str, file, p
                               f"used them); run `binlog revert` again to see", [(source, False, ", ".join(lost))])
     cluster.log.info("binlog skip reverted", task=task, source=source, positions=",".join(done))
     return CommandResult(True, f"reverted pending skip(s) at {', '.join(done)}", [(source, True, "")])
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _source_seen(rec: SourceRecord, subtasks: list[SubtaskStatus]) -> str:
+    """What ``operate-source show`` says it last saw of a source (see ``Cluster.show_sources``)."""
+    parts = [f"checked {rec.checked}" if rec.checked else "registered without a master check (a worker's "
+             "--source-file)"]
+    for st in sorted(subtasks, key=lambda x: x.task):
+        err = (st.detail or {}).get("error") or {}
+        line = f"task {st.task}: {st.stage} at {st.updated_at}"
+        if isinstance(err, dict) and err.get("message"):
+            line += f" ({err['message']})"
+        parts.append(line)
+    return "; ".join(parts)

@@ -2,6 +2,7 @@
 CLI -> running master process -> real etcd; workers simulated through the etcdproto Store."""
 from __future__ import annotations
 
+import re
 import time
 
 from coordinator.etcdproto import SubtaskStatus, WorkerRegistration
@@ -61,6 +62,13 @@ def test_task_lifecycle_with_status_from_worker(leader, store, capsys, tmp_path)
                                                    "synced", "totalEvents", "totalTps")} == {
             "masterBinlog": "(bin.000003, 900)", "masterBinlogGtid": "0-102-40", "syncerBinlog": "(bin.000003, 900)",
             "syncerBinlogGtid": "0-102-40", "synced": True, "totalEvents": 1200, "totalTps": 120}
+        # operate-source show: what was last seen of each source, not only its worker's "online"
+        rc, doc, _ = run_cli(capsys, leader, "operate-source", "show")
+        shown = {x["source"]: x for x in doc["sources"]}
+        assert shown["s1"]["worker"] == "w1" and shown["s1"]["result"] is True, doc
+        assert re.match(r"checked \d{4}-\d\d-\d\dT[\d:]+Z: \d+ checks passed", shown["s1"]["msg"]), shown["s1"]
+        assert "task t1: Paused at " in shown["s1"]["msg"] and "(x)" in shown["s1"]["msg"], shown["s1"]
+        assert "task t1: Running at " in shown["s2"]["msg"], shown["s2"]
         # all tasks view
         rc, doc, _ = run_cli(capsys, leader, "query-status")
         assert doc["tasks"][0]["taskName"] == "t1" and doc["tasks"][0]["taskStatus"] == "Paused"
