@@ -31,7 +31,7 @@ def test_exits_by_stage_are_runnable_command_lines():
     assert exits.table_exits(LOCK, "t1", t, "skip-and-wait: its DDL ...") == conflict
     assert exits.table_exits(LOCK, "t1", t, "error: its DDL ... was refused") == conflict
     assert exits.table_exits(LOCK, "t1", t, "has not added column `c` yet (other tables have it)") == [
-        "shardctl shard-ddl-lock remove-table 't1-`shop`.`orders`' -s s2 -d shop_02 -t orders_1"]
+        exits.NOT_YET, "shardctl shard-ddl-lock remove-table 't1-`shop`.`orders`' -s s2 -d shop_02 -t orders_1"]
     assert exits.table_exits(LOCK, "t1", t, "waiting for the worker to execute its Operation and mark it done") == []
     held = "the tables' schemas cannot be joined (a conflict is pending)"
     assert exits.table_stage(held) == "waiting" and exits.table_exits(LOCK, "t1", t, held) == []
@@ -49,6 +49,17 @@ def test_subtask_exits():
     assert exits.subtask_exits("t1", "s1", "Error", "partition ALTER ...; `shardctl binlog skip t1 -s s1`", "", "") == \
         ["shardctl binlog skip t1 -s s1", "shardctl resume-task -s s1 t1"]
     assert exits.subtask_exits("t1", "s1", "Error", "cannot connect", "", "") == ["shardctl resume-task -s s1 t1"]
+    # rows that no longer fit the downstream (after a skipped DDL): resume alone cannot help, say so
+    unknown = "OperationalError: (1054, \"Unknown column 'c' in 'field list'\") [table=shop.orders]"
+    assert exits.subtask_exits("t1", "s1", "Error", unknown, "", "") == [exits.MISFIT, "shardctl resume-task -s s1 t1"]
+
+
+def test_advice_lines_are_comments_a_shell_ignores():
+    import subprocess
+    for line in (exits.NOT_YET, exits.MISFIT):
+        assert line.startswith("# ") and "\n" not in line
+        r = subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=10)
+        assert r.returncode == 0 and r.stdout == r.stderr == ""
 
 
 def _req(body: bytes, ctype: str = "application/json", query: str = "") -> Request:

@@ -367,3 +367,26 @@ def test_virtual_column_from_the_start_and_generated_column_added_after(scenario
     (n, right), = sc.down.execute("SELECT COUNT(*), SUM(g = id + 2 AND dv = v * 2) FROM orders")
     assert n > 0 and right == n, (n, right)
     sc.stop()
+
+
+def test_rows_that_no_longer_fit_after_a_skipped_rename_name_the_fix_not_just_resume(scenario):
+    """A held rename skipped with ``unlock --action skip``: the shard's next rows carry the new
+    column name, which the downstream does not have.  The subtask stops in Error and its
+    workaround says to make the downstream fit first (a resume alone replays the same rows);
+    the advice line is a comment, so pasting the whole workaround into a shell is harmless."""
+    sc = scenario(columns="id INT PRIMARY KEY, v INT, a INT DEFAULT 1")
+    sc.start()
+    sc.wait_equal(columns=["id", "v", "a"])
+    lock_id = f"{sc.name}-`{sc.down.name}`.`orders`"
+    up1 = sc.dbs["s1"].name
+    sc.dbs["s1"].execute("ALTER TABLE orders_01 CHANGE COLUMN a c INT DEFAULT 1")
+    sc.c.wait(lambda: (lk := _lock(sc)) and any(up1 in w["table"] and w["waitingFor"].startswith("skip-and-wait")
+                                               for w in lk["waiting"]), 60, "the rename held")
+    sc.c.ctl_ok("unlock-ddl-lock", lock_id, "-s", "s1", "-d", up1, "-t", "orders_01", "--action", "skip")
+    sc.insert("s1", "orders_01", [ID_BASE["s1"] + 960_000], cols="id, v, c")
+    st = sc.c.wait(lambda: (s := sc.subtasks().get("s1")) and s["stage"] == "Error" and s, 180, "s1 in Error")
+    err = st["result"]["errors"][0]
+    assert "Unknown column" in err["Message"] or "1054" in err["Message"], err
+    assert err["Workaround"].startswith("# the downstream table does not fit these rows"), err
+    assert err["Workaround"].endswith(f"shardctl resume-task -s s1 {sc.name}"), err
+    sc.stop()
