@@ -128,25 +128,27 @@ def list_tasks(req: Request, call: Call):
     return 200, {"total": len(docs), "data": docs}
 
 
-def _task_text(req: Request) -> tuple[str, list[str], bool]:
+def _task_text(req: Request) -> tuple[str, list[str], bool, str]:
     ctype = req.content_type.split(";")[0].strip().lower()
     if ctype in YAML_TYPES:          # the task file itself, as `shardctl start-task TASK.yaml` sends it
         req.query(())
         try:
-            return _text(req.body.decode("utf-8"), f"body of {req.method} {req.route}"), [], False
+            return _text(req.body.decode("utf-8"), f"body of {req.method} {req.route}"), [], False, ""
         except UnicodeDecodeError:
             raise ApiError(400, f"body of {req.method} {req.route} is not UTF-8 text") from None
-    body = req.json({"task": "str|object", "source_name_list": "[name]", "remove_meta": "bool"}, ("task",))
+    body = req.json({"task": "str|object", "source_name_list": "[name]", "remove_meta": "bool", "start_time": "str"},
+                    ("task",))
     task = body["task"]
     if isinstance(task, dict):
         task = _text(yaml.safe_dump(task, sort_keys=False, allow_unicode=True), "field task")
-    return task, body.get("source_name_list") or [], bool(body.get("remove_meta"))
+    return task, body.get("source_name_list") or [], bool(body.get("remove_meta")), body.get("start_time") or ""
 
 
 def create_task(req: Request, call: Call):
-    text, sources, remove_meta = _task_text(req)
+    text, sources, remove_meta, start_time = _task_text(req)
     where = f"body of {req.method} {req.route}"
-    resp = call("StartTask", pb.StartTaskRequest(task_yaml=text, file=where, sources=sources, remove_meta=remove_meta))
+    resp = call("StartTask", pb.StartTaskRequest(task_yaml=text, file=where, sources=sources, remove_meta=remove_meta,
+                                                 start_time=start_time))
     status, doc = _ok(resp, 201)
     try:
         name = (yaml.safe_load(text) or {}).get("name", "")

@@ -22,7 +22,8 @@ def start_task(args) -> int:
     text = _read(args.config)
     resp = call(args, "StartTask", pb.StartTaskRequest(task_yaml=text, file=args.config, sources=args.sources,
                                                         remove_meta=args.remove_meta,
-                                                        skip_precheck=args.skip_precheck))
+                                                        skip_precheck=args.skip_precheck,
+                                                        start_time=args.start_time or ""))
     return emit(args, common(resp), common_table)
 
 
@@ -177,6 +178,11 @@ def register(sub) -> None:
     p.add_argument("--remove-meta", action="store_true", help="first delete the task's shard DDL metadata (locks)")
     p.add_argument("--skip-precheck", action="store_true",
                    help="start without the prechecks of check-task (by default any failed check refuses the task)")
+    p.add_argument("--start-time", metavar="TIME",
+                   help="incremental tasks: start each source at the first transaction written at or after TIME, "
+                        "e.g. '2021-10-21 00:01:00' or 2021-10-21T00:01:00 (optionally ending in Z or +08:00; "
+                        "without it, the master's local time zone); wins over `meta` in the task file; refused "
+                        "for a source that has a checkpoint from an earlier run")
     p.add_argument("config", metavar="TASK.yaml")
     p.set_defaults(func=start_task)
 

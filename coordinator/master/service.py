@@ -16,7 +16,7 @@ import grpc
 from coordinator.access.tls import TlsFiles
 from coordinator.errors import ShardMergeError
 from coordinator.etcdproto import EtcdUnavailable, Fenced, Store
-from coordinator.master import answers, precheck_task
+from coordinator.master import answers, precheck_task, start_time
 from coordinator.master.cluster import handle_error
 from coordinator.master.preview import ddl_preview
 from coordinator.master.schema_ops import operate_schema
@@ -133,18 +133,22 @@ class MasterService(pbg.MasterServicer):
     def StartTask(self, request, context):  # noqa: N802 (gRPC names)
         def run(fence):
             cluster, opt = self.node.cluster, self.node.optimist
-            cfg, wanted = cluster.check_task(request.task_yaml, request.file, list(request.sources))
+            text = request.task_yaml
+            cfg, wanted = cluster.check_task(text, request.file, list(request.sources))
             cluster.refuse_running(cfg.name, wanted)
             warned: list[str] = []
+            if request.start_time:
+                text, warned = start_time.resolve(self.node.store, cfg, text, wanted, request.start_time)
+                cfg, wanted = cluster.check_task(text, request.file, list(request.sources))
             if not request.skip_precheck:
                 report = precheck_task.precheck(self.node.store, cfg, wanted)
                 if not report.passed:
                     self.log.warning("start-task refused by precheck", task=cfg.name, summary=report.summary_line())
                     return pb.CommonResponse(result=False, msg=precheck_task.refusal(report, cfg.name))
-                warned = precheck_task.warnings(report)
+                warned += precheck_task.warnings(report)
             if request.remove_meta and opt is not None:
                 opt.remove_task_meta(fence, cfg.name, None)
-            out = cluster.start_task(fence, request.task_yaml, request.file, list(request.sources))
+            out = cluster.start_task(fence, text, request.file, list(request.sources))
             self.node.wake_binder()
             msg = "\n".join(m for m in (out.msg, *warned) if m)
             return pb.CommonResponse(result=out.ok, msg=msg, sources=[
