@@ -39,6 +39,7 @@ ROUTES: dict[tuple[str, str], Handler] = {
     ("GET", "/api/v1/sources"): ep.list_sources,
     ("POST", "/api/v1/sources"): ep.create_source,
     ("GET", "/api/v1/sources/{source-name}"): ep.get_source,
+    ("PUT", "/api/v1/sources/{source-name}"): ep.update_source,
     ("DELETE", "/api/v1/sources/{source-name}"): ep.delete_source,
     ("GET", "/api/v1/tasks"): ep.list_tasks,
     ("POST", "/api/v1/tasks"): ep.create_task,

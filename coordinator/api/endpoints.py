@@ -88,7 +88,9 @@ def _source_yaml(src: dict, where: str) -> str:
     return yaml.safe_dump(cfg, sort_keys=False)
 
 
-def create_source(req: Request, call: Call):
+def _posted_source(req: Request) -> tuple[str, str, str]:
+    """(source YAML text, its source-id, where it came from) of a create / update body: DM's
+    Source object or the source file's text."""
     body = req.json({"source": "object", "source_yaml": "str"})
     where = f"body of {req.method} {req.route}"
     if ("source" in body) == ("source_yaml" in body):
@@ -97,14 +99,36 @@ def create_source(req: Request, call: Call):
     if "source" in body:
         src = check_object(body["source"], SOURCE_FIELDS, ("source_name", "host", "port", "user"),
                            f"field source of {where}")
-        text = _source_yaml(src, f"field source of {where}")
-    else:
-        text = body["source_yaml"]
+        return _source_yaml(src, f"field source of {where}"), src["source_name"], where
+    text = body["source_yaml"]
+    try:
+        sid = (yaml.safe_load(text) or {}).get("source-id", "")
+    except (yaml.YAMLError, AttributeError):
+        sid = ""                 # the master names what is wrong with the file
+    return text, sid, where
+
+
+def create_source(req: Request, call: Call):
+    text, _, where = _posted_source(req)
     resp = call("OperateSource", pb.OperateSourceRequest(op="create", configs=[text], files=[f"{where}"]))
     if not resp.result:
         raise refusal(resp)
     created = [s.source for s in resp.sources if s.result]
     return 201, _source_docs(call, created, True)[0] if created else shapes.command(resp)
+
+
+def update_source(req: Request, call: Call):
+    """DM's ``PUT /api/v1/sources/{source-name}`` (``operate-source update``): checked like a new
+    source, refused while a task uses it."""
+    name = req.path("source-name")
+    text, sid, where = _posted_source(req)
+    if sid != name:
+        raise ApiError(400, f"{where} is for source {sid!r}, not {name!r} of the path: a source ID cannot be "
+                            "changed by an update (register the new one with POST /api/v1/sources)")
+    resp = call("OperateSource", pb.OperateSourceRequest(op="update", configs=[text], files=[f"{where}"]))
+    if not resp.result:
+        raise refusal(resp)
+    return 200, _source_docs(call, [name], True)[0]
 
 
 def delete_source(req: Request, call: Call):

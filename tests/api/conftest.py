@@ -45,6 +45,9 @@ class Http:
     def post(self, path: str, body=None, **kw):
         return self.request("POST", path, body, **kw)
 
+    def put(self, path: str, body=None, **kw):
+        return self.request("PUT", path, body, **kw)
+
     def delete(self, path: str, **kw):
         return self.request("DELETE", path, **kw)
 

@@ -50,6 +50,17 @@ def test_follower_forwards_source_writes_to_the_leader(lone_masters, services, c
     # a duplicate is refused with the master's message; nothing changes
     st, doc = fh.post("/api/v1/sources", {"source": _source(services, "s-http")})
     assert st == 400 and "s-http" in doc["error_msg"], doc
+    # DM's PUT: an update is checked like a new source (a wrong password is refused, the old config
+    # stays); the body must be for the path's source; a good one replaces the config
+    bad = {**_source(services, "s-http"), "password": "wrong"}
+    st, doc = fh.put("/api/v1/sources/s-http", {"source": bad})
+    assert st == 400 and "source 's-http' not updated" in doc["error_msg"] and "Access denied" in doc["error_msg"], doc
+    st, doc = fh.put("/api/v1/sources/s-http", {"source": _source(services, "s-other")})
+    assert st == 400 and "not 's-http' of the path" in doc["error_msg"], doc
+    st, doc = fh.put("/api/v1/sources/s-http", {"source": {**_source(services, "s-http"), "enable_gtid": False}})
+    assert st == 200 and doc["source_name"] == "s-http" and doc["enable_gtid"] is False, doc
+    st, doc = lh.get("/api/v1/sources/s-http")
+    assert st == 200 and doc["enable_gtid"] is False, doc
     # remove through the follower
     st, doc = fh.delete("/api/v1/sources/s-http")
     assert st == 200 and doc["result"] is True, doc
