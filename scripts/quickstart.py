@@ -45,7 +45,8 @@ class Failure(Exception):
 
 # ----------------------------------------------------------------------------- services
 def services() -> dict:
-    p = ROOT / ".services" / "addresses.json"
+    # where scripts/services keeps its state (SHARDMERGE_SERVICES_DIR moves it, as there)
+    p = Path(os.environ.get("SHARDMERGE_SERVICES_DIR", ROOT / ".services")) / "addresses.json"
     if not p.exists():
         raise Failure(f"{p} not found: run scripts/bootstrap (or scripts/services start) first")
     return json.loads(p.read_text())
