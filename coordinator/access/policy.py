@@ -18,6 +18,8 @@ operator action."""
 from __future__ import annotations
 
 import hmac
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,9 +75,23 @@ class Caller:
     role: str
 
 
+def private_secret(path: str, origin: str) -> None:
+    """A file of secrets that every user of the machine may read (or write) is refused, as ssh
+    refuses such a key: a token anyone can read is anyone's.  Group access is left alone
+    (Kubernetes mounts secrets group-readable with an ``fsGroup``)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return                     # the read that follows names the error
+    if mode & (stat.S_IROTH | stat.S_IWOTH):
+        raise ConfigError(f"the token file {path} is readable or writable by every user (mode {stat.S_IMODE(mode):04o}): "
+                          f"chmod o-rwx {path} (600 is usual)", file=path, key=origin)
+
+
 def load_tokens(path: str, origin: str = "auth-token-file") -> dict[str, tuple[str, str]]:
     """``TOKEN,NAME,ROLE`` lines (``#`` comments and blank lines ignored) -> token -> (name, role).
     Errors name the file, the line and what is wrong (never the token)."""
+    private_secret(path, origin)
     try:
         text = Path(path).read_text()
     except OSError as e:

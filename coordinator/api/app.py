@@ -18,6 +18,7 @@ from coordinator.access.tls import TlsFiles
 from coordinator.obs import logger
 from protos import master_pb2_grpc as pbg
 
+from . import cross_site
 from . import endpoints as ep
 from .request import ApiError, Request
 from .spec import WRITTEN, build_spec
@@ -82,14 +83,18 @@ class ApiApp:
     checks it again."""
 
     def __init__(self, grpc_addr: str, member: str = "", tls: TlsFiles | None = None,
-                 policy: AccessPolicy | None = None, server_name: str = ""):
+                 policy: AccessPolicy | None = None, server_name: str = "",
+                 allowed_hosts: frozenset[str] | tuple[str, ...] = ()):
         self.grpc_addr = grpc_addr
+        self.allowed_hosts = frozenset(h.strip().lower() for h in allowed_hosts if h.strip())
         self.policy = policy or AccessPolicy()
         self.stub = pbg.MasterStub((tls or TlsFiles()).channel(grpc_addr, server_name, trust_own_cert=True))
         self.log = logger("master.http", member=member)
         self.spec = json.dumps(build_spec(ROUTES), indent=1, ensure_ascii=False).encode()
         self.page = PAGE_PATH.read_bytes()
         self.docs = DOCS_PATH.read_bytes()
+        self.page_headers = cross_site.headers(self.page)
+        self.docs_headers = cross_site.headers(self.docs)
 
     def call(self, method: str, request, metadata: tuple = ()):
         try:
@@ -109,17 +114,20 @@ class ApiApp:
         path = parts.path.rstrip("/") or "/"
         route = "unmatched"
         try:
+            route = "cross-site"            # the label of a refusal here (no route is matched before it)
+            cross_site.check_origin(headers, self.allowed_hosts)
+            route = "unmatched"
             if path in ("/", "/index.html"):
                 route = "/"
                 if method != "GET":
                     raise ApiError(405, f"{method} {path} is not supported; the page is GET /")
-                return self._done(method, route, 200, self.page, "text/html; charset=utf-8")
+                return self._done(method, route, 200, self.page, "text/html; charset=utf-8", self.page_headers)
             if path in ("/api/v1/openapi.json", "/api/v1/docs"):
                 route = path
                 if method != "GET":
                     raise ApiError(405, f"{method} {path} is not supported; use GET")
                 if path == "/api/v1/docs":
-                    return self._done(method, route, 200, self.docs, "text/html; charset=utf-8")
+                    return self._done(method, route, 200, self.docs, "text/html; charset=utf-8", self.docs_headers)
                 return self._done(method, route, 200, self.spec, JSON)
             handler, req, allowed = self._match(method, path, parts.query, headers, body)
             if handler is None or req is None:
@@ -128,6 +136,7 @@ class ApiApp:
                     raise ApiError(405, f"{method} is not supported on {path}; use {', '.join(allowed)}")
                 raise ApiError(404, f"no API endpoint {path}; the endpoints are listed in GET /api/v1/openapi.json")
             route = req.route
+            cross_site.check_content_type(method, route, headers, body)
             metadata = self._authorize(method, route, headers, peer_cn)
             status, doc = handler(req, lambda name, request: self.call(name, request, metadata))
         except ApiError as e:
@@ -172,6 +181,9 @@ class ApiApp:
         return None, None, allowed
 
     @staticmethod
-    def _done(method, route, status, body, ctype):
+    def _done(method, route, status, body, ctype, headers: dict[str, str] | None = None):
         REQUESTS.labels(method, route, str(status)).inc()
-        return status, body, ctype, {"Cache-Control": "no-store"}
+        return status, body, ctype, {"Cache-Control": "no-store", **(headers or _PLAIN_HEADERS)}
+
+
+_PLAIN_HEADERS = cross_site.headers()

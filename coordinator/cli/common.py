@@ -11,7 +11,10 @@ from typing import Callable
 
 import grpc
 
+from coordinator.access.exposure import is_loopback
+from coordinator.access.policy import private_secret
 from coordinator.access.tls import TlsFiles, describe_unavailable
+from coordinator.errors import ConfigError
 from coordinator.master import answers
 from protos import master_pb2_grpc as pbg
 
@@ -54,6 +57,10 @@ def auth_metadata(args) -> tuple:
     path = getattr(args, "token_file", None) or os.environ.get("SHARDMERGE_TOKEN_FILE", "")
     if path:
         try:
+            private_secret(path, "--token-file")
+        except ConfigError as e:
+            raise CLIError(str(e)) from None
+        try:
             token = Path(path).read_text().strip()
         except OSError as e:
             raise CLIError(f"cannot read --token-file {path}: {e.strerror}") from None
@@ -62,6 +69,21 @@ def auth_metadata(args) -> tuple:
     else:
         token = os.environ.get("SHARDMERGE_TOKEN", "").strip()
     return (("authorization", f"Bearer {token}"),) if token else ()
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_plain_token(meta: tuple, tls: TlsFiles, addrs: list[str]) -> None:
+    """A bearer token sent without TLS to a master beyond loopback can be read on the way (and
+    used by whoever reads it): say so on stderr, once per address."""
+    if not meta or tls.enabled:
+        return
+    for a in addrs:
+        if not is_loopback(a) and a not in _WARNED:
+            _WARNED.add(a)
+            print(f"shardctl: warning: sending a bearer token to {a} over plain text (no --ssl-ca): anyone on the "
+                  "path can read it and act with it", file=sys.stderr)
 
 
 def stub(args, addr: str | None = None):
@@ -102,6 +124,7 @@ def call_once(args, method: str, request, timeout: float = RPC_TIMEOUT):
     names another as leader is left for that leader); unreachable / refused / timed out ->
     ``CLIError`` with the reason per address."""
     addrs, tls, meta = master_addrs(args), tls_files(args), auth_metadata(args)
+    _warn_plain_token(meta, tls, addrs)
     timeout = rpc_timeout(args, timeout)
     tried: list[str] = []
     queue = list(addrs)

@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from coordinator import gc_tuning
+from coordinator.access import exposure
 from coordinator.access.policy import AccessPolicy
 from coordinator.access.tls import TlsFiles
 from coordinator.cli.process import log_level, serve
@@ -78,9 +79,13 @@ def run(args) -> int:
         except ConfigError as e:
             e.context.setdefault("file", origin)
             raise
+        secured = tls.enabled or not policy.open
+        warning = exposure.check({"--listen": args.listen, "--metrics-addr": args.metrics_addr}, secured,
+                                 bool(args.insecure), origin)
         node = MasterNode(args.etcd, args.listen, advertise=args.advertise_addr, name=args.name, prefix=args.prefix,
                           election_ttl=args.election_ttl, metrics_addr=args.metrics_addr,
-                          http_cert=args.http_cert, http_key=args.http_key, tls=tls, policy=policy)
+                          http_cert=args.http_cert, http_key=args.http_key, tls=tls, policy=policy,
+                          open_warning=warning, http_allowed_hosts=tuple(_cn_list(args.http_allowed_hosts)))
         gc_tuning.tune()    # what start-up loaded is long-lived; the watch decodes thousands of records a second
         return node
     return serve("master", args, build, (ShardMergeError, ValueError, OSError))
@@ -117,6 +122,12 @@ def register(sub) -> None:
     p.add_argument("--auth-token-file", default="", metavar="FILE",
                    help="bearer tokens, one TOKEN,NAME,ROLE a line (ROLE: read or operator); required from "
                         "every caller without an allowed client certificate")
+    p.add_argument("--insecure", action="store_true",
+                   help="run without TLS and tokens on an address that is not loopback (every caller that can "
+                        "reach it is an operator); refused without this flag, and logged every hour with it")
+    p.add_argument("--http-allowed-hosts", default="", metavar="NAME[,NAME]",
+                   help="host names the HTTP API and page answer to besides IP addresses and localhost (e.g. the "
+                        "Service or Ingress name); other names are refused (DNS rebinding)")
     p.add_argument("--prefix", default="/shardmerge/", help="etcd key prefix of this cluster (default: %(default)s)")
     p.add_argument("--election-ttl", type=int, default=10, help="leader lease TTL in seconds (default: %(default)s)")
     p.add_argument("--log-level", default="INFO", type=log_level,

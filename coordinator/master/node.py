@@ -7,6 +7,7 @@ from concurrent import futures
 
 import grpc
 
+from coordinator.access.exposure import Reminder
 from coordinator.access.grpc_guard import AccessGuard
 from coordinator.access.policy import AccessPolicy
 from coordinator.access.tls import TlsFiles
@@ -45,8 +46,12 @@ class MasterNode:
     def __init__(self, etcd: str, listen: str, advertise: str = "", name: str = "",
                  prefix: str = DEFAULT_PREFIX, election_ttl: int = 10, metrics_addr: str = "",
                  bind_period: float = 3.0, http_cert: str = "", http_key: str = "",
-                 tls: TlsFiles | None = None, policy: AccessPolicy | None = None):
+                 tls: TlsFiles | None = None, policy: AccessPolicy | None = None,
+                 open_warning: str = "", http_allowed_hosts: tuple[str, ...] = ()):
         self.etcd_spec, self.listen, self.prefix = etcd, listen, prefix
+        self.open_warning = open_warning          # coordinator.access.exposure.check's, "" when secured
+        self.http_allowed_hosts = http_allowed_hosts
+        self.reminder: Reminder | None = None
         self.metrics_addr = metrics_addr
         self.tls = tls or TlsFiles()
         self.policy = policy or AccessPolicy()
@@ -90,7 +95,8 @@ class MasterNode:
     def start(self) -> "MasterNode":
         if self.metrics_addr:
             h, _, p = self.metrics_addr.rpartition(":")
-            app = ApiApp(self.local_addr, self.name, self.tls, self.policy, server_name=self._own_tls_name())
+            app = ApiApp(self.local_addr, self.name, self.tls, self.policy, server_name=self._own_tls_name(),
+                         allowed_hosts=self.http_allowed_hosts)
             self.obs = ObsServer(h or "127.0.0.1", int(p), ready=self.ready, app=app,
                                  ssl_context=self.http_tls).start()
         self.server.start()
@@ -99,6 +105,10 @@ class MasterNode:
         self.membership.start()
         self.log.info("master started", listen=self.listen, advertise=self.advertise, etcd=self.etcd_spec,
                       prefix=self.prefix)
+        if self.open_warning.startswith("running open on purpose"):
+            self.reminder = Reminder(self.log, self.open_warning).start()      # now and every hour
+        elif self.open_warning:
+            self.log.warning(self.open_warning)
         return self
 
     def _own_tls_name(self) -> str:
@@ -114,6 +124,8 @@ class MasterNode:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        if self.reminder is not None:
+            self.reminder.stop()
         self.election.stop(resign=True)
         self.membership.stop()
         self.server.stop(grace=1).wait()

@@ -27,7 +27,7 @@ class Http:
                 content_type: str = "application/json", timeout: float = 60) -> tuple[int, dict | str]:
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
         req = urllib.request.Request(self.base + path, data=data, method=method)
-        if data is not None:
+        if data is not None or method == "POST":
             req.add_header("Content-Type", content_type)
         try:
             with urllib.request.urlopen(req, timeout=timeout, context=self.context) as r:

@@ -144,3 +144,17 @@ def test_dockerfile_build_stage_has_what_the_wheel_build_reads():
     packages = {p.rstrip("*") for p in tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
                 ["packages"]["find"]["include"]}
     assert packages <= copied, packages - copied
+
+
+def test_base_master_runs_open_only_by_saying_so_and_the_tls_overlay_does_not():
+    """A master beyond loopback without TLS or tokens refuses to start unless ``--insecure``: the
+    base manifest says it, and the TLS overlay (secured) does not need it."""
+    from coordinator.access.exposure import check
+    from coordinator.cli import build_parser
+    base = next(d for d in DOCS if d["kind"] == "Deployment" and d["metadata"]["name"] == "shardmerge-master")
+    args = build_parser().parse_args(base["spec"]["template"]["spec"]["containers"][0]["args"])
+    assert args.insecure and "shardmerge-master" in args.http_allowed_hosts.split(",")
+    addrs = {"--listen": args.listen, "--metrics-addr": args.metrics_addr}
+    assert check(addrs, secured=False, insecure=True, origin="master.yaml").startswith("running open on purpose")
+    tls = build_parser().parse_args(_tls_master()["spec"]["template"]["spec"]["containers"][0]["args"])
+    assert not tls.insecure and tls.ssl_cert and "shardmerge-master" in tls.http_allowed_hosts.split(",")

@@ -88,6 +88,7 @@ def test_settings_errors():
 def test_token_file_errors_name_file_and_line_never_the_token(tmp_path, text, words):
     p = tmp_path / "tokens.csv"
     p.write_text(text)
+    p.chmod(0o600)
     with pytest.raises(ConfigError) as e:
         load_tokens(str(p))
     msg = str(e.value)
@@ -100,3 +101,14 @@ def test_bearer_header():
     assert bearer(None) is None and bearer("Bearer abc") == "abc" and bearer("bearer  abc ") == "abc"
     with pytest.raises(AccessDenied, match="Bearer TOKEN"):
         bearer("Basic b3A6cHc=")
+
+
+def test_a_token_file_every_user_can_read_is_refused_naming_the_fix(tmp_path):
+    p = tmp_path / "tokens.csv"
+    p.write_text(f"{'r' * 20},dash,read\n")
+    p.chmod(0o644)
+    with pytest.raises(ConfigError) as e:
+        load_tokens(str(p))
+    assert "readable or writable by every user (mode 0644)" in str(e.value) and "chmod o-rwx" in str(e.value)
+    p.chmod(0o640)                       # group access is left alone (Kubernetes fsGroup mounts)
+    assert load_tokens(str(p))

@@ -23,6 +23,7 @@ OP_TOKEN = "oper-" + "o" * 20
 def token_master(services, tmp_path, etcd_client):
     tokens = tmp_path / "tokens.csv"
     tokens.write_text(f"# token,name,role\n{READ_TOKEN},dash,read\n{OP_TOKEN},alice,operator\n")
+    tokens.chmod(0o600)
     prefix = f"/shardmerge-test/auth-{uuid.uuid4().hex[:8]}/"
     m = MasterProc(services.etcd, prefix, ttl=3, name="auth-m1", log_dir=tmp_path)
     m.args += ["--auth-token-file", str(tokens)]
@@ -36,6 +37,7 @@ def token_master(services, tmp_path, etcd_client):
 def token_file(tmp_path, token: str) -> list[str]:
     p = tmp_path / f"tok-{token[:4]}"
     p.write_text(token + "\n")
+    p.chmod(0o600)
     return ["--token-file", str(p)]
 
 
@@ -76,7 +78,7 @@ class AuthHttp(Http):
         import urllib.request
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.base + path, data=data, method=method)
-        if data is not None:
+        if data is not None or method == "POST":       # a POST says JSON even when empty (cross_site.py)
             req.add_header("Content-Type", "application/json")
         if self.token:
             req.add_header("Authorization", f"Bearer {self.token}")
@@ -117,6 +119,7 @@ def test_bad_token_file_stops_the_master_naming_file_and_line(services, tmp_path
     from tests.support.procs import SHARDCTL
     bad = tmp_path / "tokens.csv"
     bad.write_text(f"{OP_TOKEN},alice,operator\n{READ_TOKEN},bob,admin\n")
+    bad.chmod(0o600)
     r = subprocess.run([SHARDCTL, "master", "--etcd", services.etcd, "--listen", "127.0.0.1:0",
                         "--auth-token-file", str(bad)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and f"file={bad}:2" in r.stderr and "'admin'" in r.stderr, r.stderr
@@ -128,3 +131,23 @@ def test_tls_client_against_a_plain_text_master_is_told_so(token_master, tmp_pat
     ca = CA(tmp_path / "pki")
     rc, out, err = ctl(token_master, "list-member", certs=["--ssl-ca", ca.cert])
     assert rc == 1 and out == "" and "does not speak TLS" in err and "drop --ssl-ca" in err, err
+
+
+def test_shardctl_refuses_a_shared_token_file_and_warns_before_sending_one_in_plain_text(token_master, tmp_path):
+    shared = tmp_path / "shared-token"
+    shared.write_text(OP_TOKEN + "\n")
+    shared.chmod(0o644)
+    rc, out, err = ctl(token_master, "list-member", certs=["--token-file", str(shared)])
+    assert rc == 1 and "readable or writable by every user" in err, err
+    # loopback: no warning; any other address: one line on stderr before the call
+    rc, out, err = ctl(token_master, "list-member", certs=token_file(tmp_path, OP_TOKEN))
+    assert rc == 0 and "plain text" not in err, err
+    from coordinator.cli import common
+    common._WARNED.clear()
+    import contextlib
+    import io
+    buf = io.StringIO()
+    with contextlib.redirect_stderr(buf):
+        common._warn_plain_token((("authorization", "Bearer x"),), common.TlsFiles(), ["10.0.0.7:8261"])
+        common._warn_plain_token((("authorization", "Bearer x"),), common.TlsFiles(), ["10.0.0.7:8261"])
+    assert buf.getvalue().count("sending a bearer token to 10.0.0.7:8261 over plain text") == 1, buf.getvalue()

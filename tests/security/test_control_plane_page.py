@@ -21,6 +21,7 @@ def test_page_asks_for_a_token_and_renders_with_it(services, tmp_path, etcd_clie
     pair = ca.issue("sm-master")
     tokens = tmp_path / "tokens.csv"
     tokens.write_text(f"{READ_TOKEN},dash,read\n")
+    tokens.chmod(0o600)
     prefix = f"/shardmerge-test/page-{uuid.uuid4().hex[:8]}/"
     m = MasterProc(services.etcd, prefix, ttl=3, name="page-m1", log_dir=tmp_path)
     m.args += ["--ssl-cert", pair.cert, "--ssl-key", pair.key, "--auth-token-file", str(tokens)]
