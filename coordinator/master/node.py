@@ -63,8 +63,10 @@ class MasterNode:
         self.store = Store(self.client, prefix)
         self.cluster = Cluster(self.store)
         self.bind_period = bind_period
+        # beyond 64 calls in flight a caller is refused at once (RESOURCE_EXHAUSTED) instead of
+        # queued without bound behind the 8 threads
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="grpc"),
-                                  interceptors=[AccessGuard(self.policy, name or listen)])
+                                  interceptors=[AccessGuard(self.policy, name or listen)], maximum_concurrent_rpcs=64)
         try:
             port = (self.server.add_secure_port(listen, creds) if creds is not None
                     else self.server.add_insecure_port(listen))

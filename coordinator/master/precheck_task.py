@@ -3,6 +3,8 @@ in etcd (the master, like DM's, is what can reach every source), then
 ``coordinator.precheck.run_prechecks`` runs; start-task refuses on a failed check."""
 from __future__ import annotations
 
+import threading
+
 from coordinator.config import SourceConfig, TaskConfig, parse_source
 from coordinator.errors import ConfigError
 from coordinator.etcdproto import Store
@@ -26,8 +28,22 @@ def registered_sources(store: Store, names: list[str]) -> dict[str, SourceConfig
     return out
 
 
+# Prechecks connect to every source and the downstream; one that hangs (a host that accepts and
+# never answers) holds its gRPC thread for the connect timeout.  At most this many run at once,
+# so the rest of the master's 8 gRPC threads stay free for query-status and the lock commands; a
+# check beyond the limit is answered at once, not queued.
+CONCURRENT_PRECHECKS = 2
+_SLOTS = threading.BoundedSemaphore(CONCURRENT_PRECHECKS)
+
+
 def precheck(store: Store, cfg: TaskConfig, sources: list[str]) -> CheckReport:
-    report = run_prechecks(cfg, registered_sources(store, sources), sources)
+    if not _SLOTS.acquire(blocking=False):
+        raise RequestError(f"{CONCURRENT_PRECHECKS} prechecks are running already (a source or the downstream may be "
+                           f"slow to answer); retry in a moment", task=cfg.name)
+    try:
+        report = run_prechecks(cfg, registered_sources(store, sources), sources)
+    finally:
+        _SLOTS.release()
     metrics.PRECHECKS.labels("failed" if not report.passed else "warning" if report.count(WARN) else "passed").inc()
     return report
 
