@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -166,10 +167,16 @@ def emit(args, doc: dict, table: Callable[[dict], str] | None = None) -> int:
     """Print ``doc`` (JSON, 4-space indent like dmctl, or the table view); exit code from
     ``doc['result']``."""
     if getattr(args, "format", "json") == "table" and table is not None:
-        sys.stdout.write(table(doc).rstrip("\n") + "\n")
+        text = table(doc).rstrip("\n")
+        sys.stdout.write("\n".join(printable(line) for line in text.split("\n")) + "\n")
     else:
-        sys.stdout.write(json.dumps(doc, indent=4, ensure_ascii=False) + "\n")
+        # JSON escapes C0 controls itself; C1 ones (U+0080-U+009F, e.g. a CSI) it leaves raw
+        text = json.dumps(doc, indent=4, ensure_ascii=False)
+        sys.stdout.write(_C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")
     return 0 if doc.get("result") else 1
+
+
+_C1 = re.compile(r"[\x7f-\x9f]")
 
 
 def common(resp) -> dict:
@@ -188,7 +195,21 @@ def common_table(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def printable(value) -> str:
+    """``value`` as text a terminal shows as it is: control characters but the tab (an escape
+    sequence in a table or column name can recolour, hide or rewrite what the operator reads)
+    become ``\\xNN``."""
+    text = str(value)
+    if not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")      # a tab is left alone: it only moves the cursor
+
+
 def render_table(headers: list[str], rows: list[list[str]]) -> str:
+    rows = [[printable(x) for x in r] for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)] if rows else [len(h) for h in headers]
     line = lambda r: "  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip()  # noqa: E731
     return "\n".join([line(headers)] + [line(r) for r in rows])
