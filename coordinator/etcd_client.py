@@ -90,6 +90,10 @@ class EtcdSecurity:
     def client_kwargs(self) -> dict:
         if bool(self.cert) != bool(self.key):
             raise EtcdEndpointError("give both --etcd-cert and --etcd-key (client certificate and its key)")
+        if self.cert and not self.ca:
+            # the etcd client library would open a plain-text channel and send nothing of the certificate
+            raise EtcdEndpointError("--etcd-cert without --etcd-cacert would talk to etcd in plain text: give "
+                                    "--etcd-cacert (the CA that signed etcd's server certificate)")
         for what, path in (("--etcd-cacert", self.ca), ("--etcd-cert", self.cert), ("--etcd-key", self.key)):
             if path and not Path(path).is_file():
                 raise EtcdEndpointError(f"{what} file {path!r} does not exist")
@@ -140,6 +144,13 @@ def connect(spec: str, timeout: float = 10, security: EtcdSecurity | None = None
     eps = parse_endpoints(spec)
     sec = security or _default_security or EtcdSecurity.from_env()
     kw = sec.client_kwargs()
+    schemes = {p.strip().split("://", 1)[0] for p in spec.split(",") if "://" in p}
+    if "https" in schemes and not sec.ca:
+        raise EtcdEndpointError(f"etcd endpoint {spec!r} is https:// but no --etcd-cacert is given: the connection "
+                                "would be plain text; give the CA that signed etcd's certificate")
+    if "http" in schemes and sec.ca:
+        raise EtcdEndpointError(f"etcd endpoint {spec!r} is http:// but --etcd-cacert is given: use https:// "
+                                "(TLS) or drop the TLS flags")
     if len(eps) == 1:
         host, port = eps[0]
         client = etcd3.client(host=host, port=port, timeout=timeout, **kw)

@@ -115,3 +115,27 @@ def test_master_process_runs_against_secure_etcd(secure_etcd):
         proc.wait(20)
     text = (secure_etcd["dir"] / "master.log").read_text()
     assert "s3cret" not in text   # the password never reaches the log
+
+
+def test_plain_text_to_etcd_by_mistake_is_refused(secure_etcd, tmp_path):
+    """A client certificate without a CA, or an https:// endpoint without one, would have the etcd
+    client open a plain-text channel without a word; each is refused, naming the flag."""
+    d = secure_etcd["dir"]
+    with pytest.raises(EtcdEndpointError, match="--etcd-cert without --etcd-cacert would talk to etcd in plain text"):
+        connect(secure_etcd["endpoint"], security=EtcdSecurity(cert=str(d / "server.crt"), key=str(d / "server.key")))
+    with pytest.raises(EtcdEndpointError, match="is https:// but no --etcd-cacert"):
+        connect("https://" + secure_etcd["endpoint"], security=EtcdSecurity(user="sm", password_file=secure_etcd["pwfile"]))
+    with pytest.raises(EtcdEndpointError, match="is http:// but --etcd-cacert is given"):
+        connect("http://" + secure_etcd["endpoint"], security=EtcdSecurity(ca=secure_etcd["ca"]))
+    # the same from a process's flags: the master does not start
+    from tests.support.procs import SHARDCTL
+    r = subprocess.run([SHARDCTL, "master", "--etcd", "https://" + secure_etcd["endpoint"], "--listen", "127.0.0.1:0",
+                        "--etcd-user", "sm", "--etcd-password-file", secure_etcd["pwfile"]],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "is https:// but no --etcd-cacert" in r.stderr, r.stderr
+    # with its CA it connects over TLS, https:// included
+    c = connect("https://" + secure_etcd["endpoint"], security=EtcdSecurity(user="sm", password_file=secure_etcd["pwfile"],
+                                                                             ca=secure_etcd["ca"]))
+    c.put("/shardmerge/probe2", "ok")
+    assert c.get("/shardmerge/probe2")[0] == b"ok"
+    c.close()
