@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import ssl
 import sys
 import threading
@@ -88,15 +89,62 @@ class HttpApp(Protocol):
         the client's verified TLS certificate (None: plain HTTP or no certificate)."""
         ...
 
+    def admit(self, method: str, path: str, headers, peer_cn: str | None = None) -> tuple[int, bytes, str, dict] | None:
+        """The refusal of a request from its headers alone (origin, credentials), or None: a
+        caller who may not make it never gets its body read."""
+        ...
 
-MAX_BODY = 8 << 20   # a task or source config is a few KB; anything this big is a mistake
+
+# A task or source file is a few KB; the master's gRPC messages are at most 4 MB, so a body
+# beyond this is refused here with 413 naming the limit, not later with a transport error.
+MAX_BODY = 1 << 20
+# Connections served at once; beyond it a new one is answered 503 and closed (no thread).
+MAX_CONNECTIONS = 64
+# A connection is closed this long after it opened, whatever it is doing: a client that trickles
+# its headers or body (slowloris) holds a thread for no longer than this.
+REQUEST_DEADLINE = 30.0
 
 
 class _Server(ThreadingHTTPServer):
     """TLS, when configured, is set up in the request's own thread (a client that connects and
-    never finishes its handshake must not stall the accept loop)."""
+    never finishes its handshake must not stall the accept loop).  At most ``MAX_CONNECTIONS``
+    are served at once, each closed ``REQUEST_DEADLINE`` after it opened."""
     daemon_threads = True
     ssl_context: ssl.SSLContext | None = None
+    max_connections = MAX_CONNECTIONS
+    deadline = REQUEST_DEADLINE
+
+    def server_activate(self):
+        super().server_activate()
+        self._slots = threading.BoundedSemaphore(self.max_connections)
+
+    def process_request(self, request, client_address):
+        if not self._slots.acquire(blocking=False):
+            try:                  # answered here, in the accept loop: a few bytes, no thread
+                request.settimeout(1)
+                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n"
+                                b"Retry-After: 5\r\n\r\n")
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def handle_error(self, request, client_address):
+        """A connection cut at its deadline (or dropped by its client) ends its thread with an
+        OSError: not worth a traceback on stderr."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+    def process_request_thread(self, request, client_address):
+        timer = threading.Timer(self.deadline, _cut, (request,))
+        timer.daemon = True
+        timer.start()
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            timer.cancel()
+            self._slots.release()
 
     def finish_request(self, request, client_address):
         if self.ssl_context is not None:
@@ -113,13 +161,22 @@ class _Server(ThreadingHTTPServer):
         super().finish_request(request, client_address)
 
 
+def _cut(sock) -> None:
+    """The connection's deadline passed: its thread's next read or write fails and it ends."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
 class ObsServer:
     """Serves /metrics (Prometheus text), /healthz (process alive) and /readyz (``ready()``
     returns (ok, reason)) on a background thread; every other request goes to ``app`` when one
     is given (404 otherwise).  With ``ssl_context`` the port speaks HTTPS only."""
 
     def __init__(self, host: str, port: int, ready: Callable[[], tuple[bool, str]] | None = None,
-                 registry=REGISTRY, app: HttpApp | None = None, ssl_context: ssl.SSLContext | None = None):
+                 registry=REGISTRY, app: HttpApp | None = None, ssl_context: ssl.SSLContext | None = None,
+                 max_connections: int = MAX_CONNECTIONS, deadline: float = REQUEST_DEADLINE):
         self.ready = ready or (lambda: (True, "ok"))
         outer = self
 
@@ -186,13 +243,34 @@ class ObsServer:
                     self.close_connection = True
                     self._send(400, f"Content-Length {raw!r} is not a byte count\n".encode())
                     return
+                refused = app.admit(method, self.path, self.headers, peer_cn=self._peer_cn())
+                if refused is not None:
+                    self.close_connection = True
+                    self._send(*refused)
+                    # then the body is read and dropped, never held, for a moment: closing on
+                    # unread bytes would reset the connection and could lose the answer on its way
+                    try:
+                        self.wfile.flush()
+                        self.connection.settimeout(2.0)
+                        self._drain(min(length, MAX_BODY))
+                    except OSError:
+                        pass
+                    return
                 if length > MAX_BODY:
                     self.close_connection = True
-                    self._send(413, f"request body of {length} bytes is over the {MAX_BODY}-byte limit\n".encode())
+                    self._send(413, f"request body of {length} bytes is over the {MAX_BODY}-byte limit (a task "
+                                    f"or source file is a few KB)\n".encode())
                     return
                 body = self.rfile.read(length) if length else b""
                 code, out, ctype, extra = app.handle(method, self.path, self.headers, body, peer_cn=self._peer_cn())
                 self._send(code, out, ctype, extra)
+
+            def _drain(self, length: int) -> None:
+                while length > 0:
+                    chunk = self.rfile.read(min(length, 64 << 10))
+                    if not chunk:
+                        return
+                    length -= len(chunk)
 
             def _peer_cn(self) -> str | None:
                 getpeercert = getattr(self.connection, "getpeercert", None)
@@ -215,7 +293,14 @@ class ObsServer:
             def log_message(self, *a):  # keep probes out of the structured log
                 pass
 
-        self.httpd = _Server((host, port), Handler)
+        self.httpd = _Server((host, port), Handler, bind_and_activate=False)
+        self.httpd.max_connections, self.httpd.deadline = max_connections, deadline
+        try:
+            self.httpd.server_bind()
+            self.httpd.server_activate()
+        except BaseException:
+            self.httpd.server_close()
+            raise
         self.httpd.ssl_context = ssl_context
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="obs-http", daemon=True)

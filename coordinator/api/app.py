@@ -154,6 +154,31 @@ class ApiApp:
             done[3]["WWW-Authenticate"] = 'Bearer realm="shardmerge"'
         return done
 
+    def admit(self, method: str, target: str, headers, peer_cn: str | None = None) -> tuple[int, bytes, str, dict] | None:
+        """The refusal of a request from its headers (another site's page, no or a wrong
+        credential), before its body is read; None to go on (``handle`` checks the rest)."""
+        parts = urlsplit(target)
+        path = parts.path.rstrip("/") or "/"
+        route = "cross-site"
+        try:
+            cross_site.check_origin(headers, self.allowed_hosts)
+            handler, req, _ = self._match(method, path, parts.query, headers, b"")
+            if handler is None or req is None:
+                return None                    # the page, the spec, a 404 or a 405: handle answers
+            route = req.route
+            self._authorize(method, route, headers, peer_cn)
+            return None
+        except ApiError as e:
+            return self._refusal(method, route, e)
+
+    def _refusal(self, method: str, route: str, e: ApiError) -> tuple[int, bytes, str, dict]:
+        self.log.info("api request", method=method, route=route, code=e.status, error=str(e))
+        done = self._done(method, route, e.status, json.dumps(_error(e.status, str(e)), ensure_ascii=False).encode(),
+                          JSON)
+        if e.status == 401:
+            done[3]["WWW-Authenticate"] = 'Bearer realm="shardmerge"'
+        return done
+
     def _authorize(self, method: str, route: str, headers, peer_cn: str | None) -> tuple:
         """The caller may do ``method`` on ``route`` (GET: read, else operator), or ``ApiError``
         401/403; returns the gRPC metadata that carries the caller's token on."""

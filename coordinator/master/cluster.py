@@ -28,6 +28,9 @@ from . import metrics
 from .errors import RequestError
 
 
+MAX_TASK_FILE = 256 << 10
+
+
 @dataclass
 class CommandResult:
     """Result of a write request: ``msg`` holds the error or the warnings."""
@@ -235,6 +238,11 @@ class Cluster:
     # ------------------------------------------------------------------ tasks
     def check_task(self, text: str, file: str, sources: list[str]):
         """Parse and validate a start-task request; returns (TaskRecord, sources to start)."""
+        if len(text) > MAX_TASK_FILE:
+            # parsing and validating megabytes of YAML costs the master minutes of CPU, and the
+            # record would not fit etcd's request limit: a task file is a few KB
+            raise RequestError(f"the task file is {len(text) // 1024} KiB; at most {MAX_TASK_FILE // 1024} KiB is "
+                               "accepted (a task file is a few KB: is this the right file?)", file=file)
         try:
             cfg = parse_task(text, file or "<task>")
         except ConfigError as e:

@@ -151,3 +151,36 @@ def test_shardctl_refuses_a_shared_token_file_and_warns_before_sending_one_in_pl
         common._warn_plain_token((("authorization", "Bearer x"),), common.TlsFiles(), ["10.0.0.7:8261"])
         common._warn_plain_token((("authorization", "Bearer x"),), common.TlsFiles(), ["10.0.0.7:8261"])
     assert buf.getvalue().count("sending a bearer token to 10.0.0.7:8261 over plain text") == 1, buf.getvalue()
+
+
+def test_a_caller_without_credentials_is_refused_before_its_body_is_read(token_master):
+    """The refusal comes from the headers: a client that announces a large body and sends none
+    is answered 401 at once (before, the master waited to read the body it was going to refuse)."""
+    import socket
+    s = socket.create_connection(("127.0.0.1", token_master.mport), timeout=10)
+    try:
+        s.sendall(f"POST /api/v1/sources HTTP/1.1\r\nHost: 127.0.0.1:{token_master.mport}\r\n"
+                  "Content-Type: application/json\r\nContent-Length: 900000\r\n\r\n".encode())
+        s.settimeout(10)
+        data = b""
+        while chunk := s.recv(4096):
+            data += chunk
+        assert data.startswith(b"HTTP/1.1 401"), data[:200]
+        assert b"WWW-Authenticate: Bearer" in data
+    finally:
+        s.close()
+    # a too-large task file through shardctl (gRPC) is refused naming the limit, nothing parsed
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write("name: big\n" + "# filler\n" * 40_000)
+    rc, out, err = ctl(token_master, "check-task", f.name, certs=["--token-file", _op_token_file()])
+    assert rc == 1 and "at most 256 KiB is accepted" in (out + err), (out, err)
+
+
+def _op_token_file() -> str:
+    import os
+    import tempfile
+    fd, path = tempfile.mkstemp()
+    os.write(fd, (OP_TOKEN + "\n").encode())
+    os.close(fd)                      # mkstemp makes it 0600
+    return path
