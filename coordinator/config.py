@@ -338,6 +338,7 @@ def parse_source(text: str, file: str = "<source>") -> SourceConfig:
     gtid = g(lambda: root.get("enable-gtid", bool, default=True), True)
     server_id = g(lambda: root.get("server-id", int, default=0), 0)
     db = g(lambda: _db(root.child("from", required=True)))
+    root.used.update({"source-id", "flavor", "filters", "enable-gtid", "server-id", "from"})   # as in parse_task
     root.finish(dm_keys.SOURCE)
     _raise_all(errors, file)
     return SourceConfig(source_id=sid, enable_gtid=gtid, flavor=flavor, server_id=server_id, db=db,
@@ -656,6 +657,9 @@ def parse_task(text: str, file: str = "<task>") -> TaskConfig:
     target = g(lambda: _db(root.child("target-database", required=True)))
     strict = g(lambda: root.get("strict-optimistic-shard-mode", bool, default=False), False)
     ignore = g(lambda: _ignore_checking_items(root, warnings), ())
+    # a helper that stopped at an error may not have read all its keys: they are known anyway
+    # (only the error is reported, not "unknown key" besides it)
+    root.used.update(_TASK_KEYS)
     root.finish(dm_keys.TASK)
     _raise_all(errors, file)
     cfg = TaskConfig(name=name, task_mode=mode, shard_mode=shard, meta_schema=meta_schema, target=target,
@@ -666,6 +670,11 @@ def parse_task(text: str, file: str = "<task>") -> TaskConfig:
     _raise_all(errors, file)
     return cfg
 
+
+_TASK_KEYS = {"name", "task-mode", "shard-mode", "is-sharding", "meta-schema", "target-database", "mysql-instances",
+              "online-ddl", "online-ddl-scheme", "shadow-table-rules", "trash-table-rules",
+              "strict-optimistic-shard-mode", "ignore-checking-items", "routes", "filters", "expression-filter",
+              "validators", "mydumpers", "loaders", "block-allow-list", "black-white-list", "syncers"}
 
 # MySQL's identifier limit, and the longest name shardmerge derives from a task's name (its
 # checkpoint table in `meta-schema`, sql.checkpoint_table)

@@ -103,3 +103,9 @@ def test_names_mysql_cannot_hold_are_refused(change, key, words):
 
 def test_the_longest_task_name_that_fits_is_accepted():
     assert parse_task(TASK.replace("name: shop", "name: " + "n" * 46), "t.yaml").name == "n" * 46
+
+
+def test_a_section_that_stopped_at_its_error_does_not_make_its_other_keys_unknown():
+    errs = _errors(TASK.replace("shard-mode: optimistic", "shard-mode: pessimistic\nis-sharding: true")
+                   .replace("online-ddl: true", "online-ddl-scheme: nope\nshadow-table-rules: ['^_(.+)_new$']"))
+    assert _keys(errs) == {"shard-mode", "online-ddl-scheme"}, [str(e) for e in errs]
