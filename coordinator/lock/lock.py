@@ -607,8 +607,8 @@ class Lock(LockState):
             # that still had them was this one): its answer completes them
             self._record_dropped(t, finish)
             fx.dropped_puts.append((t, finish, DroppedStage.NOT_DONE))
-            ddls += [f"ALTER TABLE `{self.key.down_schema}`.`{self.key.down_table}` DROP COLUMN `{c}`"
-                     for c in finish]
+            ddls += [f"ALTER TABLE {quote_ident(self.key.down_schema)}.{quote_ident(self.key.down_table)} "
+                     f"DROP COLUMN {quote_ident(c)}" for c in finish]
         ans = Answer(a.info, Stage.UNLOCKED, ddls,
                      f"unlocked by operator: {action}" + (
                          f"; completes the drop of {', '.join(f'`{c}`' for c in finish)} (no table has "

@@ -55,7 +55,7 @@ class DownstreamTrial:
             self.rows = int(est[0][0] or 0)
             if self.rows < EXACT_COUNT_LIMIT:
                 self.rows, self.rows_exact = int(self._exec(f"SELECT COUNT(*) FROM {src}")[0][0]), True
-            self._exec(f"CREATE DATABASE IF NOT EXISTS `{self.scratch[0]}`")
+            self._exec(f"CREATE DATABASE IF NOT EXISTS {quote_table(self.scratch[0])}")
             self._exec(f"CREATE TABLE {dst} LIKE {src}")
             self._ready = True
         except pymysql.MySQLError as e:

@@ -175,3 +175,14 @@ def test_a_column_turns_invisible_downstream_when_the_last_table_hides_it():
     assert b.operation.stage is Stage.NONE and ddls(b) == [rename]
     last = h.send("B", hide)
     assert last.operation.stage is Stage.NONE and ddls(last) == [hide]
+
+
+def test_a_drop_the_lock_writes_itself_quotes_the_column_name():
+    """The DROP an unlock completes is built by the engine: a column name with a back-quote is
+    quoted by the one quoting function (`a``b`), not spliced into the statement."""
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY, `co``l` INT)")
+    assert h.send("A", "ALTER TABLE t RENAME COLUMN `co``l` TO new_col").operation.stage is Stage.SKIP_AND_WAIT
+    assert ddls(h.send("B", "ALTER TABLE t ADD COLUMN new_col INT")) == ["ALTER TABLE t ADD COLUMN new_col INT"]
+    assert ddls(h.send("B", "ALTER TABLE t DROP COLUMN `co``l`")) == []
+    out = h.unlock("A", "skip")
+    assert out.operation.ddls == ["ALTER TABLE `db`.`t` DROP COLUMN `co``l`"]
