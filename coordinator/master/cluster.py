@@ -24,7 +24,7 @@ from coordinator.precheck.result import FAIL, WARN
 from coordinator.precheck.runner import check_source
 from coordinator.schema.replacement import ReplacementError, plan_replacement
 
-from . import metrics
+from . import metrics, sealed
 from .errors import RequestError
 
 
@@ -87,7 +87,7 @@ class Cluster:
             if refused:
                 results.append((cfg.source_id, False, refused))
                 continue
-            self.store.put_source(fence, SourceRecord(cfg.source_id, text, checked=seen))
+            self.store.put_source(fence, SourceRecord(cfg.source_id, sealed.seal(text, sealed.SOURCE), checked=seen))
             self.log.info("source registered", source=cfg.source_id)
             results.append((cfg.source_id, True, ""))
         ok = all(r[1] for r in results)
@@ -142,7 +142,7 @@ class Cluster:
             elif (checked := self._check_source(cfg, warnings))[0]:
                 results.append((sid, False, checked[0].replace("not registered", "not updated")))
             else:
-                self.store.put_source(fence, SourceRecord(sid, text, checked=checked[1]))
+                self.store.put_source(fence, SourceRecord(sid, sealed.seal(text, sealed.SOURCE), checked=checked[1]))
                 self.log.info("source updated", source=sid)
                 results.append((sid, True, ""))
         ok = all(r[1] for r in results)
@@ -276,6 +276,7 @@ class Cluster:
 
     def _start_task(self, fence: Fence, text: str, file: str, sources: list[str]) -> CommandResult:
         cfg, wanted = self.check_task(text, file, sources)
+        text = sealed.seal(text, sealed.TASK)
         started = sorted(wanted)
         cur = self.refuse_running(cfg.name, wanted)
         if cur is not None:
@@ -477,7 +478,7 @@ class Cluster:
                 self.log.error("worker's source file names another source", worker=r.worker,
                                source=r.source, file_source=cfg.source_id)
                 continue
-            self.store.put_source(fence, SourceRecord(cfg.source_id, r.source_yaml))
+            self.store.put_source(fence, SourceRecord(cfg.source_id, sealed.seal(r.source_yaml, sealed.SOURCE)))
             self.log.info("source registered from its worker", source=cfg.source_id, worker=r.worker)
             added.append(cfg.source_id)
         return added

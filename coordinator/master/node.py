@@ -18,7 +18,7 @@ from coordinator.etcdproto import DEFAULT_PREFIX, Fence, Store
 from coordinator.obs import ObsServer, logger
 from protos import master_pb2_grpc as pbg
 
-from . import metrics
+from . import metrics, sealed
 from .binder import Binder
 from .cluster import Cluster
 from .election import Election
@@ -107,6 +107,8 @@ class MasterNode:
         self.membership.start()
         self.log.info("master started", listen=self.listen, advertise=self.advertise, etcd=self.etcd_spec,
                       prefix=self.prefix)
+        if not sealed.enabled():
+            self.log.warning(sealed.UNSEALED_WARNING)
         if self.open_warning.startswith("running open on purpose"):
             self.reminder = Reminder(self.log, self.open_warning).start()      # now and every hour
         elif self.open_warning:
