@@ -158,3 +158,33 @@ def test_base_master_runs_open_only_by_saying_so_and_the_tls_overlay_does_not():
     assert check(addrs, secured=False, insecure=True, origin="master.yaml").startswith("running open on purpose")
     tls = build_parser().parse_args(_tls_master()["spec"]["template"]["spec"]["containers"][0]["args"])
     assert not tls.insecure and tls.ssl_cert and "shardmerge-master" in tls.http_allowed_hosts.split(",")
+
+
+def test_every_component_has_a_network_policy_behind_a_default_deny():
+    pols = {d["metadata"]["name"]: d for d in by_kind("NetworkPolicy")}
+    deny = pols["default-deny-ingress"]
+    assert deny["spec"]["podSelector"] == {} and deny["spec"]["policyTypes"] == ["Ingress"]
+    assert "ingress" not in deny["spec"]
+    pods = [d for d in DOCS if d["kind"] in ("Deployment", "StatefulSet")]
+    for wl in pods:
+        labels = wl["spec"]["template"]["metadata"]["labels"]
+        covering = [p for n, p in pols.items() if n != "default-deny-ingress"
+                    and p["spec"]["podSelector"].get("matchLabels", {}).items() <= labels.items()]
+        assert covering, f"{wl['kind']}/{wl['metadata']['name']} has no NetworkPolicy"
+    # etcd, the root of trust: its client port from the masters and workers only
+    client = next(r for r in pols["etcd"]["spec"]["ingress"] if {"port": 2379} in r["ports"])
+    assert {tuple(s["podSelector"]["matchLabels"].values())[0] for s in client["from"]} == \
+        {"shardmerge-master", "shardmerge-worker"}
+
+
+def test_no_placeholder_secret_is_applied_and_pods_are_confined():
+    assert not by_kind("Secret"), "a Secret with placeholder values would be applied"
+    assert (K8S / "secret.example.yaml").exists()
+    for wl in (d for d in DOCS if d["kind"] in ("Deployment", "StatefulSet")):
+        spec = wl["spec"]["template"]["spec"]
+        assert spec["securityContext"]["runAsNonRoot"] is True, wl["metadata"]["name"]
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, wl["metadata"]["name"]
+        for c in spec["containers"]:
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"]["drop"] == ["ALL"], c["name"]
+            assert sc["readOnlyRootFilesystem"] is True, c["name"]
