@@ -100,15 +100,17 @@ class HttpApp(Protocol):
 MAX_BODY = 1 << 20
 # Connections served at once; beyond it a new one is answered 503 and closed (no thread).
 MAX_CONNECTIONS = 64
-# A connection is closed this long after it opened, whatever it is doing: a client that trickles
-# its headers or body (slowloris) holds a thread for no longer than this.
+# A request must arrive whole (line, headers, body) this long after the connection is ready for
+# it, or the connection is closed: a client that trickles its request (slowloris) holds a thread
+# for no longer than this.  The answer's own time (a slow precheck, a DDL preview) is not counted.
 REQUEST_DEADLINE = 30.0
 
 
 class _Server(ThreadingHTTPServer):
     """TLS, when configured, is set up in the request's own thread (a client that connects and
     never finishes its handshake must not stall the accept loop).  At most ``MAX_CONNECTIONS``
-    are served at once, each closed ``REQUEST_DEADLINE`` after it opened."""
+    are served at once; a request not received whole ``REQUEST_DEADLINE`` after its connection
+    was ready for it closes the connection (``arm`` / ``disarm``)."""
     daemon_threads = True
     ssl_context: ssl.SSLContext | None = None
     max_connections = MAX_CONNECTIONS
@@ -117,6 +119,26 @@ class _Server(ThreadingHTTPServer):
     def server_activate(self):
         super().server_activate()
         self._slots = threading.BoundedSemaphore(self.max_connections)
+        self._timers: dict[int, threading.Timer] = {}
+        self._timers_lock = threading.Lock()
+
+    def arm(self, sock) -> None:
+        """Start the deadline of the next request on ``sock``."""
+        t = threading.Timer(self.deadline, _cut, (sock,))
+        t.daemon = True
+        with self._timers_lock:
+            old = self._timers.pop(id(sock), None)
+            self._timers[id(sock)] = t
+        if old is not None:
+            old.cancel()
+        t.start()
+
+    def disarm(self, sock) -> None:
+        """The request on ``sock`` has arrived whole: its answer takes the time it takes."""
+        with self._timers_lock:
+            t = self._timers.pop(id(sock), None)
+        if t is not None:
+            t.cancel()
 
     def process_request(self, request, client_address):
         if not self._slots.acquire(blocking=False):
@@ -137,13 +159,11 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
     def process_request_thread(self, request, client_address):
-        timer = threading.Timer(self.deadline, _cut, (request,))
-        timer.daemon = True
-        timer.start()
+        self.arm(request)             # the TLS handshake and the first request count
         try:
             super().process_request_thread(request, client_address)
         finally:
-            timer.cancel()
+            self.disarm(request)
             self._slots.release()
 
     def finish_request(self, request, client_address):
@@ -183,6 +203,16 @@ class ObsServer:
         class Handler(BaseHTTPRequestHandler):
             timeout = 30            # a client that stops sending mid-request frees its thread
             protocol_version = "HTTP/1.1"
+
+            def handle_one_request(self):
+                self.server.arm(self.request)      # each request on a kept-alive connection anew
+                super().handle_one_request()
+
+            def parse_request(self):
+                ok = super().parse_request()
+                if ok and not self.headers.get("Content-Length") and not self.headers.get("Transfer-Encoding"):
+                    self.server.disarm(self.request)   # no body to wait for: the request is here
+                return ok
 
             def do_GET(self):  # noqa: N802 (http.server API)
                 path = urlsplit(self.path).path
@@ -262,6 +292,7 @@ class ObsServer:
                                     f"or source file is a few KB)\n".encode())
                     return
                 body = self.rfile.read(length) if length else b""
+                self.server.disarm(self.request)  # type: ignore[attr-defined]  # always a _Server
                 code, out, ctype, extra = app.handle(method, self.path, self.headers, body, peer_cn=self._peer_cn())
                 self._send(code, out, ctype, extra)
 

@@ -73,3 +73,29 @@ def test_a_body_over_the_limit_is_413_naming_it():
         s.close()
     finally:
         srv.stop()
+
+
+class _Slow(_Echo):
+    def handle(self, method, path, headers, body, peer_cn=None):
+        time.sleep(2.5)                       # a slow answer (a precheck, a DDL preview)
+        return 200, b"done", "text/plain", {}
+
+
+def test_the_deadline_counts_receiving_a_request_not_answering_it():
+    srv = ObsServer("127.0.0.1", 0, app=_Slow(), deadline=1.0).start()
+    try:
+        s = _conn(srv.port)
+        body = b'{"a": 1}'
+        s.settimeout(10)
+        data = b""
+        for n, req in enumerate((b"GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+                                 b"POST /x HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 8\r\n\r\n" + body), 1):
+            s.sendall(req)                    # two requests on one kept-alive connection
+            while data.count(b"done") < n:    # each answer whole, 2.5 s after its request
+                chunk = s.recv(500)
+                assert chunk, f"connection cut after {n - 1} answer(s): {data!r}"
+                data += chunk
+        assert data.count(b"HTTP/1.1 200 OK") == 2, data
+        s.close()
+    finally:
+        srv.stop()
