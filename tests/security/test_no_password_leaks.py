@@ -33,11 +33,13 @@ def _ctl(addr: str, *argv: str) -> tuple[int, str]:
     return rc, out + err
 
 
-def _user(params: dict, name: str, password: str, drop: bool = False) -> None:
+def _user(params: dict, name: str, password: str, drop: bool = False, grant: bool = False) -> None:
     with pymysql.connect(**params, autocommit=True) as c, c.cursor() as cur:
         cur.execute(f"DROP USER IF EXISTS '{name}'@'127.0.0.1'")
         if not drop:
             cur.execute(f"CREATE USER '{name}'@'127.0.0.1' IDENTIFIED BY %s", (password,))
+            if grant:
+                cur.execute(f"GRANT ALL ON *.* TO '{name}'@'127.0.0.1'")
             cur.execute(f"GRANT ALL PRIVILEGES ON *.* TO '{name}'@'127.0.0.1'")
 
 

@@ -11,20 +11,12 @@ import signal
 import subprocess
 import uuid
 
-import pymysql
 import yaml
 
 from coordinator import dm_encrypt
 from tests.master.conftest import MasterProc, task_yaml
+from tests.security.test_no_password_leaks import _user
 from tests.support.probes import shardctl, wait_for
-
-
-def _user(params: dict, name: str, password: str, drop: bool = False) -> None:
-    with pymysql.connect(**params, autocommit=True) as c, c.cursor() as cur:
-        cur.execute(f"DROP USER IF EXISTS '{name}'@'127.0.0.1'")
-        if not drop:
-            cur.execute(f"CREATE USER '{name}'@'127.0.0.1' IDENTIFIED BY %s", (password,))
-            cur.execute(f"GRANT ALL ON *.* TO '{name}'@'127.0.0.1'")
 
 
 def test_passwords_are_sealed_in_etcd_with_the_operators_key(services, etcd_client, tmp_path, monkeypatch):
@@ -34,8 +26,8 @@ def test_passwords_are_sealed_in_etcd_with_the_operators_key(services, etcd_clie
     src_pw, down_pw = f"SrcPw-{uuid.uuid4().hex[:10]}", f"DownPw-{uuid.uuid4().hex[:10]}"
     user = f"seal_{uuid.uuid4().hex[:8]}"
     up, down = services.mysql["source1"], services.mysql["downstream"]
-    _user(up, user, src_pw)
-    _user(down, user, down_pw)
+    _user(up, user, src_pw, grant=True)
+    _user(down, user, down_pw, grant=True)
     prefix = f"/shardmerge-test/sealed-{uuid.uuid4().hex[:8]}/"
     m = MasterProc(services.etcd, prefix, ttl=3, name="sealed-m1", log_dir=tmp_path)
     m.env[dm_encrypt.KEY_ENV] = str(key)
