@@ -109,3 +109,17 @@ def test_create_table_like_copies_the_tracked_model_not_the_upstreams_current_ta
             .after.columns] == ["id", "note", "later"]
     with pytest.raises(SchemaTrackError):
         tr2.preview(db.name, "orders_05", ["CREATE TABLE orders_05 LIKE no_such_table"])
+
+
+def test_schemas_read_at_start_are_stored_before_the_first_row(make_env, source1_db):
+    """A worker stopped before any row of a table arrived, while the upstream ALTERed it:
+    the next start must track the table as the first start read it, not read it again
+    (the replayed ALTER would then meet its own column already there)."""
+    first = make_env()
+    first.close()
+    source1_db.execute("ALTER TABLE orders_01 ADD COLUMN c INT")
+    again = make_env()
+    cols = [c.name for c in again.tracker.get(source1_db.name, "orders_01").columns]
+    assert cols == ["id", "v"]
+    stored = schema_from_json(again.syncer.store.tables[(source1_db.name, "orders_01")].table_info)
+    assert [c.name for c in stored.columns] == ["id", "v"]

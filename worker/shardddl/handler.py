@@ -137,7 +137,7 @@ class OptimisticDDLHandler:
         """Stop the redirect waiters (the syncer using this handler is gone)."""
         self._cancel.set()
 
-    def restore(self, table_infos: dict) -> None:
+    def restore(self, table_infos: dict) -> list[tuple[str, str]]:
         self._cancel.set()             # held-table waiters of an earlier run stop
         self._cancel = threading.Event()
         self._pending.clear()
@@ -157,9 +157,12 @@ class OptimisticDDLHandler:
                    for k in members if self.tracker.get(*k) is None]
         if missing and self.tracker.can_load:
             try:
-                self.tracker.load_all_upstream(sorted(missing))
+                read = self.tracker.load_all_upstream(sorted(missing))
             except Exception as e:  # noqa: BLE001 — they are loaded on first use instead
                 _log.warning(f"could not pre-load upstream schemas: {e}", tables=len(missing))
+            else:
+                return sorted(k for k, ts in read.items() if ts is not None)
+        return []
 
     def table_info(self, schema: str, table: str) -> str | None:
         ts = self.tracker.get(schema, table)

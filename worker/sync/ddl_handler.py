@@ -35,6 +35,10 @@ every DDL of the binlog it stops and asks a :class:`DDLHandler`.  The contract:
 6. On (re)start the syncer calls ``restore(table_infos)`` with every table's checkpointed
    schema (``{(up_schema, up_table): json_text_or_None}``) so all in-memory state is rebuilt
    from the checkpoints alone; DDLs at or before a table's point are never handed over again.
+   It returns the tables whose schema it read from the upstream instead (none checkpointed):
+   the syncer stores those at once, so a restart before their first row or DDL does not read
+   them again from an upstream that has moved on (its later ALTERs would then meet columns
+   they add already there).
 7. ``coordinated`` says whether ``handle_ddl`` may wait on other sources: then the syncer
    parks its apply stream before each DDL (the other sources' applies may need its cores).
 8. A DDL a lock answered (``DDLDecision.coordinated``) is recorded finished with
@@ -146,7 +150,7 @@ class DDLHandler(Protocol):
 
     def attach(self, rewind: Callable[[], None], find_skip: FindSkip | None = None) -> None: ...
 
-    def restore(self, table_infos: dict[tuple[str, str], str | None]) -> None: ...
+    def restore(self, table_infos: dict[tuple[str, str], str | None]) -> list[tuple[str, str]]: ...
 
     def changes(self, event: DDLEvent, ctx: DDLContext) -> list[DDLEvent]: ...
 
@@ -208,7 +212,8 @@ class DirectDDLHandler:
         """A statement runs whole on its target: nothing waits between its changes."""
         return [event]
 
-    def restore(self, table_infos: dict[tuple[str, str], str | None]) -> None:
+    def restore(self, table_infos: dict[tuple[str, str], str | None]) -> list[tuple[str, str]]:
+        """Only checkpointed schemas: nothing is read from the upstream (none to store)."""
         self.schemas = {}
         for k, text in table_infos.items():
             data = json.loads(text) if text else None
@@ -217,6 +222,7 @@ class DirectDDLHandler:
                     self.schemas[k] = TableSchema.from_json(data)
                 except Exception:  # an unreadable schema only costs the table_info column
                     pass
+        return []
 
     def table_info(self, schema: str, table: str) -> str | None:
         s = self.schemas.get((schema, table))

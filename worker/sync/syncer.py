@@ -175,7 +175,7 @@ class Syncer:
         infos = {k: tp.table_info for k, tp in loaded.tables.items()}
         if self.schema_overrides is not None:
             infos = self.schema_overrides(infos)
-        self.handler.restore(infos)
+        read_now = self.handler.restore(infos)
         self.held = {}
         g, su = loaded.global_pos, loaded.safe_until
         self._safe_loaded = su if su is not None and (g is None or su > g) else None
@@ -184,9 +184,15 @@ class Syncer:
         if not came_from:
             self.log.warning("no checkpoint and no meta: starting at the upstream's current position",
                              position=str(self.read_pos))
+        for s, t in read_now:
+            # stored at once (at the start point, or the table's own later point): a restart
+            # before the table's first row would otherwise read it again, ahead of this point
+            tp = self.store.tables.get((s, t))
+            at = tp.pos if tp is not None and self.read_pos < tp.pos else self.read_pos
+            self.store.save_table(s, t, at, self.handler.table_info(s, t))
         if loaded.global_pos is None:
             self.store.save_global(self.read_pos)
-            self.store.flush()
+        self.store.flush()
         with self._downstream() as c:
             self.applier.load_keys(c)
         self.binlog.prepare()    # e.g. the decoder process, started ahead of the first batch
