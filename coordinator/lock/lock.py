@@ -20,7 +20,8 @@ from coordinator.sql import quote_ident
 
 from .explain import detected_message, readd_message, skip_message, wait_runner, waiting_for
 from .schema_bag import cmp, eq, join2, try_join_all
-from .shape import _col, _narrowed_to, _no_charset, _shape_change, change_sig, lossy, narrows_below, touched
+from .shape import (_col, _narrowed_to, _no_charset, _shape_change, change_sig, lossy, narrows_below,
+                    renamed_indexes, touched)
 from .state import Answer, Drops, LockState, Member, StepResult
 
 __all__ = ["Answer", "Drops", "Effects", "Lock", "Member", "StepResult", "new_unique_auto_increment"]
@@ -216,6 +217,20 @@ class Lock(LockState):
                 # passed, or moving a column (MODIFY ... AFTER), would narrow the downstream
                 return StepResult(_defines_joined(sql, post, new), Stage.NONE)
             self._set_schema(m, prev)   # join fails: handle as a conflicting DDL
+        elif names := renamed_indexes(prev, post):
+            # nothing to hold: the downstream keeps the old names until the last table renames,
+            # then runs the statement once (earlier, a table still sending the old name would
+            # find it gone downstream when it drops or renames it)
+            self._set_schema(m, post)
+            joined = self._normal.try_joined()
+            if joined is not None:
+                if self._conflicts and self._try_resolve(m.table):
+                    joined = self._normal.try_joined()
+                return StepResult(joined is not None and all(joined.index(k) is not None for k in names),
+                                  Stage.NONE)
+            # the table's schema carries a change still pending on the lock (it is held): the
+            # rename joins that pending change, as any later statement of a held table does
+            self._set_schema(m, prev)
         # conflicting DDL
         if idempotent and applied is not None and eq(post, applied):
             # the replay of a change the resolving table already ran downstream

@@ -59,8 +59,30 @@ def change_sig(prev: TableSchema, post: TableSchema) -> tuple:
 
 def lossy(prev: TableSchema, post: TableSchema) -> bool:
     """The change removes or redefines a column that holds values (a rename, a type change):
-    reaching its shape any other way loses or mixes those values downstream."""
-    return bool(change_sig(prev, post)[0])
+    reaching its shape any other way loses or mixes those values downstream.  A new default
+    only changes what an INSERT that omits the column gets: row events carry every value, so
+    the values already there are carried whichever table's statement sets it."""
+    qk = post.column_keys()
+    return any(k not in qk or _values_key(_col(prev, k)) != _values_key(_col(post, k))
+               for k, _ in change_sig(prev, post)[0])
+
+
+def renamed_indexes(prev: TableSchema, post: TableSchema) -> frozenset[str]:
+    """The new names when ``prev -> post`` only renames indexes (same columns, the same index
+    definitions under other names); empty otherwise.  A name does not touch a row: no table
+    needs to wait for it."""
+    gone, came, ix_gone, ix_came = change_sig(prev, post)
+    if gone or came or not ix_came:
+        return frozenset()
+    old = sorted(prev.index(k).lattice_key() for k in ix_gone)      # type: ignore[union-attr]
+    new = sorted(post.index(k).lattice_key() for k in ix_came)      # type: ignore[union-attr]
+    return ix_came if old == new else frozenset()
+
+
+def _values_key(c: Column) -> tuple:
+    """``lattice_key`` without the default (its fourth field)."""
+    k = c.lattice_key()
+    return k[:3] + k[4:]
 
 
 def _shape_change(prev: TableSchema, post: TableSchema) -> str:

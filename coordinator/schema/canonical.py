@@ -39,6 +39,13 @@ def _tidy(text: str, *, quote_first: bool = False) -> str:
     """``text`` token by token: keywords upper-cased, white space between tokens collapsed (no
     space added where there was none), the first token quoted as a name when asked."""
     toks = tokenize(text)
+    if len(toks) == 2 and toks[0].token_type in (TokenType.RENAME, TokenType.REPLACE) \
+            and toks[1].token_type == TokenType.STRING:
+        # sqlglot reads a leading RENAME / REPLACE as a command and the rest as one string (with
+        # positions that do not match the text): tidy the rest on its own
+        head = text.lstrip()
+        cut = len(text) - len(head) + len(toks[0].text)
+        return toks[0].text.upper() + " " + _tidy(text[cut:].lstrip())
     out: list[str] = []
     for n, t in enumerate(toks):
         if n and t.start > toks[n - 1].end + 1:
@@ -214,6 +221,8 @@ def _clause(c: Clause) -> str | None:
         return f"DROP INDEX {'IF EXISTS ' if d.get('if_exists') else ''}{quote_ident(d['name'])}"
     if c.kind is ClauseKind.RENAME_COLUMN:
         return f"RENAME COLUMN {quote_ident(d['old'])} TO {quote_ident(d['new'])}"
+    if c.kind is ClauseKind.RENAME_INDEX:
+        return f"RENAME INDEX {quote_ident(d['old'])} TO {quote_ident(d['new'])}"
     if c.kind is ClauseKind.ALTER_INDEX:
         return f"ALTER INDEX {quote_ident(d['name'])} {'IGNORED' if d['ignored'] else 'NOT IGNORED'}"
     if c.kind is ClauseKind.COLUMN_VISIBILITY:

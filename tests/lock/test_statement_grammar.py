@@ -186,3 +186,39 @@ def test_a_drop_the_lock_writes_itself_quotes_the_column_name():
     assert ddls(h.send("B", "ALTER TABLE t DROP COLUMN `co``l`")) == []
     out = h.unlock("A", "skip")
     assert out.operation.ddls == ["ALTER TABLE `db`.`t` DROP COLUMN `co``l`"]
+
+
+def test_an_index_rename_holds_no_table_and_runs_with_the_last():
+    """A name does not touch a row: the first tables' RENAME INDEX is skipped without a hold, the
+    last table's runs it once.  Before, the rename was a conflicting change: a retype pending on
+    another table was then `detected` against it, and the operator's skip let INT values of `v`
+    into the downstream VARCHAR."""
+    rename, retype = "ALTER TABLE t RENAME INDEX ix_f TO ix_f2", "ALTER TABLE t MODIFY COLUMN v INT"
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10), f INT, KEY ix_f (f))",
+                tables=("A", "B", "C"))
+    a = h.send("A", rename)
+    assert a.operation.stage is Stage.NONE and ddls(a) == []
+    assert h.send("B", retype).operation.stage is Stage.SKIP_AND_WAIT      # a conflict of its own
+    assert ddls(h.send("C", rename)) == []                                 # B still has `ix_f`
+    assert h.send("A", retype).operation.stage is Stage.SKIP_AND_WAIT
+    assert ddls(h.send("C", retype)) == [retype]
+    assert ddls(h.send("B", retype)) == []                                 # B's replay: C ran it
+    assert ddls(h.send("B", rename)) == [rename]
+
+
+def test_a_default_other_tables_set_under_an_operator_skip_still_reaches_the_downstream():
+    """A holds a conflicting rename; B and C set a default, are `detected` against it and the
+    operator skips both statements.  A's identical SET DEFAULT, after the rename resolved, is
+    the change B and C made: a default carries every value, so A runs it (before: `detected`
+    with "values cannot be carried", and the default never reached the downstream)."""
+    rename, default = "ALTER TABLE t RENAME COLUMN c1 TO c2", "ALTER TABLE t ALTER COLUMN d SET DEFAULT 5"
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY, c1 INT, d INT DEFAULT 1)", tables=("A", "B", "C"))
+    assert h.send("A", rename).operation.stage is Stage.SKIP_AND_WAIT
+    for t in ("B", "C"):
+        assert h.send(t, default).operation.stage is Stage.DETECTED
+        h.unlock(t, "skip")
+    assert h.send("B", rename).operation.stage is Stage.SKIP_AND_WAIT
+    assert ddls(h.send("C", rename)) == [rename]
+    assert ddls(h.send("A", rename)) == []                                 # A's replay: C ran it
+    a = h.send("A", default)
+    assert a.operation.stage is Stage.NONE and ddls(a) == [default]

@@ -138,6 +138,10 @@ CASES = CASES + (
 )
 
 _PART = "id INT PRIMARY KEY"
+_IXF = ("select distinct index_name from information_schema.statistics where table_schema = database() "
+        "and table_name = 'orders' and index_name like 'ix\\_f%'")
+_F_DEFAULT = ("select column_default from information_schema.columns where table_schema = database() "
+              "and table_name = 'orders' and column_name = 'f'")
 _RANGE2 = "PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN (200))"
 _SIX = {"s1": "(10),(11),(12),(13),(14),(15)", "s2": "(20),(21),(22),(23),(24),(25)"}
 
@@ -281,4 +285,19 @@ CASES = CASES + (
           ("down_rows", _IB, []), ("wait_equal",)),
          columns="id INT PRIMARY KEY, b INT",
          mariadb_only="CREATE INDEX IF NOT EXISTS / DROP INDEX IF EXISTS are MariaDB syntax"),
+    # an index rename or a new default touches no row: no shard waits for it, the downstream
+    # takes it with the last shard's statement; a column retype racing it is a conflict of its own
+    Case("index_rename_and_default_hold_nobody", "DM_RENAME_INDEX / SET DEFAULT on every shard (no DM case: "
+         "DM treats both as conflicts)",
+         {"s1": ("tb1",), "s2": ("tb1",)},
+         (("s1", "alter table tb1 rename index ix_f to ix_f2"), ("s1", "insert into tb1 values(1,'1',1)"),
+          ("count", 1), ("down_rows", _IXF, [("ix_f",)]),
+          ("s2", "alter table tb1 modify column v int"), ("s2", "insert into tb1 values(2,2,2)"),
+          ("s1", "alter table tb1 modify column v int"), ("s1", "insert into tb1 values(3,3,3)"),
+          ("count", 3), ("down_rows", _IXF, [("ix_f",)]),
+          ("s2", "alter table tb1 rename index ix_f to ix_f2"), ("down_rows", _IXF, [("ix_f2",)]),
+          ("s2", "alter table tb1 alter column f set default 7"), ("s2", "insert into tb1 (id) values(4)"),
+          ("s1", "alter table tb1 alter column f set default 7"), ("s1", "insert into tb1 (id) values(5)"),
+          ("count", 5), ("down_rows", _F_DEFAULT, [("7",)]), ("wait_equal",)),
+         columns="id INT PRIMARY KEY, v VARCHAR(10), f INT, KEY ix_f (f)"),
 )
