@@ -10,7 +10,8 @@ protocol ends every seed with the lock resolved and the downstream equal to ever
 table takes one path per change, interleaves the changes' clauses at random (keeping each
 change's own order) and packs clauses of *different* changes into one ALTER (MySQL refuses two
 clauses on one column in one ALTER); the packed statement goes through the worker's own
-``split_ddl``, so the simulated Info is what the real worker would send.
+``split_ddl`` and ``canonical_ddl``, so the simulated Info is what the real worker would send
+(and the text a worker would run downstream).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import random
 from dataclasses import dataclass, field
 
 from coordinator.schema.kinds import ClauseKind, StatementKind
+from coordinator.schema.canonical import canonical_ddl
 from coordinator.schema.split import split_ddl
 
 # Enough independent columns for several changes a scenario; `nn` starts NOT NULL, `d` with a
@@ -302,7 +304,7 @@ def table_events(rng: random.Random, chosen: list[Change], tables: int) -> list[
         for i, ch in enumerate(chosen):
             path = ch.paths[0] if rng.random() < ch.usual or len(ch.paths) == 1 else rng.choice(ch.paths[1:])
             per.append([(i, cl) for cl in path])
-        out.append([split_ddl(s) for s in pack(rng, _interleave(rng, per))])
+        out.append([[canonical_ddl(x) for x in split_ddl(s)] for s in pack(rng, _interleave(rng, per))])
     return out
 
 
