@@ -100,10 +100,18 @@ class HttpApp(Protocol):
 MAX_BODY = 1 << 20
 # Connections served at once; beyond it a new one is answered 503 and closed (no thread).
 MAX_CONNECTIONS = 64
+# Of which one client address may hold this many: one host holding every slot (slow clients,
+# held bodies) would shut everyone else out of the port.
+MAX_PER_PEER = 16
 # A request must arrive whole (line, headers, body) this long after the connection is ready for
 # it, or the connection is closed: a client that trickles its request (slowloris) holds a thread
 # for no longer than this.  The answer's own time (a slow precheck, a DDL preview) is not counted.
 REQUEST_DEADLINE = 30.0
+
+
+def _peer(client_address) -> str:
+    """The client's address without its port (a Unix socket's has none)."""
+    return str(client_address[0]) if isinstance(client_address, tuple) and client_address else ""
 
 
 class _Server(ThreadingHTTPServer):
@@ -112,13 +120,20 @@ class _Server(ThreadingHTTPServer):
     are served at once; a request not received whole ``REQUEST_DEADLINE`` after its connection
     was ready for it closes the connection (``arm`` / ``disarm``)."""
     daemon_threads = True
+    # the accept queue: the standard library's 5 made the kernel drop connections (a 1 s SYN
+    # retry for everyone) whenever more than 5 arrived between two accepts, e.g. a burst of slow
+    # clients; accepting is cheap here (over the cap: a 503 and close), so let them queue
+    request_queue_size = 128
     ssl_context: ssl.SSLContext | None = None
     max_connections = MAX_CONNECTIONS
+    max_per_peer = MAX_PER_PEER
     deadline = REQUEST_DEADLINE
 
     def server_activate(self):
         super().server_activate()
         self._slots = threading.BoundedSemaphore(self.max_connections)
+        self._peers: dict[str, int] = {}          # connections served now, by client address
+        self._peers_lock = threading.Lock()
         self._timers: dict[int, threading.Timer] = {}
         self._timers_lock = threading.Lock()
 
@@ -140,8 +155,25 @@ class _Server(ThreadingHTTPServer):
         if t is not None:
             t.cancel()
 
+    def _take(self, peer: str) -> bool:
+        """A slot for one more connection of ``peer`` (False: the port or the peer is full)."""
+        with self._peers_lock:
+            if self._peers.get(peer, 0) >= self.max_per_peer:
+                return False
+            if not self._slots.acquire(blocking=False):
+                return False
+            self._peers[peer] = self._peers.get(peer, 0) + 1
+            return True
+
+    def _give_back(self, peer: str) -> None:
+        with self._peers_lock:
+            n = self._peers.pop(peer, 1) - 1
+            if n > 0:
+                self._peers[peer] = n
+            self._slots.release()
+
     def process_request(self, request, client_address):
-        if not self._slots.acquire(blocking=False):
+        if not self._take(_peer(client_address)):
             try:                  # answered here, in the accept loop: a few bytes, no thread
                 request.settimeout(1)
                 request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n"
@@ -164,7 +196,7 @@ class _Server(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self.disarm(request)
-            self._slots.release()
+            self._give_back(_peer(client_address))
 
     def finish_request(self, request, client_address):
         if self.ssl_context is not None:
@@ -196,7 +228,8 @@ class ObsServer:
 
     def __init__(self, host: str, port: int, ready: Callable[[], tuple[bool, str]] | None = None,
                  registry=REGISTRY, app: HttpApp | None = None, ssl_context: ssl.SSLContext | None = None,
-                 max_connections: int = MAX_CONNECTIONS, deadline: float = REQUEST_DEADLINE):
+                 max_connections: int = MAX_CONNECTIONS, deadline: float = REQUEST_DEADLINE,
+                 max_per_peer: int = MAX_PER_PEER):
         self.ready = ready or (lambda: (True, "ok"))
         outer = self
 
@@ -326,6 +359,7 @@ class ObsServer:
 
         self.httpd = _Server((host, port), Handler, bind_and_activate=False)
         self.httpd.max_connections, self.httpd.deadline = max_connections, deadline
+        self.httpd.max_per_peer = max_per_peer
         try:
             self.httpd.server_bind()
             self.httpd.server_activate()

@@ -99,3 +99,26 @@ def test_the_deadline_counts_receiving_a_request_not_answering_it():
         s.close()
     finally:
         srv.stop()
+
+
+def test_one_client_address_cannot_take_every_slot():
+    """Slow connections from one address fill its share; another address is still served."""
+    srv = ObsServer("127.0.0.1", 0, app=_Echo(), max_connections=8, max_per_peer=3).start()
+    held = []
+    try:
+        for _ in range(3):
+            s = _conn(srv.port)
+            s.sendall(b"GET /x HTTP/1.1\r\n")
+            held.append(s)
+        time.sleep(0.3)
+        same = _conn(srv.port)
+        assert _status(same) == b"HTTP/1.1 503 Service Unavailable"
+        same.close()
+        other = socket.create_connection(("127.0.0.1", srv.port), timeout=5, source_address=("127.0.0.2", 0))
+        other.sendall(b"GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n")
+        assert _status(other) == b"HTTP/1.1 200 OK"
+        other.close()
+    finally:
+        for s in held:
+            s.close()
+        srv.stop()
