@@ -569,9 +569,13 @@ class Lock(LockState):
             if m is None or m.answer is None:
                 continue
             a = m.answer
+            # released from an ordering hold: the redirect keeps ``runs_after`` (persisted with it),
+            # so a rebuild knows the change was not accepted but is decided afresh on the replay
+            order_only = a.runs_after is not None and m.applied_by is None
             self._set_answer(m, Answer(a.info, Stage.RESOLVED, [], "conflict resolved: replay the skipped events",
                                       [], set(), a.afters, a.before,
-                                      runner=m.applied_by or (by if a.runs_after is None else None)))
+                                      runner=m.applied_by or (by if a.runs_after is None else None),
+                                      runs_after=a.runs_after if order_only else None))
             self._set_done(m, False)
             fx.others.append((t, m.answer))
         self._redirects = waiting
@@ -735,6 +739,8 @@ class Lock(LockState):
             self._set_schema(m, post if try_join_all(self._normal.distinct_except(m.schema) + [post]) else before)
             if set(ddls) & set(info.ddls):       # an exec (a skip's answer only completes drops)
                 self._accept_exec(Answer(info, stage, list(ddls), afters=afters, before=before))
+        elif stage is Stage.RESOLVED and runs_after is not None:
+            self._set_schema(m, before)               # released from an ordering hold: as live
         elif stage in (Stage.NONE, Stage.RESOLVED):
             self._set_schema(m, post)
         elif stage is Stage.SKIP_AND_WAIT and runs_after is not None:
@@ -751,7 +757,7 @@ class Lock(LockState):
         if runner is not None and runner != m.table:
             m.applied_by_other, m.applied_by = post, runner
             self._accepted.add(change_sig(before, post))
-        elif stage in (Stage.NONE, Stage.RESOLVED) and len(afters) == 1 \
+        elif stage in (Stage.NONE, Stage.RESOLVED) and runs_after is None and len(afters) == 1 \
                 and cmp(before, post) is None and lossy(before, post):
             # an accepted rename/retype: the downstream has (or is getting) it, so a table catching up
             # on it later runs nothing rather than being told its values cannot be carried (DM_155)

@@ -5,9 +5,10 @@ invariant 4)."""
 from __future__ import annotations
 
 from coordinator.etcdproto import Stage
+from coordinator.lock import LockKeeper
 from coordinator.schema.ddl import apply_ddl
 
-from .harness import Harness
+from .harness import LOCK, Harness
 
 T = "CREATE TABLE t (id INT PRIMARY KEY, w INT, u INT)"
 WIDEN, NARROW = "ALTER TABLE t MODIFY COLUMN w BIGINT", "ALTER TABLE t MODIFY COLUMN w INT"
@@ -222,3 +223,26 @@ def test_a_default_other_tables_set_under_an_operator_skip_still_reaches_the_dow
     assert ddls(h.send("A", rename)) == []                                 # A's replay: C ran it
     a = h.send("A", default)
     assert a.operation.stage is Stage.NONE and ddls(a) == [default]
+
+
+def test_a_table_released_from_an_ordering_hold_is_rebuilt_as_live():
+    """B's ADD of `t1` waits for A's running DROP of it; A's done mark releases B (`resolved`).
+    The lock rebuilt from etcd now must hold B where the live one does, before its ADD (decided
+    afresh on the replay): the redirect keeps `runs_after`.  Before, the rebuild read `resolved`
+    as an accepted change and gave B the column (the simulation's `rebuild-differs`)."""
+    from .test_scenarios import SourceTablesFor
+    add, drop = "ALTER TABLE t ADD COLUMN t1 INT", "ALTER TABLE t DROP COLUMN t1"
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY)")
+    assert ddls(h.send("A", add)) == [add]
+    assert ddls(h.send("A", drop, done=False)) == [drop]
+    b = h.send("B", add)
+    assert b.operation.stage is Stage.SKIP_AND_WAIT and b.operation.runs_after == str(h.refs["A"])
+    released = h.done("A")
+    [op_b] = [o for o in released.others if o.table == h.refs["B"]]
+    assert op_b.stage is Stage.RESOLVED and op_b.runs_after == str(h.refs["A"])
+    live = {str(t): m.schema.column_keys() for t, m in h.lock.members.items()}
+    ops = {o.table: o for o in h.written}
+    rb = LockKeeper.rebuild(list(h.infos.values()), list(ops.values()), [SourceTablesFor(h)], [])
+    assert rb.errors == []
+    rebuilt = {str(t): m.schema.column_keys() for t, m in rb.keeper.find(LOCK).members.items()}
+    assert rebuilt == live and "t1" not in rebuilt[str(h.refs["B"])]
