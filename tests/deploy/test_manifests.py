@@ -96,37 +96,62 @@ def test_spark_rbac_allows_executor_pods():
     assert worker["spec"]["template"]["spec"]["serviceAccountName"] == "shardmerge-spark"
 
 
-def _tls_master() -> dict:
-    """The master Deployment with the `deploy/k8s/tls` overlay's patch applied (strategic merge
-    as kustomize does it for these fields: maps merged, containers by name, args replaced)."""
-    overlay = yaml.safe_load((K8S / "tls" / "kustomization.yaml").read_text())
-    assert overlay["resources"] == ["../"]
-    patch = yaml.safe_load((K8S / "tls" / overlay["patches"][0]["path"]).read_text())
-    base = next(d for d in DOCS if d["kind"] == "Deployment" and d["metadata"]["name"] == patch["metadata"]["name"])
-    out = yaml.safe_load(yaml.safe_dump(base))
-    pod, ppod = out["spec"]["template"], patch["spec"]["template"]
-    pod["metadata"]["annotations"].update(ppod["metadata"]["annotations"])
-    pod["spec"].setdefault("volumes", []).extend(ppod["spec"]["volumes"])
-    for pc in ppod["spec"]["containers"]:
-        c = next(c for c in pod["spec"]["containers"] if c["name"] == pc["name"])
-        for k, v in pc.items():
-            c[k] = c.get(k, []) + v if k == "volumeMounts" else v
-    return out
+def _master() -> dict:
+    return next(d for d in DOCS if d["kind"] == "Deployment" and d["metadata"]["name"] == "shardmerge-master")
 
 
-def test_tls_overlay_validates_and_its_flags_parse():
+def test_the_base_master_is_tls_only_and_its_flags_parse():
+    """The default deployment is the secured one (no overlay): mutual TLS, CN roles, HTTPS probes,
+    every file a flag names mounted from the Secret the flag's comment names."""
     from coordinator.cli import build_parser
-    dep = _tls_master()
-    kubernetes_validate.validate(dep, K8S_VERSION, strict=True)
+    dep = _master()
     c = dep["spec"]["template"]["spec"]["containers"][0]
     args = build_parser().parse_args(c["args"])          # every flag is one shardctl master knows
-    mounts = [m["mountPath"] for m in c["volumeMounts"]]
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
     for path in (args.ssl_ca, args.ssl_cert, args.ssl_key):
         assert any(path.startswith(m + "/") for m in mounts), path
     assert "shardmerge-master" in args.cert_allowed_cn.split(",") and args.ssl_peer_name == "shardmerge-master"
     assert c["readinessProbe"]["httpGet"]["scheme"] == "HTTPS" and c["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
-    vol = next(v for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "tls")
-    assert vol["secret"]["secretName"] == "shardmerge-master-tls"
+    vols = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
+    assert vols["tls"]["secret"]["secretName"] == "shardmerge-master-tls"
+
+
+@pytest.mark.parametrize("name", ["shardmerge-master", "worker", "etcd-auth"])
+def test_every_etcd_client_mounts_what_the_configmap_points_at(name):
+    """etcd is reached over https with a client certificate and a password file; the files the
+    ConfigMap's SHARDMERGE_ETCD_* name are mounted from the Secrets make-secrets creates."""
+    cm = next(d for d in by_kind("ConfigMap") if d["metadata"]["name"] == "shardmerge")["data"]
+    assert cm["SHARDMERGE_ETCD"].startswith("https://") and cm["SHARDMERGE_ETCD_USER"] == "shardmerge"
+    wl = next(d for d in DOCS if d["metadata"]["name"] == name and d["kind"] in ("Deployment", "StatefulSet", "Job"))
+    spec = wl["spec"]["template"]["spec"]
+    mounts = {m["mountPath"]: m["name"] for m in spec["containers"][0]["volumeMounts"]}
+    secrets = {v["name"]: v["secret"]["secretName"] for v in spec["volumes"] if "secret" in v}
+    for key in ("SHARDMERGE_ETCD_CACERT", "SHARDMERGE_ETCD_CERT", "SHARDMERGE_ETCD_KEY", "SHARDMERGE_ETCD_PASSWORD_FILE"):
+        folder = cm[key].rsplit("/", 1)[0]
+        assert folder in mounts, (name, key)
+        assert secrets[mounts[folder]] in ("shardmerge-etcd-client", "shardmerge-etcd-auth"), (name, key)
+    make = (K8S / "make-secrets").read_text()
+    for secret in secrets.values():
+        assert f"generic {secret} " in make.replace("$k ", "generic "), f"make-secrets does not create {secret}"
+
+
+def test_etcd_runs_tls_only_for_clients_and_peers():
+    sts = next(d for d in by_kind("StatefulSet") if d["metadata"]["name"] == "etcd")
+    args = [a.split("#")[0].strip() for a in sts["spec"]["template"]["spec"]["containers"][0]["args"]]
+    urls = [a for a in args if "-urls=" in a and "metrics" not in a]
+    assert urls and all("http://" not in a for a in urls), urls
+    assert "--client-cert-auth" in args and "--peer-client-cert-auth" in args
+
+
+def test_spark_is_authenticated_and_its_role_only_manages_executors():
+    spark = next(d for d in by_kind("ConfigMap") if d["metadata"]["name"] == "shardmerge-spark")
+    conf = dict(line.split(None, 1) for line in spark["data"]["spark-defaults.conf"].splitlines()
+                if line.strip() and not line.lstrip().startswith("#"))
+    assert conf["spark.authenticate"].strip() == "true"
+    role = next(d for d in by_kind("Role") if d["metadata"]["name"] == "shardmerge-spark")
+    verbs = {v for r in role["rules"] for v in r["verbs"]}
+    resources = {x for r in role["rules"] for x in r["resources"]}
+    assert not verbs & {"patch", "update", "*"} and resources <= {"pods", "services", "configmaps"}
 
 
 def test_dockerfile_build_stage_has_what_the_wheel_build_reads():
@@ -146,18 +171,24 @@ def test_dockerfile_build_stage_has_what_the_wheel_build_reads():
     assert packages <= copied, packages - copied
 
 
-def test_base_master_runs_open_only_by_saying_so_and_the_tls_overlay_does_not():
+def test_the_base_master_starts_secured_beyond_loopback():
     """A master beyond loopback without TLS or tokens refuses to start unless ``--insecure``: the
-    base manifest says it, and the TLS overlay (secured) does not need it."""
+    base needs no such flag."""
     from coordinator.access.exposure import check
+    from coordinator.access.policy import AccessPolicy
     from coordinator.cli import build_parser
-    base = next(d for d in DOCS if d["kind"] == "Deployment" and d["metadata"]["name"] == "shardmerge-master")
-    args = build_parser().parse_args(base["spec"]["template"]["spec"]["containers"][0]["args"])
-    assert args.insecure and "shardmerge-master" in args.http_allowed_hosts.split(",")
+    from coordinator.cli.master import _cn_list
+    from coordinator.access.tls import TlsFiles
+    args = build_parser().parse_args(_master()["spec"]["template"]["spec"]["containers"][0]["args"])
+    assert not args.insecure and "shardmerge-master" in args.http_allowed_hosts.split(",")
+    # what `shardctl master` decides from these flags (coordinator/cli/master.py)
+    tls = TlsFiles(args.ssl_ca, args.ssl_cert, args.ssl_key, origin="master.yaml", peer_name=args.ssl_peer_name)
+    policy = AccessPolicy.from_settings(args.ssl_ca, _cn_list(args.cert_allowed_cn), _cn_list(args.cert_read_only_cn),
+                                        args.auth_token_file)
+    secured = tls.enabled or not policy.open
+    assert secured and not policy.open
     addrs = {"--listen": args.listen, "--metrics-addr": args.metrics_addr}
-    assert check(addrs, secured=False, insecure=True, origin="master.yaml").startswith("running open on purpose")
-    tls = build_parser().parse_args(_tls_master()["spec"]["template"]["spec"]["containers"][0]["args"])
-    assert not tls.insecure and tls.ssl_cert and "shardmerge-master" in tls.http_allowed_hosts.split(",")
+    assert check(addrs, secured, bool(args.insecure), origin="master.yaml") == ""
 
 
 def test_every_component_has_a_network_policy_behind_a_default_deny():
@@ -174,7 +205,7 @@ def test_every_component_has_a_network_policy_behind_a_default_deny():
     # etcd, the root of trust: its client port from the masters and workers only
     client = next(r for r in pols["etcd"]["spec"]["ingress"] if {"port": 2379} in r["ports"])
     assert {tuple(s["podSelector"]["matchLabels"].values())[0] for s in client["from"]} == \
-        {"shardmerge-master", "shardmerge-worker"}
+        {"shardmerge-master", "shardmerge-worker", "etcd-auth"}
 
 
 def test_no_placeholder_secret_is_applied_and_pods_are_confined():
