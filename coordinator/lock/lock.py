@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 from coordinator.etcdproto import DroppedStage, Info, Stage, TableRef
 from coordinator.schema import TableSchema
-from coordinator.schema.render import render_column
-from coordinator.schema.statement import changed_columns, defined_columns
+from coordinator.schema.kinds import ClauseKind
+from coordinator.schema.render import render_column, render_index
+from coordinator.schema.statement import changed_columns, defined_columns, parse_statement
 from coordinator.shell import shardctl, unlock as unlock_command, unlock_choice
 from coordinator.sql import quote_ident
 
@@ -217,17 +218,20 @@ class Lock(LockState):
                 # passed, or moving a column (MODIFY ... AFTER), would narrow the downstream
                 return StepResult(_defines_joined(sql, post, new), Stage.NONE)
             self._set_schema(m, prev)   # join fails: handle as a conflicting DDL
-        elif names := renamed_indexes(prev, post):
-            # nothing to hold: the downstream keeps the old names until the last table renames,
-            # then runs the statement once (earlier, a table still sending the old name would
-            # find it gone downstream when it drops or renames it)
+        elif renamed_indexes(prev, post):
+            # nothing to hold: a name touches no row.  The downstream follows the join of the
+            # indexes (those every table has): the first table's rename drops the old index, the
+            # last one's adds it under the new name (``try_sync`` writes those statements,
+            # ``_index_ddls``), so a later statement naming either name meets what it expects
+            old = self._normal.try_joined()
             self._set_schema(m, post)
             joined = self._normal.try_joined()
             if joined is not None:
                 if self._conflicts and self._try_resolve(m.table):
                     joined = self._normal.try_joined()
-                return StepResult(joined is not None and all(joined.index(k) is not None for k in names),
-                                  Stage.NONE)
+                changed = old is not None and joined is not None and \
+                    {i.key for i in old.indexes} != {i.key for i in joined.indexes}
+                return StepResult(changed, Stage.NONE)
             # the table's schema carries a change still pending on the lock (it is held): the
             # rename joins that pending change, as any later statement of a held table does
             self._set_schema(m, prev)
@@ -419,6 +423,7 @@ class Lock(LockState):
             # a column this statement adds, with the upstream time to order it by (issue 34)
             adds = post.column_keys() - prev.column_keys() if info.timestamp else set()
             down = self._normal.try_joined() if len(adds) == 1 else None
+            ix_down = self._normal.try_joined() if renamed_indexes(prev, post) else None
             r = self.step(m, prev, post, sql)
             if r.stage is not Stage.NONE:
                 stage, msg = r.stage, r.message
@@ -433,7 +438,9 @@ class Lock(LockState):
             dropped_here.update(d.lower() for d in drops)
             if down is not None:
                 sql = self._in_commit_order(sql, next(iter(adds)), post, down, info.timestamp, r.changed)
-            if r.changed:
+            if r.changed and ix_down is not None and (now := self._normal.try_joined()) is not None:
+                returned.extend(_index_ddls(sql, ix_down, now))
+            elif r.changed:
                 returned.append(sql)
                 exec_drops.update(d.lower() for d in drops)
             prev = post
@@ -773,6 +780,41 @@ class Lock(LockState):
     def waiting_for(self, t: TableRef, ready: dict[TableRef, bool] | None = None) -> str:
         """Why ``t`` keeps the lock open, in words ("" if it does not)."""
         return waiting_for(self, t, ready)
+
+
+_RENAME_INDEX = re.compile(r"^(ALTER\s+TABLE\s+.+?)\s+RENAME\s+(?:INDEX|KEY)\s", re.I | re.S)
+
+
+def _index_ddls(sql: str, old: TableSchema, new: TableSchema) -> list[str]:
+    """What an index rename ``sql`` runs downstream when the join of the indexes went from
+    ``old`` to ``new``: the statement itself when the join renamed exactly that way (a lock of
+    one table), else the old index dropped (the first table to rename) and the new one added
+    (the last), each only where the join changed."""
+    gone = [i for i in old.indexes if new.index(i.name) is None]
+    came = [i for i in new.indexes if old.index(i.name) is None]
+    m = _RENAME_INDEX.match(sql)
+    if m is None:
+        return [sql]
+    head = m.group(1)
+    if len(gone) == 1 and len(came) == 1 and gone[0].lattice_key() == came[0].lattice_key():
+        return [sql]
+    drops = [i.name for i in gone]
+    if came:
+        # the old name goes with the new one's arrival even when no rename dropped it downstream
+        # (a statement the operator skipped); a DROP of an index already gone is a no-op there
+        drops += [o for o, n in _renamed_names(sql) if new.index(o) is None and new.index(n) is not None
+                  and o.lower() not in {d.lower() for d in drops}]
+    return ([f"{head} DROP INDEX {quote_ident(d)}" for d in drops]
+            + [f"{head} ADD {render_index(i)}" for i in came])
+
+
+def _renamed_names(sql: str) -> list[tuple[str, str]]:
+    """(old, new) of each RENAME INDEX / KEY clause of ``sql``."""
+    try:
+        st = parse_statement(sql)
+    except Exception:  # noqa: BLE001 — not a statement the model reads: nothing to add
+        return []
+    return [(c.data["old"], c.data["new"]) for c in st.clauses if c.kind is ClauseKind.RENAME_INDEX]
 
 
 def new_unique_auto_increment(prev: TableSchema, post: TableSchema) -> str | None:

@@ -414,9 +414,11 @@ class Harness:
         missing += [f"INDEX i_{k}: {ddl_counts.get(f'ADD INDEX i_{k}', 0)} ADD vs "
                     f"{ddl_counts.get(f'DROP INDEX i_{k}', 0)} DROP" for k in rounds
                     if ddl_counts.get(f"ADD INDEX i_{k}", 0) != ddl_counts.get(f"DROP INDEX i_{k}", 0)]
-        missing += [f"INDEX q_{k}: {ddl_counts.get(f'ADD INDEX q_{k}', 0)} ADD vs "
-                    f"{ddl_counts.get(f'DROP INDEX q_{k}', 0)} DROP" for k in rounds
-                    if ddl_counts.get(f"ADD INDEX q_{k}", 0) != ddl_counts.get(f"DROP INDEX q_{k}", 0)]
+        # the renamed index: the first shard's rename drops i_k, the last one's adds j_k, the first
+        # DROP INDEX j_k drops it (so also as many ADD as DROP of j_k)
+        missing += [f"INDEX {x}_{k}: {ddl_counts.get(f'ADD INDEX {x}_{k}', 0)} ADD vs "
+                    f"{ddl_counts.get(f'DROP INDEX {x}_{k}', 0)} DROP" for k in rounds for x in ("q", "j")
+                    if ddl_counts.get(f"ADD INDEX {x}_{k}", 0) != ddl_counts.get(f"DROP INDEX {x}_{k}", 0)]
         index_rounds_skipped = sum(1 for k in rounds if not ddl_counts.get(f"ADD INDEX i_{k}"))
         try:
             locks_left = len(self.locks())
@@ -453,7 +455,7 @@ class Harness:
     def downstream_ddl_counts(self) -> tuple[Counter, list[str]]:
         """Successful DDLs on the target, from the downstream's binlog, by (action, name); and
         the types `note`'s MODIFYs set, in binlog order."""
-        pat = re.compile(r"\b(ADD|DROP|CHANGE|MODIFY)\s+(COLUMN\s+|INDEX\s+)?`?([cigrwpq]_\d+)`?", re.I)
+        pat = re.compile(r"\b(ADD|DROP|CHANGE|MODIFY)\s+(COLUMN\s+|INDEX\s+|KEY\s+)?`?([cigjrwpq]_\d+)`?", re.I)
         note = re.compile(r"\bMODIFY\s+(?:COLUMN\s+)?`?note`?\s+(varchar\(\d+\))", re.I)
         counts: Counter = Counter()
         note_seq: list[str] = []         # `note`'s MODIFY types in binlog order
@@ -467,7 +469,7 @@ class Harness:
                     if ev[2] != "Query" or "ALTER" not in info.upper() or self.db not in info:
                         continue
                     for action, kind, name in pat.findall(info):
-                        kind = kind.strip().upper() or ("INDEX" if name[0] in "iq" else "COLUMN")
+                        kind = kind.strip().upper().replace("KEY", "INDEX") or ("INDEX" if name[0] in "ijq" else "COLUMN")
                         counts[f"{action.upper()} {kind} {name}"] += 1
                     for typ in note.findall(info):
                         counts[f"MODIFY COLUMN note {typ.lower()}"] += 1

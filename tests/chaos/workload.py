@@ -7,9 +7,9 @@ shard DDLs, with exact bookkeeping so losses and duplicates can be counted after
   deleted row resurrected by a replay), a row missing downstream is lost, a row with other
   values downstream lost an update.  Operations: single-row INSERT / UPDATE / DELETE, key-changing
   UPDATEs (``SET id = new``) and small multi-shard transactions.  Only committed work is counted.
-* DDLs: rounds ``k`` of seventeen steps, each step run on all 8 shards one by one in a random order with
+* DDLs: rounds ``k`` of eighteen steps, each step run on all 8 shards one by one in a random order with
   pauses, covering every DDL kind the lock treats differently: ``ADD COLUMN c_k`` with a default,
-  ``ADD INDEX i_k (c_k)``, ``DROP INDEX i_k``, a rename ``CHANGE c_k r_k``, a type change
+  ``ADD INDEX i_k (c_k)``, ``RENAME INDEX i_k TO j_k``, ``DROP INDEX j_k``, a rename ``CHANGE c_k r_k``, a type change
   ``MODIFY r_k BIGINT``, a generated column ``ADD COLUMN g_k ... AS (r_k + 1) VIRTUAL`` and its
   drop, ``DROP COLUMN r_k``; then ``ADD COLUMN w_k``, ``MODIFY w_k BIGINT`` on some shards only and
   ``DROP COLUMN w_k`` on all (the DROP must wait for the last shard); two-change ALTERs on
@@ -35,7 +35,8 @@ SHARDS = ("orders_01", "orders_02", "orders_03", "orders_04")
 COLUMNS = "id BIGINT PRIMARY KEY, v INT NOT NULL, note VARCHAR(40)"
 FINAL_COLUMNS = ["id", "v", "note"]
 ID_BASE = {"s1": 1_000_000_000, "s2": 2_000_000_000}
-STEPS = ("ADD COLUMN c_{k} INT DEFAULT {k}", "ADD INDEX i_{k} (c_{k})", "DROP INDEX i_{k}",
+STEPS = ("ADD COLUMN c_{k} INT DEFAULT {k}", "ADD INDEX i_{k} (c_{k})", "RENAME INDEX i_{k} TO j_{k}",
+         "DROP INDEX j_{k}",
          "CHANGE c_{k} r_{k} INT DEFAULT {k}", "MODIFY r_{k} BIGINT DEFAULT {k}",
          "ADD COLUMN g_{k} BIGINT AS (r_{k} + 1) VIRTUAL", "DROP COLUMN g_{k}", "DROP COLUMN r_{k}",
          # issue 28's cases: widen on some shards then drop everywhere (the DROP must wait for the
@@ -195,7 +196,7 @@ class DDLStream(threading.Thread):
                     if step.startswith("?"):        # only some shards take this step
                         order = order[:self.rng.randint(1, len(order) - 1)]
                     extra = (self.rng.choice(sorted(self.dbs)), f"orders_x{self.round}_{n_step}") \
-                        if self.create_drop and n_step in (0, 3) else None
+                        if self.create_drop and n_step in (0, STEPS.index("CHANGE c_{k} r_{k} INT DEFAULT {k}")) else None
                     for n, (sid, t) in enumerate(order):
                         if extra is not None and n == len(order) // 2:
                             self._create_like(conns, extra[0], extra[1], self.rng.choice(SHARDS))
