@@ -80,9 +80,8 @@ def renamed_indexes(prev: TableSchema, post: TableSchema) -> frozenset[str]:
 
 
 def _values_key(c: Column) -> tuple:
-    """``lattice_key`` without the default (its fourth field)."""
-    k = c.lattice_key()
-    return k[:3] + k[4:]
+    """``lattice_key`` as if the column had no default."""
+    return replace(c, default=None).lattice_key() if c.default is not None else c.lattice_key()
 
 
 def _shape_change(prev: TableSchema, post: TableSchema) -> str:
