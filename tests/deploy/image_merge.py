@@ -27,6 +27,7 @@ import os
 import resource
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -38,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "docker.io/library/python:3.11-slim-bookworm"
 IMAGE = "localhost/shardmerge:image-test"
-PREFIX = "/shardmerge-image-test/"
+PREFIX = "/shardmerge/image-test/"   # under the prefix the etcd role grants (etcd-auth.yaml)
 TASK = "imagetest"
 SOURCE = "source1"
 SHARDS = ("img_shard_01", "img_shard_02")
@@ -136,17 +137,18 @@ class Containers:
 
     def start(self, role: str, args: list[str], extra: list[str] | None = None) -> str:
         name = f"shardmerge-it-{role}-{self.tag}"
-        argv = ["podman", "run", "-d", "--name", name, "--network", "host", *podman_flags(),
+        argv = ["podman", "run", "-d", "--name", name, "--network", "host", *podman_flags(), *HARDENED,
                 "-v", f"{self.work}:{IN_CONTAINER}:ro", *(extra or []), IMAGE, *args]
         say("$ " + " ".join(argv))
         run(argv, f"starting the {role} container")
         self.names.append(name)
         return name
 
-    def shardctl(self, *args: str) -> tuple[int, str]:
-        """shardctl from the image (host network), with the work directory mounted."""
-        argv = ["podman", "run", "--rm", "--network", "host", *podman_flags(),
-                "-v", f"{self.work}:{IN_CONTAINER}:ro", IMAGE, *args]
+    def shardctl(self, *args: str, entry: list[str] | None = None, env: list[str] | None = None) -> tuple[int, str]:
+        """shardctl from the image (host network), with the work directory mounted; ``entry``
+        replaces the entry point (e.g. a shell for the etcd auth Job's script)."""
+        argv = ["podman", "run", "--rm", "--network", "host", *podman_flags(), *HARDENED, *(env or []),
+                "-v", f"{self.work}:{IN_CONTAINER}:ro", *(entry or []), IMAGE, *args]
         r = subprocess.run(argv, capture_output=True, text=True, timeout=300)
         return r.returncode, r.stdout + r.stderr
 
@@ -190,12 +192,48 @@ def wait(cond, timeout: float, what: str, ctrs: Containers, interval: float = 1.
     raise ImageTestError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}\n{detail}")
 
 
-def http_ok(addr: str, path: str) -> bool:
+def http_ok(addr: str, path: str, ca: str = "") -> bool:
+    """``GET`` answered 200 (over HTTPS checked against ``ca`` when given)."""
+    ctx = ssl.create_default_context(cafile=ca) if ca else None
     try:
-        with urllib.request.urlopen(f"http://{addr}{path}", timeout=2) as r:
+        with urllib.request.urlopen(f"{'https' if ca else 'http'}://{addr}{path}", timeout=2, context=ctx) as r:
             return r.status == 200
     except (urllib.error.URLError, OSError):
         return False
+
+
+# the containers as the Kubernetes manifests run them: no root filesystem to write, no
+# capabilities, no privilege escalation, uid 10001 (the image's user), scratch and home in a tmpfs
+# at /tmp (this podman ignores a tmpfs's mode elsewhere: a tmpfs on /home/shardmerge is root's)
+HARDENED = ["--read-only", "--cap-drop=ALL", "--security-opt=no-new-privileges", "--user=10001:10001",
+            "--tmpfs=/tmp:rw,size=2g,mode=1777", "-e", "HOME=/tmp"]
+
+
+def pki(work: Path) -> dict[str, str]:
+    """``deploy/k8s/make-secrets`` into ``work/pki`` (readable by the containers' user), and the
+    paths the containers see."""
+    d = work / "pki"
+    run([str(ROOT / "deploy/k8s/make-secrets"), str(d)], "make-secrets")
+    d.chmod(0o755)
+    for f in d.iterdir():
+        f.chmod(0o644)        # a test's throwaway keys, mounted read-only for uid 10001
+    at = f"{IN_CONTAINER}/pki"
+    return {"dir": str(d), "at": at}
+
+
+def etcd_env(at: str, endpoint: str) -> list[str]:
+    """``ConfigMap/shardmerge``'s etcd variables, as ``podman run -e`` flags."""
+    env = {"SHARDMERGE_ETCD": endpoint, "SHARDMERGE_ETCD_CACERT": f"{at}/ca.crt",
+           "SHARDMERGE_ETCD_CERT": f"{at}/etcd-client.crt", "SHARDMERGE_ETCD_KEY": f"{at}/etcd-client.key",
+           "SHARDMERGE_ETCD_USER": "shardmerge", "SHARDMERGE_ETCD_PASSWORD_FILE": f"{at}/shardmerge-password"}
+    return [x for k, v in env.items() for x in ("-e", f"{k}={v}")]
+
+
+def auth_job_script(at: str) -> str:
+    """The script of ``deploy/k8s/etcd-auth.yaml``'s Job, reading the passwords from ``at``."""
+    import yaml
+    job = next(d for d in yaml.safe_load_all((ROOT / "deploy/k8s/etcd-auth.yaml").read_text()) if d)
+    return job["spec"]["template"]["spec"]["containers"][0]["args"][0].replace("/etc/shardmerge/etcd-auth/", f"{at}/")
 
 
 # ----------------------------------------------------------------------------- the dev MariaDB
@@ -276,29 +314,47 @@ def changes(up: dict) -> None:
 
 # ----------------------------------------------------------------------------- the run
 def merge(svc: dict, work: Path) -> dict:
-    etcd_port, etcd_peer = free_port(), free_port()
+    etcd_port, etcd_peer, etcd_metrics = free_port(), free_port(), free_port()
     grpc, metrics, wmetrics = free_port(), free_port(), free_port()
-    etcd = f"127.0.0.1:{etcd_port}"
+    etcd = f"https://127.0.0.1:{etcd_port}"
     source_file, task_file = prepare(svc, work, etcd)
+    keys = pki(work)
+    at, local = keys["at"], keys["dir"]
     ctrs = Containers(work)
     etcd_bin = shutil.which("etcd") or "/usr/bin/etcd"
     figures: dict = {}
     try:
-        ctrs.start("etcd", ["--name", "image-test", "--data-dir", "/home/shardmerge/etcd",
-                            "--listen-client-urls", f"http://{etcd}", "--advertise-client-urls", f"http://{etcd}",
-                            "--listen-peer-urls", f"http://127.0.0.1:{etcd_peer}",
-                            "--initial-advertise-peer-urls", f"http://127.0.0.1:{etcd_peer}",
-                            "--initial-cluster", f"image-test=http://127.0.0.1:{etcd_peer}"],
+        # etcd as deploy/k8s/etcd.yaml runs it: TLS for clients and peers, client certificates
+        ctrs.start("etcd", ["--name", "image-test", "--data-dir", "/tmp/etcd",
+                            "--listen-client-urls", etcd, "--advertise-client-urls", etcd,
+                            "--listen-peer-urls", f"https://127.0.0.1:{etcd_peer}",
+                            "--initial-advertise-peer-urls", f"https://127.0.0.1:{etcd_peer}",
+                            "--initial-cluster", f"image-test=https://127.0.0.1:{etcd_peer}",
+                            "--client-cert-auth", f"--trusted-ca-file={at}/ca.crt",
+                            f"--cert-file={at}/etcd.crt", f"--key-file={at}/etcd.key",
+                            "--peer-client-cert-auth", f"--peer-trusted-ca-file={at}/ca.crt",
+                            f"--peer-cert-file={at}/etcd.crt", f"--peer-key-file={at}/etcd.key",
+                            "--listen-metrics-urls", f"http://127.0.0.1:{etcd_metrics}"],
                    ["--entrypoint", "/usr/local/bin/etcd", "-v", f"{etcd_bin}:/usr/local/bin/etcd:ro"])
-        wait(lambda: http_ok(etcd, "/health"), 60, "etcd to be healthy", ctrs, 0.5)
+        wait(lambda: http_ok(f"127.0.0.1:{etcd_metrics}", "/health"), 60, "etcd to be healthy", ctrs, 0.5)
+        # the auth Job's own script, with the image's etcdctl
+        env = etcd_env(at, etcd)
+        rc, out = ctrs.shardctl("-c", auth_job_script(at), entry=["--entrypoint", "/bin/sh"], env=env)
+        if rc != 0 or "Authentication Enabled" not in out:
+            raise ImageTestError(f"the etcd auth Job's script failed (exit {rc}): {out}")
+        say("etcd: TLS with client certificates, auth enabled (user shardmerge on /shardmerge/ only)")
+        tls = [f"--ssl-ca={at}/ca.crt", f"--ssl-cert={at}/master.crt", f"--ssl-key={at}/master.key"]
         ctrs.start("master", ["master", "--etcd", etcd, "--listen", f"127.0.0.1:{grpc}", "--prefix", PREFIX,
                               "--name", "image-master", "--election-ttl", "5",
-                              "--metrics-addr", f"127.0.0.1:{metrics}"])
-        wait(lambda: http_ok(f"127.0.0.1:{metrics}", "/readyz"), 120, "the master to be ready", ctrs, 0.5)
+                              "--metrics-addr", f"127.0.0.1:{metrics}", *tls,
+                              "--cert-allowed-cn", "shardmerge-master,shardmerge-operator"], env)
+        wait(lambda: http_ok(f"127.0.0.1:{metrics}", "/readyz", ca=f"{local}/ca.crt"), 120,
+             "the master to be ready", ctrs, 0.5)
         ctrs.start("worker", ["worker", "--etcd", etcd, "--source", source_file, "--prefix", PREFIX,
                               "--name", "image-worker", "--ttl", "5", "--spark-master", "local[1]",
-                              "--metrics-addr", f"127.0.0.1:{wmetrics}"])
-        addr = ["--master-addr", f"127.0.0.1:{grpc}"]
+                              "--metrics-addr", f"127.0.0.1:{wmetrics}"], env)
+        addr = ["--master-addr", f"127.0.0.1:{grpc}", "--ssl-ca", f"{at}/ca.crt",
+                "--ssl-cert", f"{at}/operator.crt", "--ssl-key", f"{at}/operator.key"]
 
         def bound():
             rc, out = ctrs.shardctl(*addr, "operate-source", "show")
