@@ -1,6 +1,9 @@
 """The container image, built and run: ``deploy/Dockerfile`` built with podman, then etcd, a
 master and a worker started from that image (host network) merge two shards of the dev MariaDB
-into one table, and ``shardctl check`` (run from the image too) must report them equal.
+into one table, and ``shardctl check`` (run from the image too) must report them equal.  Every
+container runs as the Kubernetes manifests run it (``HARDENED``: read-only, no capabilities, uid
+10001), etcd over TLS with client certificates and auth (``make-secrets``, the ``etcd-auth`` Job's
+own script), the master on mutual TLS.
 
     scripts/image-test                 # build (cached when unchanged) and run; prints the figures
     scripts/image-test --rebuild-base --no-cache   # cold: new base, no layer cache
