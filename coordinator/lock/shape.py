@@ -71,6 +71,8 @@ def renamed_indexes(prev: TableSchema, post: TableSchema) -> frozenset[str]:
     """The new names when ``prev -> post`` only renames indexes (same columns, the same index
     definitions under other names); empty otherwise.  A name does not touch a row: no table
     needs to wait for it."""
+    if {i.key for i in prev.indexes} == {i.key for i in post.indexes}:
+        return frozenset()       # no index name changed (asked for every statement: keep it cheap)
     gone, came, ix_gone, ix_came = change_sig(prev, post)
     if gone or came or not ix_came:
         return frozenset()

@@ -27,15 +27,22 @@ def _status(s: socket.socket) -> bytes:
     return s.recv(200).split(b"\r\n", 1)[0]
 
 
+def _slow(port: int, n: int) -> list[socket.socket]:
+    """``n`` slowloris connections: a request line, then nothing."""
+    held = []
+    for _ in range(n):
+        s = _conn(port)
+        s.sendall(b"GET /x HTTP/1.1\r\n")
+        held.append(s)
+    time.sleep(0.3)
+    return held
+
+
 def test_connections_beyond_the_cap_are_refused_at_once_and_slow_ones_are_cut():
     srv = ObsServer("127.0.0.1", 0, app=_Echo(), max_connections=3, deadline=1.5).start()
     held = []
     try:
-        for _ in range(3):                      # slowloris: a request line, then nothing
-            s = _conn(srv.port)
-            s.sendall(b"GET /x HTTP/1.1\r\n")
-            held.append(s)
-        time.sleep(0.3)
+        held = _slow(srv.port, 3)
         extra = _conn(srv.port)
         assert _status(extra) == b"HTTP/1.1 503 Service Unavailable"
         extra.close()
@@ -106,11 +113,7 @@ def test_one_client_address_cannot_take_every_slot():
     srv = ObsServer("127.0.0.1", 0, app=_Echo(), max_connections=8, max_per_peer=3).start()
     held = []
     try:
-        for _ in range(3):
-            s = _conn(srv.port)
-            s.sendall(b"GET /x HTTP/1.1\r\n")
-            held.append(s)
-        time.sleep(0.3)
+        held = _slow(srv.port, 3)
         same = _conn(srv.port)
         assert _status(same) == b"HTTP/1.1 503 Service Unavailable"
         same.close()
