@@ -159,7 +159,6 @@ class World:
         self.final = self.workers[0].schemas[-1]
         self.executed: list[tuple[str, str]] = []
         self.left: TableSchema | None = None   # join of the schemas the departed tables had
-        self.left_indexes: set[str] = set()     # every index name those schemas had
 
     def fork(self) -> World:
         """An independent copy of this state for the explorer (``tests/sim/explore.py``): the
@@ -387,7 +386,6 @@ class World:
         # what the lock may have seen of it: its checkpoint, and the Info it may have sent
         for s in w.schemas[w.pos:w.pos + 2]:
             self.left = s if self.left is None else (join2(self.left, s) or self.left)
-            self.left_indexes = self.left_indexes | {i.key for i in s.indexes}   # forks share the set
         [st] = [x for x in self._source_tables() if x.source == w.t.source]
         self.store.put_source_tables(st)
         return True
@@ -501,8 +499,7 @@ class World:
         if any(self.down.column(c.name) is None for c in self.final.columns):
             return False
         for i in self.down.indexes:
-            # an index the departed table was the last to have: dropped or renamed by the others
-            if self.final.index(i.name or "PRIMARY") is None and (i.name or "PRIMARY").lower() not in self.left_indexes:
+            if self.final.index(i.name or "PRIMARY") is None and self.left.index(i.name or "PRIMARY") is None:
                 return False
         return True
 
