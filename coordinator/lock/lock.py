@@ -739,7 +739,7 @@ class Lock(LockState):
         m.joined_ahead = False
         m.info_revision = info.revision
         self.handled_revision = max(self.handled_revision, info.revision)
-        self.note_added(before, afters, info.timestamp)
+        self.note_added(before, afters, info.timestamp, types=stage not in (Stage.ERROR, Stage.DETECTED))
         self._set_conflict(m, None)
         if stage is Stage.UNLOCKED:
             # as ``unlock`` decided: the new schema when it joins with the others, else the old one

@@ -356,20 +356,24 @@ class LockState:
         if per is not None and per.get(t) is DroppedStage.NOT_DONE:
             per[t] = DroppedStage.PARTIAL
 
-    def note_added(self, before: TableSchema, afters: list[TableSchema], timestamp: int = 0) -> None:
+    def note_added(self, before: TableSchema, afters: list[TableSchema], timestamp: int = 0,
+                   types: bool = True) -> None:
         """Rebuild: the columns an Info's statements add, with the type they are added as, and the
         columns it retypes, with the type they had before (the Info that added them may have been
         overwritten by this later one of the same table).  Infos come in revision order, so the
-        earliest one seen wins; the earliest upstream time of an add (``timestamp``) is kept."""
+        earliest one seen wins; the earliest upstream time of an add (``timestamp``) is kept.
+        ``types=False``: the Info's answer refused it (error, conflict), so the types it names
+        were never added downstream and must not become the type a column was first added as."""
         prev = before
         for post in afters:
             for c in post.columns:
                 p = prev.column(c.key)
                 if p is None:
-                    self._added_as.setdefault(c.key, c.type)
+                    if types:
+                        self._added_as.setdefault(c.key, c.type)
                     if timestamp:
                         self._added_at[c.key] = min(self._added_at.get(c.key, timestamp), timestamp)
-                elif p.type != c.type:
+                elif p.type != c.type and types:
                     self._added_as.setdefault(c.key, p.type)
             prev = post
 

@@ -266,3 +266,26 @@ def test_a_table_released_from_an_ordering_hold_is_rebuilt_as_live():
     assert rb.errors == []
     rebuilt = {str(t): m.schema.column_keys() for t, m in rb.keeper.find(LOCK).members.items()}
     assert rebuilt == live and "t1" not in rebuilt[str(h.refs["B"])]
+
+
+def test_a_refused_add_does_not_teach_a_rebuild_the_columns_first_type():
+    """A adds `c1` SMALLINT (run); B's ADD `c1` INT is refused (`error`: the downstream keeps the
+    first definition).  A master dies before it reads C's ADD `c1` INT and A's next Info (a widen,
+    which replaces A's ADD in etcd).  The rebuilt lock must refuse C too, as the live one does;
+    before, it learnt INT from B's refused Info as the type `c1` was first added as and answered
+    C's ADD as written on a downstream whose `c1` is SMALLINT, where it is swallowed as a
+    duplicate column and C's values are truncated."""
+    from .test_protocol_cases import _rebuild
+    add_small, add_int = "ALTER TABLE t ADD COLUMN c1 SMALLINT", "ALTER TABLE t ADD COLUMN c1 INT"
+    live = Harness("CREATE TABLE t (id INT PRIMARY KEY)", tables=("A", "B", "C"))
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY)", tables=("A", "B", "C"))
+    for x in (live, h):
+        assert ddls(x.send("A", add_small)) == [add_small]
+        assert x.send("B", add_int).operation.stage is Stage.ERROR
+    assert live.send("C", add_int).operation.stage is Stage.ERROR
+    h.infos["C"] = h.make_info("C", add_int)             # written to etcd, not read by the dead master
+    h.infos["A"] = h.make_info("A", "ALTER TABLE t MODIFY COLUMN c1 INT")
+    checkpoints = {h.refs[n]: h.schema[n] for n in h.refs}
+    rb = _rebuild(h, schema_source=lambda _lock, t: checkpoints[t])
+    [op_c] = [o for o in rb.operations if o.table == h.refs["C"]]
+    assert op_c.stage is Stage.ERROR and op_c.ddls == []
