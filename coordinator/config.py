@@ -123,16 +123,15 @@ def _tname(v) -> str:
             int: "an integer", float: "a number", type(None): "nothing"}.get(type(v), type(v).__name__)
 
 
-class _DuplicateKey(yaml.YAMLError):
-    def __init__(self, key, first: int, again: int):
-        super().__init__(f"key `{key}` is given twice (lines {first} and {again}); YAML would keep only the "
-                         "last one: remove the one you do not mean")
-        self.key = key
-
-
 class _StrictLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, except that a key given twice in one mapping is an error: silently
-    keeping the last one hides a pasted block that overrides an earlier setting."""
+    """PyYAML's safe loader, except that a key given twice in one mapping is noted as an error
+    (``duplicates``): silently keeping the last one hides a pasted block that overrides an
+    earlier setting.  The document still loads (last one kept), so the file's other errors are
+    reported in the same answer."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.duplicates: list[tuple[object, int, int]] = []
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
@@ -144,7 +143,7 @@ class _StrictLoader(yaml.SafeLoader):
                 line = key_node.start_mark.line + 1
                 try:
                     if key in seen:
-                        raise _DuplicateKey(key, seen[key], line)
+                        self.duplicates.append((key, seen[key], line))
                     seen[key] = line
                 except TypeError:       # an unhashable key: the base class reports it
                     pass
@@ -154,15 +153,21 @@ class _StrictLoader(yaml.SafeLoader):
 _StrictLoader.add_constructor("tag:yaml.org,2002:map", _StrictLoader.construct_yaml_map)
 
 
-def _load_yaml(text: str, file: str) -> Any:
+def _load_yaml(text: str, file: str, errors: list[ConfigError]) -> Any:
+    """The document in ``text``; each key given twice is appended to ``errors`` (with both lines)."""
+    loader = _StrictLoader(text)
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 -- a SafeLoader subclass
-    except _DuplicateKey as e:
-        raise ConfigError(f"{e}", file=file, key=str(e.key)) from None
+        data = loader.get_single_data()
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(f"not valid YAML{where}: {getattr(e, 'problem', e)}", file=file) from None
+    finally:
+        loader.dispose()
+    for key, first, again in loader.duplicates:
+        errors.append(ConfigError(f"key `{key}` is given twice (lines {first} and {again}); YAML would keep only "
+                                  "the last one: remove the one you do not mean", file=file, key=str(key)))
+    return data
 
 
 # ------------------------------------------------------------------ database endpoint
@@ -327,7 +332,7 @@ def parse_source(text: str, file: str = "<source>") -> SourceConfig:
     """The source file ``text``; every error of the file in one ConfigError (ConfigErrors)."""
     warnings: list[str] = []
     errors: list[ConfigError] = []
-    root = _Node(_load_yaml(text, file), "", file, warnings, errors)
+    root = _Node(_load_yaml(text, file, errors), "", file, warnings, errors)
     g = root.gather
     sid = g(lambda: _source_id(root))
     flavor = g(lambda: _flavor(root), "")
@@ -636,7 +641,7 @@ def parse_task(text: str, file: str = "<task>") -> TaskConfig:
     sections that do not depend on each other are all checked."""
     warnings: list[str] = []
     errors: list[ConfigError] = []
-    root = _Node(_load_yaml(text, file), "", file, warnings, errors)
+    root = _Node(_load_yaml(text, file, errors), "", file, warnings, errors)
     g = root.gather
     online = g(lambda: _online_ddl(root))
     name = g(lambda: _task_name(root))

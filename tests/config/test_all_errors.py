@@ -70,9 +70,15 @@ def test_source_file_errors_come_together():
 ])
 def test_a_key_given_twice_is_refused_with_its_lines(text, key, line):
     assert text.count(f"{key}:") == 2
+    [dup] = [e for e in _errors(text) if "given twice" in str(e)]
+    assert dup.context["key"] == key and f"`{key}` is given twice ({line})" in str(dup)
+
+
+def test_a_key_given_twice_comes_with_the_files_other_errors():
+    text = TASK.replace("task-mode: incremental", "task-mode: incremental\ntask-mode: all\ntagret-db: x")
     errs = _errors(text)
-    assert len(errs) == 1 and errs[0].context["key"] == key
-    assert f"`{key}` is given twice ({line})" in str(errs[0])
+    assert _keys(errs) == {"task-mode", "tagret-db"}
+    assert "`task-mode` is given twice" in str(errs[0])
 
 
 def test_yaml_merge_keys_are_not_duplicates():
