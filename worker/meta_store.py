@@ -58,7 +58,7 @@ class MetaStore:
 
         After :meth:`keep_connection` the connection is kept for the next transaction when this
         one committed (a new connection per operation was ~1.5 ms of a shard DDL's ~30 ms,
-        three times: issue 33); a failed one is closed.  One thread at a time uses the kept
+        three times); a failed one is closed.  One thread at a time uses the kept
         connection; a concurrent caller gets a connection of its own.  Otherwise (short-lived
         stores) every operation has a connection of its own."""
         conn, kept = self._take()

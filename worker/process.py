@@ -293,7 +293,7 @@ class Subtask:
             return pymysql.connect(**up_kwargs, autocommit=True, charset="utf8mb4")
 
         self.status.starting(f"reading the upstream tables of {self.source.source_id} and registering them")
-        # §7.1: the master learns every upstream table of this subtask, DDL or not
+        # the master learns every upstream table of this subtask, DDL or not (lock membership)
         st_writer = SourceTablesWriter(self.worker.store, cfg.name, self.source.source_id, mapper)
         conn = up()
         try:
@@ -318,7 +318,7 @@ class Subtask:
     def _lingering(self, cfg, mapper: TableMapper, upstream, log) -> list[tuple[str, str]]:
         """Tables gone upstream whose checkpoint still tracks them: the replay has yet to meet
         their ``DROP TABLE`` (and the rows and DDLs before it).  They stay lock members until it
-        does; leaving at once would let a lock decide without them (issue 28 case 5: a runner
+        does; leaving at once would let a lock decide without them (a runner
         that leaves before running its change)."""
         if cfg.shard_mode != "optimistic":
             return []
@@ -595,7 +595,7 @@ class WorkerProcess:
             except Exception as e:  # noqa: BLE001 — etcd unreachable: the lease may expire
                 # Only etcd says whether the lease is gone: it keeps leases across its own restart
                 # (and extends them), so judging by our clock restarted every subtask on every etcd
-                # restart (issue 28 case 8).  Writing on meanwhile is safe: a worker that took the
+                # restart.  Writing on meanwhile is safe: a worker that took the
                 # source over bumps the checkpoint epoch, and every write here checks it (fence.py).
                 self.log.warning("lease refresh failed; keeping the subtasks until etcd answers",
                                  error=str(e), unreachable_s=round(self._unreachable_for(), 1))
@@ -685,7 +685,7 @@ class WorkerProcess:
             old = self._stopping.get(key)
             if old is not None and old.thread.is_alive():
                 # the previous subtask of this task+source has not ended yet (stop() waits 30 s):
-                # starting another would run two writers with the same epoch (issue 28 case 8)
+                # starting another would run two writers with the same epoch
                 self.log.warning("previous subtask still stopping; starting its successor later",
                                  task=key[0], source=key[1])
                 later = threading.Timer(1.0, self._changed.set)

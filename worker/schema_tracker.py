@@ -7,7 +7,7 @@ on the upstream), then follows every DDL of the binlog through ``coordinator.sch
 
 The schema of a table is saved with its checkpoint (``table_info`` column, JSON text from
 :func:`schema_to_json`), so after a restart the tracker is rebuilt from the checkpoints alone
-and agrees with them (DM pain #15: schema state and checkpoints never disagree).
+and agrees with them (schema state and checkpoints never disagree).
 
 For a sharded DDL the coordinator needs the schema *before* and after *each* single-change
 statement (:meth:`SchemaTracker.preview`); it commits them only once the Operation allows it,

@@ -142,7 +142,7 @@ class StatusReporter:
         """Still Running, but blocked on something outside (an Operation from the master).
         ``after``: written only if still waiting after that many seconds, and a ``running()``
         before then writes nothing -- a shard DDL's Operation usually comes in a few ms, and
-        the two status writes around each wait were ~4 ms of it (issue 33)."""
+        the two status writes around each wait were ~4 ms of it."""
         with self._lock:
             clean = (self._st.stage == RUNNING
                      and not any(k in self._st.detail for k in ("error", "waiting_for", "lock_id", "paused_by")))

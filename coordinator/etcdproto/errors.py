@@ -1,7 +1,7 @@
 """Typed errors of the etcd protocol.
 
 A record that cannot be read names its key (and what the key decodes to), so rebuild can mark
-the one lock it belongs to as ``error`` instead of failing the whole master (DM pain #6).
+the one lock it belongs to as ``error`` instead of failing the whole master.
 A master write refused because this master is no longer the leader raises ``Fenced``.
 """
 from __future__ import annotations

@@ -4,8 +4,8 @@ it; and their etcd operations (DM's ``optimism/operation.go``).
 DM stores "done" inside the Operation.  Here the worker writes it to a key of its own
 (``done/<lock>/<table>``), guarded on the Operation's mod revision exactly as DM's rewrite is:
 the leader then watches Infos and done marks only, never its own answers coming back, and a
-worker watching its Operations never receives its own done marks (issue 13: a 4,096-table lock
-sent 16k such echoes).  Readers see the same thing as before: ``Operation.done`` is true when
+worker watching its Operations never receives its own done marks (a 4,096-table lock sent 16k
+such echoes before).  Readers see the same thing as before: ``Operation.done`` is true when
 the table's done mark names the Operation's current mod revision, so any rewrite of the
 Operation (a new answer) is not done, as with DM's in-place flag."""
 import queue
@@ -61,7 +61,7 @@ class Operation(Record):
     revision: int = _meta()
     # not stored: read from the done mark with ``done`` (False: the worker marked it done without
     # running its statements, ``binlog skip``), so a rebuild hands a runner's change over as the
-    # leader that read the mark did (issue 28 case 5)
+    # leader that read the mark did
     ran: bool = _meta(True)
 
     # The names are set once, at creation: both are kept after the first use (a big lock's
@@ -209,7 +209,7 @@ class OperationOps(_Base):
                        stop: threading.Event | None = None, just_put: bool = False) -> Operation:
         """Block until the table's Operation answers ``info_revision`` with a mod revision above
         ``after_revision`` and is not done; return it.  Operations for other (older) Infos are
-        ignored (DM pain #7).  After a ``detected`` answer call again with
+        ignored.  After a ``detected`` answer call again with
         ``after_revision=op.revision`` to wait for the next decision; in skip-and-wait, wait for
         a ``resolved`` Operation the same way.  Raises ``OperationWaitTimeout``.
         ``just_put``: the caller wrote the Info at ``info_revision`` itself, so every answer to

@@ -103,7 +103,7 @@ class LockKeeper:
     # ------------------------------------------------------------------ source tables
     def update_source_tables(self, st: SourceTables, deleted: bool = False) -> list[LockChange]:
         """A worker (re)wrote its SourceTables (or it was deleted): add new member tables to
-        existing locks and remove tables that left (design doc §4.6)."""
+        existing locks and remove tables that left."""
         k = (st.task, st.source)
         self._targets.clear()
         self._members_current.clear()
@@ -166,7 +166,7 @@ class LockKeeper:
 
     # ------------------------------------------------------------------ Info handling
     def handle_info(self, info: Info, target_tables: Iterable[TableRef] | None = None) -> LockChange:
-        """Decide the Operation for ``info`` (design doc §6.3 / §4.2).  ``target_tables`` are all
+        """Decide the Operation for ``info``.  ``target_tables`` are all
         shard tables routed to the Info's target (default: from the SourceTables the keeper was
         given).  Never raises for bad input: a bad Info gets an ``error`` Operation."""
         key, t = info.lock, info.table
@@ -300,7 +300,7 @@ class LockKeeper:
         """``m`` leaves with an answer to run not marked done: did its statements run anyway?
         Its worker records a DDL finished downstream before the done mark, and the schema source
         (the checkpoint) reports the finished DDL's schema: then the change must not be handed
-        over to run a second time (issue 28 case 5 meets invariant 5; found by tests/sim)."""
+        over to run a second time (invariant 5 of docs/lock-algorithm.md)."""
         a = m.answer
         if a is None or m.done or not a.ddls or a.stage not in (Stage.NONE, Stage.UNLOCKED) or not a.afters \
                 or self.schema_source is None:
@@ -419,7 +419,7 @@ class LockKeeper:
     def rebuild(cls, infos: Iterable[Info], operations: Iterable[Operation],
                 source_tables: Iterable[SourceTables], dropped_columns: Iterable[DroppedColumn],
                 bad: Iterable[RecordError] = (), schema_source: SchemaSource | None = None) -> Rebuilt:
-        """Rebuild all locks from etcd listings (master start, design doc §6.1).  A table whose
+        """Rebuild all locks from etcd listings (master start, docs/lock-algorithm.md).  A table whose
         stored Operation answers its current Info gets that answer back (``_restore``: the
         resolution and its runner are persisted, never re-decided); the other Infos are then
         decided in revision order; done Operations restore done flags; operator unlocks are

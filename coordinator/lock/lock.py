@@ -1,4 +1,4 @@
-"""One optimistic shard-DDL lock's decision algorithm (docs/lock-algorithm.md, design doc §4):
+"""One optimistic shard-DDL lock's decision algorithm (docs/lock-algorithm.md):
 how a member's Info is answered (``on_info``, ``try_sync``, ``step``), when pending conflicting
 DDLs agree (``resolve``) and who is redirected when (``drain_redirects``), and what a done mark,
 an operator's unlock, a departure or a rebuild's restored answer change.  Each entry returns an
@@ -268,7 +268,7 @@ class Lock(LockState):
 
     def _check_add_drop(self, m: Member, prev: TableSchema, post: TableSchema,
                         dropped_here: set[str], stmt: str) -> tuple[str | None, list[str]]:
-        """Add/drop-column checks after an accepted statement (design doc §4.5).  Returns
+        """Add/drop-column checks after an accepted statement (DM's add/drop column rules).  Returns
         (error message or None, dropped column names)."""
         others = self._normal.distinct_except(m.schema)
         old = try_join_all(others + [prev])
@@ -314,7 +314,7 @@ class Lock(LockState):
         return True
 
     def on_info(self, m: Member, info: Info, before: TableSchema, afters: list[TableSchema]) -> Effects:
-        """Decide the answer to ``m``'s parsed, consistent Info and settle it (design doc §6.3)."""
+        """Decide the answer to ``m``'s parsed, consistent Info and settle it."""
         again = self._replayed_answer(m, info, before, afters)
         if again is not None:
             return self.settle(m, info, again)
@@ -322,7 +322,7 @@ class Lock(LockState):
         # still held for ``by``'s change (not a released redirect: that one was released because the
         # change was in effect, and a later gate of ``by`` -- its next resolution, or another table
         # held until its next DDL ran -- is not this change's: holding the replay for it let a skip
-        # of ``by``'s next DDL hand this change over to run again, tests/sim seed 5117)
+        # of ``by``'s next DDL hand this change over to run again)
         held = m.answer is not None and m.answer.stage is Stage.SKIP_AND_WAIT and m.answer.runs_after is None
         fx = Effects()
         ans = self.try_sync(m, info, before, afters, fx)
@@ -420,7 +420,7 @@ class Lock(LockState):
                     f"{unlock_choice(self.id, m.table.source, m.table.schema, m.table.table)}, or "
                     f"`{shardctl('binlog', 'skip', self.key.task, '-s', m.table.source)}`")
                 break
-            # a column this statement adds, with the upstream time to order it by (issue 34)
+            # a column this statement adds, with the upstream time to order it by (DM keeps upstream commit order)
             adds = post.column_keys() - prev.column_keys() if info.timestamp else set()
             down = self._normal.try_joined() if len(adds) == 1 else None
             ix_down = self._normal.try_joined() if renamed_indexes(prev, post) else None
@@ -566,7 +566,7 @@ class Lock(LockState):
                     # who runs the change instead of re-deciding it.  Not an ordering hold
                     # (``runs_after``): ``by`` runs no agreed change for it, and naming ``by`` its
                     # runner made a rebuild, the operator and tests/sim take ``by``'s ordinary DDL
-                    # for a resolution (seed 4685)
+                    # for a resolution
                     a = m.answer
                     self._set_answer(m, Answer(a.info, Stage.SKIP_AND_WAIT, [], wait_runner(self, by), [], set(),
                                               a.afters, a.before, runner=by))

@@ -1,6 +1,6 @@
 """Thin helpers over the schema lattice (coordinator.schema) used by the lock engine.
 
-``cmp`` turns "incomparable" into ``None`` so predicates read like the design doc; ``join_all``
+``cmp`` turns "incomparable" into ``None`` so predicates read like docs/lock-algorithm.md; ``join_all``
 folds a bag of schemas.  A lock with thousands of shard tables usually holds only a handful of
 distinct schemas, so ``SchemaBag`` joins over *distinct* schemas (counted) instead of members:
 that keeps every Info O(distinct schemas) instead of O(tables).

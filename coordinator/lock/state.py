@@ -249,7 +249,7 @@ class LockState:
         done (its worker marks an answer done before it sends its next DDL), so the answer a
         restored hold names ``t`` the runner of has finished: ``ran`` -- the change is made, the
         gate goes (it stayed, and ``t``'s next answer then held the replays, and that answer's
-        `binlog skip` handed over a change that had run: tests/sim seed 7050); not ``ran`` (the
+        `binlog skip` handed over a change that had run); not ``ran`` (the
         operator skipped it) -- the change is handed over, as ``mark_done`` would have."""
         if t not in self._gates:
             return

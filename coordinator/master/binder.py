@@ -1,6 +1,6 @@
 """Leader duty: keep every source bound to one live worker.
 
-Runs a reconcile at start (so bindings are repaired on every leader change, DM pain #28), then
+Runs a reconcile at start (so bindings are repaired on every leader change), then
 whenever a worker or source record changes (etcd watch) and every few seconds as a safety net.
 The same periodic round refreshes the subtask-stage gauges (``gauges.SubtaskGauges``).
 """

@@ -1,6 +1,6 @@
 """Where a shard table joining a lock starts: the schema its worker checkpointed downstream.
 
-Design doc §1.3: when a table joins a lock, its starting schema is the ``table_info`` of its
+When a table joins a lock, its starting schema is the ``table_info`` of its
 row in ``<meta-schema>.<task>_syncer_checkpoint`` (written by ``worker.sync.checkpoint``); if that
 cannot be read (no task config, downstream unreachable for ``wait`` seconds, no row, JSON ``null``)
 the engine falls back to the lock's init schema.  Connections are cached per task, dropped on
@@ -51,7 +51,7 @@ def current_info(table_info, binlog_name, binlog_pos, ddl_intent):
     row's position is still before that DDL's end: the worker records the DDL finished (rule 8b)
     before its done mark and moves the checkpoint later, so a lock created in between would
     otherwise start the table from the schema before a DDL it already finished and wait for it
-    forever (issue 28: found by tests/sim)."""
+    forever."""
     if not ddl_intent:
         return table_info
     try:

@@ -485,7 +485,7 @@ class Cluster:
 
     def reconcile_bindings(self, fence: Fence) -> list[str]:
         """Bind every source to one live worker; a dead worker's sources move to the least
-        loaded live one (DM pain #28).  Returns human-readable changes."""
+        loaded live one (DM can report a stale one).  Returns human-readable changes."""
         regs = self.store.list_workers().items
         sources = sorted(s.source for s in self.store.list_sources().items)
         added = self._register_offered_sources(fence, regs, sources)

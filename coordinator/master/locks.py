@@ -62,7 +62,7 @@ class Locks:
     def rebuild(self, sts: Listing, infos: Listing, ops: Listing, dcs: Listing) -> dict:
         """Replay etcd into a fresh keeper and re-persist what the replay decided.  Stored
         Operations that already carry the same answer are left alone, so a restarted master
-        writes no duplicate Operation and a done one is never re-issued (design §6.1)."""
+        writes no duplicate Operation and a done one is never re-issued (docs/lock-algorithm.md, rebuild)."""
         bad = [*sts.bad, *infos.bad, *ops.bad, *dcs.bad]
         for e in bad:
             metrics.BAD_RECORDS.inc()
@@ -240,7 +240,7 @@ class Locks:
         the lock says the downstream table holds (``LockKeeper.expectation``: the schemas whose
         DDLs are done, not pending conflicting DDLs) with the table's ``SHOW CREATE TABLE``, and
         refuse when they differ or the downstream cannot be read: once the lock is gone nothing
-        remembers the difference (DM pain #5)."""
+        remembers the difference."""
         try:
             exp = self.keeper.expectation(lock)
         except LockError as e:

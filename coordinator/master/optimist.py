@@ -8,8 +8,9 @@ compacted watch triggers a full rebuild (retried every 0.5 s) — the same path 
 restart, so there is only one recovery code path to get right.
 
 A record that cannot be decoded, or an Info the engine rejects, marks only its lock ``error``
-(with the reason, visible in shard-ddl-lock) and never stops the master (DM pain #6).
-Operations always carry the revision of the Info they answer (DM pain #7).
+(with the reason, visible in shard-ddl-lock) and never stops the master (DM's does).
+Operations always carry the revision of the Info they answer, so a worker never takes an
+answer to an older Info for its current one.
 """
 from __future__ import annotations
 

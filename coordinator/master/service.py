@@ -176,7 +176,7 @@ class MasterService(pbg.MasterServicer):
             if opt is not None and (out.ok or meta_sources is None):
                 removed = opt.remove_task_meta(fence, request.name, meta_sources)
                 if not out.ok and removed:
-                    # DM pain #11: stop-task of an unknown task still clears its orphan locks
+                    # stop-task of an unknown task still clears its orphan locks (DM leaves them behind)
                     return pb.CommonResponse(result=True, msg=f"task {request.name!r} not found; removed "
                                              f"its leftover shard DDL metadata ({removed} lock(s))")
             return pb.CommonResponse(result=out.ok, msg=out.msg, sources=[

@@ -2,7 +2,7 @@
 
 A big lock (thousands of shard tables) sends its Infos and done marks in bursts; one etcd watch
 response carries many of them.  Writing each answer in its own read-then-write round trip caps
-the master at a few hundred Infos a second (issue 13), so ``Optimist`` hands a whole burst to the
+the master at a few hundred Infos a second, so ``Optimist`` hands a whole burst to the
 engine and ``Locks`` collects the writes here; ``flush`` sends them in transactions of up to
 ``MAX_TXN_OPS``.  No guarantee changes:
 

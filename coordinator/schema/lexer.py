@@ -2,7 +2,7 @@
 
 A shard DDL's text is tokenized by several readers in turn (its kind, its split, its
 routing, the tracker's model): six sqlglot tokenizations of the same string were ~3 ms of the
-worker's ~30 ms per shard DDL (issue 33).  The tokens are returned as a tuple, shared
+worker's ~30 ms per shard DDL.  The tokens are returned as a tuple, shared
 between callers, which only read them.  Only short statements are cached: a token is an
 object of its own, so one large statement's tokens take many times its text."""
 from __future__ import annotations

@@ -477,7 +477,7 @@ def finish_indexes(columns: list[Column], indexes: list[Index]) -> tuple[list[Co
 def _without_partitioning(sql: str) -> str:
     """The statement up to its partition clause (``PARTITION BY ...`` after the table body):
     partitioning is not part of the joined schema, and sqlglot cannot parse MariaDB's form of it
-    (issue 12 §2.11: such shard tables used to be forgotten).  The clause is still kept as a
+    (such shard tables would otherwise be left out of their lock).  The clause is still kept as a
     table option by ``parse_table_options``."""
     tokens = tokenize(sql)
     try:

@@ -1,7 +1,7 @@
 """Per-chunk progress of the full load, stored downstream in ``<meta>.<task>_load_checkpoint``.
 
 Rows are keyed by **source** (not worker), so whichever worker the source is bound to resumes
-the load (DM pain #19, #20).  Three kinds of rows per source:
+the load.  Three kinds of rows per source:
 
 * the plan row (``up_schema = up_table = ''``, ``chunk = -1``): ``status`` ``planned`` or
   ``finished``; ``info`` = {plan position, result once finished};

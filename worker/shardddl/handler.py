@@ -260,7 +260,7 @@ class OptimisticDDLHandler:
         answered with nothing to run) but whose checkpoint had not moved past it: it is not
         coordinated again -- a new lock, the old one resolved meanwhile, would decide it afresh
         and could run it twice or hold it forever.  The lock's done mark is given if it still
-        waits for it; the tracked schema follows the DDL (issue 28, invariant 5)."""
+        waits for it; the tracked schema follows the DDL (invariant 5 of docs/lock-algorithm.md)."""
         if event.table is None or event.target_table is None:
             return
         key = (event.schema, event.table)

@@ -18,7 +18,7 @@ Rules (tested in tests/worker/test_checkpoint.py and the syncer tests):
 3. **Never back.**  Saving an older point than the saved or stored one is refused (logged,
    the newer point kept); flushing re-reads the stored rows under a lock and never lowers them
    (a second, stale process cannot move a point back either).
-4. **Global <= pending DDLs.**  While a table is held on a DDL (shard conflict, §7.3), the
+4. **Global <= pending DDLs.**  While a table is held on a DDL (a shard conflict), the
    global point is clamped to the position before that DDL, so a restart meets it again.
 5. **Table rows first, global row last, one transaction.**  A flush is atomic: either the
    whole snapshot is stored or nothing is.

@@ -27,7 +27,7 @@ every DDL of the binlog it stops and asks a :class:`DDLHandler`.  The contract:
 4. ``ddl_skipped(event, ctx)`` replaces steps 2-3 for a statement the operator told the syncer
    to skip (``shardctl binlog skip``) or a binlog event filter ignores: nothing is executed
    downstream and nothing is coordinated, but the handler's schema state follows the upstream
-   (DM pain #24: a skipped DDL left DM's tracker behind); the syncer then advances the points
+   (in DM a skipped DDL left the tracker behind); the syncer then advances the points
    as for a handled DDL.
 5. ``attach(rewind, find_skip)`` is called once by the syncer with its ``request_rewind`` (for
    handlers that hold tables, step 3's ``hold``, and must restart the syncer later) and its
