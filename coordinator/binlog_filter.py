@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from coordinator.errors import ConfigError
+from coordinator.patterns import match
 
 IGNORE, DO = "Ignore", "Do"
 DML, DDL, INCOMPATIBLE = "dml", "ddl", "incompatible ddl"
@@ -133,7 +134,6 @@ class EventFilter:
         self._cache: dict[tuple[str, str, str], bool] = {}
 
     def _rules_of(self, schema: str, table: str) -> list[EventRule]:
-        from coordinator.routing import match   # routing imports config, which imports this module
         table_rules = [r for r in self.rules if r.table_pattern and table
                        and match(r.schema_pattern, schema) and match(r.table_pattern, table)]
         schema_rules = [r for r in self.rules if not r.table_pattern and match(r.schema_pattern, schema)]

@@ -7,20 +7,19 @@
 * Block-allow list: ``do-dbs`` (if any) must match, then ``ignore-dbs`` must not; then, if
   ``do-tables`` is given the table must match one, and it must match no ``ignore-tables``.
   System schemas are always filtered.
-Patterns use ``*`` and ``?`` wildcards (and ``[...]``); a pattern starting with ``~`` is a
-regular expression.  Names compare case-insensitively, like DM's default.
+Patterns are DM's (``coordinator.patterns``): wildcards, or a regular expression after ``~``;
+names compare case-insensitively, like DM's default.
 """
 from __future__ import annotations
 
-import fnmatch
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
 from coordinator.binlog_filter import EventFilter
 from coordinator.expr_filter import ExpressionFilter
 from coordinator.config import BlockAllowList, Instance, OnlineDDLRules, RouteRule, TablePattern
 from coordinator.errors import ShardMergeError
+from coordinator.patterns import match
 from coordinator.sql import quote_table
 
 SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
@@ -28,19 +27,6 @@ SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema",
 
 class RouteConflict(ShardMergeError):
     """A table matches several route rules of the same kind."""
-
-
-@lru_cache(maxsize=4096)
-def _compile(pattern: str) -> re.Pattern:
-    if pattern.startswith("~"):
-        return re.compile(pattern[1:], re.IGNORECASE)
-    return re.compile(fnmatch.translate(pattern), re.IGNORECASE)
-
-
-def match(pattern: str, name: str) -> bool:
-    if pattern.startswith("~"):
-        return _compile(pattern).search(name) is not None
-    return _compile(pattern).match(name) is not None
 
 
 @dataclass(frozen=True)

@@ -236,7 +236,13 @@ def _clause(c: Clause) -> str | None:
 
 def canonical_ddl(sql: str) -> str:
     """The canonical text of one statement (already split to one change, see ``split_ddl``).
-    A statement this module does not know how to rewrite keeps its own text, tidied."""
+    A statement this module does not know how to rewrite keeps its own text, tidied.
+
+    >>> canonical_ddl("alter table t add column  b int after a")
+    'ALTER TABLE `t` ADD COLUMN `b` INT AFTER `a`'
+    >>> canonical_ddl("ALTER TABLE t RENAME INDEX i TO j")
+    'ALTER TABLE `t` RENAME INDEX `i` TO `j`'
+    """
     try:
         st = parse_statement(sql)
     except SchemaError:

@@ -225,7 +225,22 @@ def _conflict(cls, msg, **kw):
 
 def join(a: TableSchema, b: TableSchema, *, a_label: str | None = None,
          b_label: str | None = None) -> TableSchema:
-    """Least schema both ``a`` and ``b`` fit into; raises SchemaConflict."""
+    """Least schema both ``a`` and ``b`` fit into; raises SchemaConflict.
+
+    >>> from coordinator.schema import parse_create_table as t
+    >>> a = t("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))")
+    >>> print(join(a, t("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), n INT)")).to_create_sql())
+    CREATE TABLE `t` (
+      `id` int(11) NOT NULL,
+      `v` varchar(20) DEFAULT NULL,
+      `n` int(11) DEFAULT NULL,
+      PRIMARY KEY (`id`)
+    )
+    >>> join(a, t("CREATE TABLE t (id INT PRIMARY KEY, v INT)"))
+    Traceback (most recent call last):
+    ...
+    coordinator.schema.errors.SchemaConflict: column `v` is VARCHAR(10) on left but INT(11) on right (types are incompatible)
+    """
     la, lb = _labels(a_label, b_label)
     ctx = {"a_label": a_label, "b_label": b_label}
     if a is b or a == b:
@@ -295,7 +310,14 @@ def compare(a: TableSchema, b: TableSchema, *, a_label: str | None = None,
             b_label: str | None = None) -> int:
     """-1 if a < b, 0 if lattice-equal, 1 if a > b; raises Incomparable.
 
-    Agrees with ``join``: compare(a, b) <= 0 iff join(a, b).same_as(b)."""
+    Agrees with ``join``: compare(a, b) <= 0 iff join(a, b).same_as(b).
+
+    >>> from coordinator.schema import parse_create_table as t
+    >>> narrow = t("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))")
+    >>> wide = t("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), n INT)")
+    >>> compare(narrow, wide), compare(wide, narrow), compare(wide, wide)
+    (-1, 1, 0)
+    """
     la, lb = _labels(a_label, b_label)
     ctx = {"a_label": a_label, "b_label": b_label}
     if a is b or a == b:
