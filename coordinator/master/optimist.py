@@ -18,6 +18,7 @@ import queue
 import threading
 import time
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Callable
 
 from coordinator.etcdproto import (DoneMark, Fence, Fenced, Info, Operation, RecordEvent, SourceTables, Store, TableRef,
@@ -29,9 +30,42 @@ from . import metrics
 from .errors import RequestError
 from .gauges import LockGauges
 
-_REBUILD = object()
-_STOP = object()
-_WRITE_FAILED = object()   # (_WRITE_FAILED, engine): a flush of that engine failed
+
+
+# What the coordinator thread's queue carries: one type per kind of work.
+@dataclass(frozen=True)
+class _Rebuild:
+    """Rebuild every lock from etcd (start, a broken watch, an event that failed)."""
+
+
+@dataclass(frozen=True)
+class _Stop:
+    """The thread ends (leadership lost or the master closing)."""
+
+
+@dataclass(frozen=True)
+class _WriteFailed:
+    """A background flush of ``engine``'s answers failed: settle it on the thread (raises)."""
+    engine: Locks
+
+
+@dataclass(frozen=True)
+class _Call:
+    """An API call run on the thread, serialised with the events; its result goes to ``future``."""
+    future: Future
+    fn: Callable
+    args: tuple
+
+
+@dataclass(frozen=True)
+class _Events:
+    """One watch response (or the watch's error) of watch generation ``gen``: a rebuild starts a
+    new generation, and events of older ones are dropped."""
+    gen: int
+    events: list | Exception
+
+
+_REBUILD, _STOP = _Rebuild(), _Stop()
 
 
 class Optimist:
@@ -64,8 +98,8 @@ class Optimist:
                 item, self._next = (self._next, None) if self._next is not None else (self._q.get_nowait(), None)
             except queue.Empty:
                 break
-            if isinstance(item, tuple) and isinstance(item[0], Future):
-                item[0].set_exception(RequestError("this master lost leadership; retry (the new leader answers)"))
+            if isinstance(item, _Call):
+                item.future.set_exception(RequestError("this master lost leadership; retry (the new leader answers)"))
         self._q.put(_STOP)
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout=10)
@@ -76,7 +110,7 @@ class Optimist:
         if self.closed:
             raise RequestError("this master is no longer the leader")
         fut: Future = Future()
-        self._q.put((fut, fn, args))
+        self._q.put(_Call(fut, fn, args))
         return fut.result(timeout=timeout)
 
     def _loop(self) -> None:
@@ -88,16 +122,16 @@ class Optimist:
                     return
                 self._update_gauges()
                 continue
-            if item is _STOP or self.closed:
+            if isinstance(item, _Stop) or self.closed:
                 return
             try:
-                if item is _REBUILD:
+                if isinstance(item, _Rebuild):
                     self._rebuild_until_ok()
-                elif isinstance(item, tuple) and item[0] is _WRITE_FAILED:
-                    if self.engine is not None and item[1] is self.engine:
+                elif isinstance(item, _WriteFailed):
+                    if self.engine is not None and item.engine is self.engine:
                         self.engine.settle()     # raises the failed flush's error
-                elif isinstance(item, tuple) and isinstance(item[0], Future):
-                    fut, fn, args = item
+                elif isinstance(item, _Call):
+                    fut, fn, args = item.future, item.fn, item.args
                     try:
                         if self.engine is not None:
                             self.engine.settle()  # the call sees (and orders after) every written answer
@@ -109,6 +143,7 @@ class Optimist:
                     except BaseException as e:  # noqa: BLE001 — handed to the caller
                         fut.set_exception(e)
                 else:
+                    assert isinstance(item, _Events), item
                     self._burst(item)
             except Fenced as e:
                 self.log.warning("write fenced: this master is no longer the leader", error=str(e))
@@ -152,7 +187,7 @@ class Optimist:
         # drop queued events of the old generation lazily (their gen no longer matches)
 
         def write_failed() -> None:
-            self._q.put((_WRITE_FAILED, engine))
+            self._q.put(_WriteFailed(engine))
 
         engine = Locks(self.store, self.fence, self.log, on_write_failed=write_failed)
         self.engine = engine
@@ -164,7 +199,7 @@ class Optimist:
         metrics.REBUILDS.inc()
 
         def forward(ev) -> None:
-            self._q.put((gen, ev))
+            self._q.put(_Events(gen, ev))
 
         for kind, listing in (("source-tables", sts), ("info", infos), ("done", ops)):
             self._watches.append(self.store.watch(kind, listing.revision + 1, forward,
@@ -173,7 +208,7 @@ class Optimist:
         self.ready = True
         self.log.info("locks rebuilt", took_ms=int((time.monotonic() - t0) * 1000), **stats)
 
-    def _burst(self, first) -> None:
+    def _burst(self, first: _Events) -> None:
         """Hand ``first`` and every event already queued behind it (up to ``BURST``) to the
         engine, then write their answers together (master/write_batch.py).  A non-event item
         drained on the way (an operator call, a rebuild) is kept in ``_next``, handled next."""
@@ -181,7 +216,7 @@ class Optimist:
         engine.begin()
         item, n = first, 0
         while True:
-            gen, evs = item
+            gen, evs = item.gen, item.events
             if gen == self._gen:
                 for ev in evs if isinstance(evs, list) else (evs,):   # a watch response, or its error
                     self._dispatch(ev)
@@ -191,12 +226,13 @@ class Optimist:
             if n >= self.BURST or self.engine is not engine:   # a rebuild replaced the engine
                 break
             try:
-                item = self._q.get_nowait()
+                nxt = self._q.get_nowait()
             except queue.Empty:
                 break
-            if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], int)):
-                self._next = item
+            if not isinstance(nxt, _Events):
+                self._next = nxt
                 break
+            item = nxt
         if self.engine is engine:
             engine.flush()
         else:
