@@ -30,7 +30,7 @@ def refusal(resp) -> ApiError:
     """The HTTP status of a command the master answered with ``result: false``."""
     msg = resp.msg or "; ".join(f"{s.source}: {s.msg}" for s in getattr(resp, "sources", ()) if not s.result) \
         or "the master refused the request without a message"
-    if msg.startswith("not leader") or msg.startswith("etcd unavailable") or answers.leaderless(msg):
+    if msg.startswith("etcd unavailable") or answers.leaderless(msg):
         return ApiError(503, msg)
     if msg.startswith("internal error"):
         return ApiError(500, msg)

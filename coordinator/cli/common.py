@@ -155,7 +155,7 @@ def call_once(args, method: str, request, timeout: float = RPC_TIMEOUT):
             raise CLIError(f"master at {addr} failed {method}: {code.name}: {e.details()}") from None
         leader = getattr(resp, "leader", "")
         if (not getattr(resp, "result", True) and leader and leader not in tried
-                and str(getattr(resp, "msg", "")).startswith("not leader")):
+                and answers.is_not_leader(str(getattr(resp, "msg", "")))):
             queue.insert(0, leader)       # this master could not forward: ask the leader directly
             not_leader = resp
             continue

@@ -104,7 +104,7 @@ class MasterService(pbg.MasterServicer):
         if not leader:
             return resp_type(result=False, msg=answers.NO_LEADER)
         if forwarded or leader == node.advertise:
-            return resp_type(result=False, msg=f"not leader, leader is {leader}", leader=leader)
+            return resp_type(result=False, msg=answers.not_leader(leader), leader=leader)
         try:
             # the caller's token travels on (the leader's guard checks it again); with mutual TLS
             # the leader sees this master's certificate, so its CN must be allowed there
@@ -116,7 +116,7 @@ class MasterService(pbg.MasterServicer):
             return resp
         except grpc.RpcError as e:
             return resp_type(result=False, leader=leader,
-                             msg=f"not leader, leader is {leader} (forwarding failed: {e.code().name}: {e.details()})")
+                             msg=answers.not_leader(leader, f"forwarding failed: {e.code().name}: {e.details()}"))
 
     def _read(self, name: str, resp_type, fn):
         try:
