@@ -23,6 +23,7 @@ import sqlglot
 import yaml
 
 from coordinator import dm_encrypt, dm_keys
+from coordinator.checking_items import DM_ITEMS, NOT_HERE, suggest
 from coordinator.binlog_filter import EventRule, parse_rule
 from coordinator.expr_filter import ExprRule
 from coordinator.expr_filter import parse_rule as parse_expr_rule
@@ -468,7 +469,7 @@ class TaskConfig:
     strict_optimistic: bool = False
     warnings: tuple[str, ...] = ()
     source_text: str = field(default="", repr=False, compare=False)
-    # DM's ``ignore-checking-items``: the precheck names left out (``coordinator.precheck.ignore``)
+    # DM's ``ignore-checking-items``: the precheck names left out (``coordinator.checking_items``)
     ignore_checking_items: tuple[str, ...] = ()
 
     def instance(self, source_id: str) -> Instance | None:
@@ -816,7 +817,6 @@ def _ignore_checking_items(root: _Node, warnings: list[str]) -> tuple[str, ...]:
     """DM's ``ignore-checking-items``: every value must be one DM defines; "did you mean" for a
     typo.  DM items shardmerge has no check for are accepted with a warning."""
     # late: the precheck package imports this module (its runner reads TaskConfig)
-    from coordinator.precheck.ignore import DM_ITEMS, NOT_HERE, suggest
     key = root.key("ignore-checking-items")
     out = []
     for i, item in enumerate(root.str_list("ignore-checking-items")):

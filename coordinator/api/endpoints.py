@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import yaml
 
-from coordinator.master import answers
+from coordinator import answers
 from protos import master_pb2 as pb
 
 from . import shapes

@@ -7,7 +7,7 @@ import json
 
 import yaml
 
-from coordinator.cli.locks import lock_doc
+from coordinator.lock_doc import lock_doc
 
 from . import exits
 

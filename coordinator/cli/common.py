@@ -16,7 +16,7 @@ from coordinator.access.exposure import is_loopback
 from coordinator.access.policy import private_secret
 from coordinator.access.tls import TlsFiles, describe_unavailable
 from coordinator.errors import ConfigError
-from coordinator.master import answers
+from coordinator import answers
 from protos import master_pb2_grpc as pbg
 
 RPC_TIMEOUT = 60.0

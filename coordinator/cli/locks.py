@@ -20,21 +20,13 @@ from __future__ import annotations
 
 import argparse
 
+from coordinator.lock_doc import lock_doc
 from coordinator.cli.common import CLIError, add_sources_flag, call, common, emit, render_table
 from protos import master_pb2 as pb
 
 USAGE = ("usage: shard-ddl-lock [-s SOURCE ...] [TASK] | shard-ddl-lock unlock LOCK_ID -s SOURCE -d DATABASE "
          "-t TABLE [--action exec|skip] | shard-ddl-lock unlock LOCK_ID --force-remove [--no-check] | "
          "shard-ddl-lock remove-table LOCK_ID -s SOURCE -d DATABASE -t TABLE")
-
-
-def lock_doc(lk) -> dict:
-    return {"ID": lk.ID, "task": lk.task, "mode": lk.mode or "optimistic", "owner": lk.owner,
-            "DDLs": list(lk.DDLs), "synced": list(lk.synced), "unsynced": list(lk.unsynced),
-            "state": lk.state, "error": lk.error,
-            "waiting": [{"table": w.table, "waitingFor": w.waiting_for} for w in lk.waiting],
-            "owners": [{"owner": o.owner, "DDLs": list(o.DDLs), "state": o.state, "waitingFor": o.waiting_for}
-                       for o in lk.owners]}
 
 
 def _locks_table(doc: dict) -> str:

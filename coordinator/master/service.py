@@ -16,7 +16,8 @@ import grpc
 from coordinator.access.tls import TlsFiles
 from coordinator.errors import ShardMergeError
 from coordinator.etcdproto import EtcdUnavailable, Fenced, Store
-from coordinator.master import answers, precheck_task, start_time
+from coordinator import answers
+from coordinator.master import precheck_task, start_time
 from coordinator.master.cluster import handle_error
 from coordinator.master.preview import ddl_preview
 from coordinator.master.schema_ops import operate_schema

@@ -12,7 +12,7 @@ from coordinator.routing import TableMapper
 from . import downstream, shards, upstream
 from .connect import SECRET_HINT, connect
 from .grants import current_grants
-from .ignore import ignored_names, is_ignored
+from coordinator.checking_items import ignored_names, is_ignored
 from .result import FAIL, WARN, CheckItem, CheckReport
 
 log = logger("precheck")

@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from coordinator.cli import main
-from coordinator.master import answers
+from coordinator import answers
 from protos import master_pb2 as pb, master_pb2_grpc as pbg
 
 
