@@ -8,7 +8,7 @@ import orjson
 from etcd3 import transactions as T
 
 from .keys import LockKey, TableRef
-from .record import MAX_TXN_OPS, Listing, Record, _meta, dumps
+from .record import MAX_TXN_OPS, Listing, TableRecord, _meta, dumps
 
 if TYPE_CHECKING:
     from .store import StoreCore as _Base
@@ -17,7 +17,7 @@ else:
 
 
 @dataclass
-class Info(Record):
+class Info(TableRecord):
     """A worker's sharded DDL (one upstream table, one or more single-change statements).
 
     ``before`` is the tracked upstream schema before the first statement, ``afters[i]`` the schema
@@ -68,22 +68,6 @@ class Info(Record):
             if isinstance(a, list):
                 d["afters"] = [_schema(x) if isinstance(x, str) else x for x in a]
         return d
-
-    # The names are set once, at creation: both are kept after the first use (a big lock's
-    # master asks for them several times per record).
-    @property
-    def lock(self) -> LockKey:
-        k = self.__dict__.get("_lock")
-        if k is None:
-            k = self.__dict__["_lock"] = LockKey(self.task, self.down_schema, self.down_table)
-        return k
-
-    @property
-    def table(self) -> TableRef:
-        t = self.__dict__.get("_table")
-        if t is None:
-            t = self.__dict__["_table"] = TableRef(self.source, self.up_schema, self.up_table)
-        return t
 
 
 def _text(schema: Any) -> Any:

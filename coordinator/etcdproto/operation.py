@@ -22,7 +22,7 @@ from .errors import EtcdUnavailable, OperationWaitTimeout, RecordError, StaleOpe
 from .info import Info
 from .keys import LockKey, TableRef
 from .leader import Fence
-from .record import MAX_TXN_OPS, Listing, Record, Stage, _meta
+from .record import MAX_TXN_OPS, Listing, Stage, TableRecord, _meta
 
 if TYPE_CHECKING:
     from .store import StoreCore as _Base
@@ -31,7 +31,7 @@ else:
 
 
 @dataclass
-class Operation(Record):
+class Operation(TableRecord):
     """The master's answer for one table.  ``info_revision`` is the revision of the Info it
     answers (for a redirect: of the Info that was skipped); ``cols`` are the columns that Info
     dropped, echoed back on done for dropped-column bookkeeping.  ``revision`` (not stored) is
@@ -64,22 +64,6 @@ class Operation(Record):
     # leader that read the mark did
     ran: bool = _meta(True)
 
-    # The names are set once, at creation: both are kept after the first use (a big lock's
-    # master asks for them several times per record).
-    @property
-    def lock(self) -> LockKey:
-        k = self.__dict__.get("_lock")
-        if k is None:
-            k = self.__dict__["_lock"] = LockKey(self.task, self.down_schema, self.down_table)
-        return k
-
-    @property
-    def table(self) -> TableRef:
-        t = self.__dict__.get("_table")
-        if t is None:
-            t = self.__dict__["_table"] = TableRef(self.source, self.up_schema, self.up_table)
-        return t
-
     def same_answer(self, other: "Operation") -> bool:
         """Equal apart from ``done`` and the revision (done marks keep the answer)."""
         a, b = self.to_dict(), other.to_dict()
@@ -88,7 +72,7 @@ class Operation(Record):
 
 
 @dataclass
-class DoneMark(Record):
+class DoneMark(TableRecord):
     """A worker's done mark of its table's Operation: which Operation (``op_revision``, its mod
     revision, and the ``info_revision`` it answers), its ``stage`` and the ``cols`` it dropped.
     It applies while the Operation key still has ``op_revision``.  The table is the key's (filled
@@ -111,14 +95,6 @@ class DoneMark(Record):
     revision: int = _meta()
 
     done: typing.ClassVar[bool] = True
-
-    @property
-    def lock(self) -> LockKey:
-        return LockKey(self.task, self.down_schema, self.down_table)
-
-    @property
-    def table(self) -> TableRef:
-        return TableRef(self.source, self.up_schema, self.up_table)
 
     @property
     def lock_id(self) -> str:

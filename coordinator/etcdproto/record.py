@@ -23,6 +23,7 @@ from typing import Any, Callable, Generic, TypedDict, TypeVar
 import orjson
 
 from .errors import GarbageRecord, RecordError, UnknownVersion
+from .keys import LockKey, TableRef
 
 R = TypeVar("R", bound="Record")
 
@@ -165,6 +166,34 @@ class Record:
 
     def validate(self) -> None:
         """Cross-field checks; raise ValueError."""
+
+
+class TableRecord(Record):
+    """A record about one shard table of one lock (Info, Operation, done mark).  Its lock and
+    table names are built once, at first use, and kept: a big lock's master asks for them several
+    times per record."""
+    if typing.TYPE_CHECKING:
+        task: str
+        source: str
+        up_schema: str
+        up_table: str
+        down_schema: str
+        down_table: str
+
+    @property
+    def lock(self) -> LockKey:
+        k = self.__dict__.get("_lock")
+        if k is None:
+            k = self.__dict__["_lock"] = LockKey(self.task, self.down_schema, self.down_table)
+        return k
+
+    @property
+    def table(self) -> TableRef:
+        t = self.__dict__.get("_table")
+        if t is None:
+            t = self.__dict__["_table"] = TableRef(self.source, self.up_schema, self.up_table)
+        return t
+
 
 
 def dumps(d: dict) -> bytes:
