@@ -1,7 +1,8 @@
 """`shardctl`: the command line of shardmerge (dmctl-like).
 
 Every command lives in this package, one module a command group, each with a
-``register(subparsers)`` function; this file only lists them in ``COMMAND_MODULES`` (imported when
+``register(subparsers)`` function, except the worker side's (``worker.cli``, loaded by name so
+the coordinator never imports the worker); this file only lists them in ``COMMAND_MODULES`` (imported when
 the parser is built, so ``register`` must stay cheap: command handlers import gRPC stubs, the
 master, the worker or pyspark inside themselves).  Shared client helpers: ``common``.  Errors
 print one line naming the input and exit non-zero.
@@ -20,14 +21,13 @@ from coordinator.errors import ShardMergeError
 # Add a module here to add its commands.
 COMMAND_MODULES = (
     "coordinator.cli.master",     # master (run the process)
-    "coordinator.cli.worker",     # worker (run the process)
+    "worker.cli",                 # worker (run the process), check (compare downstream with upstream)
     "coordinator.cli.tasks",      # start-task, check-task, stop-task, pause-task, resume-task, query-status
     "coordinator.cli.locks",      # shard-ddl-lock (show-ddl-locks, unlock-ddl-lock)
     "coordinator.cli.sources",    # operate-source, get-config/config, list-member
     "coordinator.cli.binlog",     # binlog skip|replace|inject|revert|list, handle-error (legacy form)
     "coordinator.cli.binlog_schema",  # binlog-schema list|update|delete (the tracked table structures)
     "coordinator.cli.preview",    # ddl-preview (what a shard DDL would do, simulated on the master)
-    "coordinator.cli.check",      # check (compare downstream with the merged upstream)
     "coordinator.cli.completion",  # completion bash|zsh (generated from this parser)
     "coordinator.cli.encrypt",    # encrypt / decrypt (dmctl's, local)
     "coordinator.cli.validation",  # validation ... (dmctl's; no continuous validator yet: says so)

@@ -162,7 +162,7 @@ def query_status(args) -> int:
     def table(_doc):
         if not resp.result:
             return f"FAILED: {resp.msg}"
-        from worker.load.progress import format_progress   # worker.load pulls in the loader: only for --more
+        from coordinator.load_progress import format_progress
         rows = [[st.task, st.source, st.worker or "-", st.stage, st.unit or "-", st.lock_id or "-",
                  st.error or st.waiting_for or "-"] for st in resp.subtasks]
         loads = [format_progress(_detail(st)["load"]) for st in resp.subtasks

@@ -1,4 +1,5 @@
-"""Progress of a full load: a status dict for ``query-status``, log lines, a text bar for the CLI.
+"""Progress of a full load: a status dict for ``query-status`` and log lines (its text forms, for
+the CLI too, are ``coordinator.load_progress``).
 
 Rows loaded come from the finished chunks in the load checkpoint (so any process can compute
 them, and a resumed load counts what earlier runs loaded); totals are estimates (the planner's
@@ -9,12 +10,7 @@ from __future__ import annotations
 
 import time
 
-
-def bar(percent: float, width: int = 30) -> str:
-    """``[#########.....................]  31.0%`` — for the CLI."""
-    p = max(0.0, min(100.0, float(percent)))
-    fill = int(round(width * p / 100))
-    return f"[{'#' * fill}{'.' * (width - fill)}] {p:5.1f}%"
+from coordinator.load_progress import bar, format_progress  # noqa: F401 — the text forms live with their readers
 
 
 class Progress:
@@ -52,13 +48,3 @@ class Progress:
                 "percent": round(pct, 1), "chunks_done": cdone, "chunks_total": ctotal,
                 "rows_per_sec": round(run_rows / elapsed, 1), "elapsed_s": round(elapsed, 1),
                 "bar": bar(pct), "tables": per}
-
-
-def format_progress(p: dict) -> str:
-    """Multi-line text for ``shardctl query-status`` / a terminal."""
-    lines = [f"full load {p.get('source', '')} {p.get('bar') or bar(p.get('percent', 0))} "
-             f"{p.get('rows_loaded', 0)}/{p.get('rows_total_est', 0)} rows, "
-             f"{p.get('chunks_done', 0)}/{p.get('chunks_total', 0)} chunks, {p.get('rows_per_sec', 0)} rows/s"]
-    for name, t in sorted((p.get("tables") or {}).items()):
-        lines.append(f"  {name} -> {t['target']}: {bar(t['percent'], 20)} {t['rows_loaded']}/{t['rows_total_est']}")
-    return "\n".join(lines)
