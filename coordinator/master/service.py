@@ -18,7 +18,7 @@ from coordinator.errors import ShardMergeError
 from coordinator.etcdproto import EtcdUnavailable, Fenced, Store
 from coordinator import answers
 from coordinator.master import precheck_task, start_time
-from coordinator.master.cluster import handle_error
+from coordinator.master.binlog_ops import handle_error
 from coordinator.master.preview import ddl_preview
 from coordinator.master.schema_ops import operate_schema
 from coordinator.obs import logger
