@@ -450,8 +450,13 @@ class Lock(LockState):
                 fx.dropped_puts.append((m.table, new, DroppedStage.NOT_DONE))
         if stage is not Stage.NONE:
             if info.ignore_conflict:
+                # forced past a conflicting change the downstream never made (the rest of a
+                # statement the operator skipped): like a table created with a shape ahead of the
+                # lock, it does not count as one that made the change downstream
+                ahead = self._ahead(afters[-1])
                 self._set_conflict(m, None)
                 self._set_schema(m, afters[-1])
+                m.joined_ahead = ahead
             elif stage is not Stage.SKIP_AND_WAIT:
                 self._set_conflict(m, None)
                 self._set_schema(m, before)

@@ -289,3 +289,19 @@ def test_a_refused_add_does_not_teach_a_rebuild_the_columns_first_type():
     rb = _rebuild(h, schema_source=lambda _lock, t: checkpoints[t])
     [op_c] = [o for o in rb.operations if o.table == h.refs["C"]]
     assert op_c.stage is Stage.ERROR and op_c.ddls == []
+
+
+def test_a_retype_told_after_an_operator_skip_is_not_taken_for_one_made_downstream():
+    """B's statement renamed `x` and retyped `v`; the operator skipped it (`binlog skip`), so the
+    worker tells the lock the rest of the statement as B's schema (an ignore-conflict Info):
+    nothing of it ran downstream.  A's identical retype must then wait for C and run when C makes
+    it too.  Before, the lock took B's told schema for a retype made downstream, answered A
+    `detected` ("values cannot be carried"), and after the operator's exit A wrote INT values
+    into the VARCHAR column."""
+    retype = "ALTER TABLE t MODIFY COLUMN v INT"
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))", tables=("A", "B", "C"))
+    out = h.send("B", info=h.make_info("B", retype, ignore_conflict=True))
+    assert out.operation is None
+    a = h.send("A", retype)
+    assert a.operation.stage is Stage.SKIP_AND_WAIT, a.operation
+    assert ddls(h.send("C", retype)) == [retype]
