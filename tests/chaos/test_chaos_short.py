@@ -1,6 +1,6 @@
 """CI form of the chaos test: 5 faults (worker SIGKILL, leader-master SIGKILL, etcd restart,
-downstream restart, leader SIGKILL while a lock has held or executing tables) during 100 s of writes and shard DDLs, on the private service
-set; and 3 faults in 75 s on keyless shard tables.  Runs ``python -m tests.chaos.run`` as a subprocess (its services need their own
+downstream restart, leader SIGKILL while a lock has held or executing tables) during 80 s of writes and shard DDLs, on the private service
+set; and 3 faults in 60 s on keyless shard tables.  Runs ``python -m tests.chaos.run`` as a subprocess (its services need their own
 environment) and asserts on the figures it writes; see tests/chaos/run.py for how each is
 measured."""
 from __future__ import annotations
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(1500)
-@pytest.mark.parametrize("keyless,faults,duration", [(False, 5, 100), (True, 3, 75)], ids=["keyed", "keyless"])
+@pytest.mark.parametrize("keyless,faults,duration", [(False, 5, 80), (True, 3, 60)], ids=["keyed", "keyless"])
 def test_chaos_short(tmp_path, keyless, faults, duration):
     """``keyless``: the same workload on shard tables without a primary/unique key (checkpoint
     rule 10 must make every replay exact: 0 duplicated rows)."""
