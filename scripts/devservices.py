@@ -166,12 +166,20 @@ def _port_open(port: int) -> bool:
 
 
 def _pid_alive(pidfile: Path) -> int | None:
+    """The pid in ``pidfile`` while that process runs.  A process that has exited but was
+    started by this one (a test restarting a server) stays a zombie until reaped: it is reaped
+    here and counts as stopped, or a stop would wait its whole timeout for it."""
     try:
         pid = int(pidfile.read_text().strip())
         os.kill(pid, 0)
-        return pid
     except (OSError, ValueError):
         return None
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return None
+    except ChildProcessError:          # not our child: signal 0 said it runs
+        pass
+    return pid
 
 
 def _wait(what: str, check, timeout: float, logfile: Path) -> None:
