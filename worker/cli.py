@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
-from coordinator.cli.process import log_level, serve
+from coordinator.serve import log_level, serve
 from coordinator.errors import ShardMergeError
 from coordinator.etcd_client import EtcdEndpointError, add_security_args
 

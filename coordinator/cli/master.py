@@ -11,7 +11,7 @@ from coordinator import gc_tuning
 from coordinator.access import exposure
 from coordinator.access.policy import AccessPolicy
 from coordinator.access.tls import TlsFiles
-from coordinator.cli.process import log_level, serve
+from coordinator.serve import log_level, serve
 from coordinator.errors import ConfigError, ShardMergeError
 from coordinator.etcd_client import add_security_args
 
