@@ -816,7 +816,6 @@ def _instance(n: _Node, defs: dict[str, dict], online: OnlineDDLRules | None, se
 def _ignore_checking_items(root: _Node, warnings: list[str]) -> tuple[str, ...]:
     """DM's ``ignore-checking-items``: every value must be one DM defines; "did you mean" for a
     typo.  DM items shardmerge has no check for are accepted with a warning."""
-    # late: the precheck package imports this module (its runner reads TaskConfig)
     key = root.key("ignore-checking-items")
     out = []
     for i, item in enumerate(root.str_list("ignore-checking-items")):
