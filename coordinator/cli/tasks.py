@@ -7,6 +7,7 @@ import os
 
 from coordinator.api.exits import subtask_exits
 from coordinator.config_file import read_config
+from coordinator.load_progress import format_progress
 from coordinator.cli.common import (RPC_TIMEOUT, CLIError, add_sources_flag, call, common, common_table, emit,
                                     render_table)
 from protos import master_pb2 as pb
@@ -162,7 +163,6 @@ def query_status(args) -> int:
     def table(_doc):
         if not resp.result:
             return f"FAILED: {resp.msg}"
-        from coordinator.load_progress import format_progress
         rows = [[st.task, st.source, st.worker or "-", st.stage, st.unit or "-", st.lock_id or "-",
                  st.error or st.waiting_for or "-"] for st in resp.subtasks]
         loads = [format_progress(_detail(st)["load"]) for st in resp.subtasks
