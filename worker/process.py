@@ -48,7 +48,7 @@ from coordinator.retry import RetryExhausted, WaitBoard, retry
 from worker.spark_session import SparkStarter
 from worker.sync.schema_ops import SchemaOpServer
 
-from worker.subtask import Subtask, _retryable, gtid_behind  # noqa: F401 — tests import the last two here
+from worker.subtask import Subtask
 
 from .status import PAUSED, StatusReporter
 

@@ -195,7 +195,7 @@ def test_shards_with_the_same_key_stop_with_a_collision_instead_of_overwriting(s
                                                                               positions):
     """Two shards insert id 7: DM would let the later row silently replace the earlier one.
     The syncer stops with a typed, non-retryable error naming both the key and the shard."""
-    from worker.process import _retryable
+    from worker.subtask import _retryable
     from worker.sync.errors import ReplicationKeyCollision
     import pytest
     (p1,) = positions(source1_db)

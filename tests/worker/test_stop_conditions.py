@@ -24,7 +24,7 @@ def test_mariadb_and_mysql_upstreams_pass_and_their_flavor_is_detected(source1_d
 
 @pytest.mark.parametrize("server, configured, actual", [("source1", "mysql", "mariadb"), ("mysql1", "mariadb", "mysql")])
 def test_a_wrong_configured_flavor_is_refused_with_the_fix(services, server, configured, actual):
-    from worker.process import _retryable
+    from worker.subtask import _retryable
     p = services.mysql[server]
     with pytest.raises(ConfigError) as ei:
         check_upstream(p, "s9", configured)
@@ -78,7 +78,7 @@ def test_a_purged_start_gtid_stops_the_subtask_with_the_purged_set(spark, privat
     no checkpoint; with a start that contains @@gtid_purged it starts."""
     from tests.worker.conftest import make_task
     from worker.events import Position
-    from worker.process import _retryable
+    from worker.subtask import _retryable
     from worker.sync.syncer import Syncer
 
     db = private_mysql_db
@@ -145,7 +145,7 @@ def test_checkpoints_taken_at_dml_and_ddl_boundaries_match_their_upstream(spark,
     and a restart succeeds; the same checkpoint with another server's GTID state, or a binlog
     file the server does not have, stops the syncer with a typed, non-retryable error."""
     from tests.worker.conftest import make_task
-    from worker.process import _retryable
+    from worker.subtask import _retryable
     from worker.sync.syncer import Syncer
     from worker.sync.errors import UpstreamChanged
     from worker.upstream import check_checkpoint_on_upstream, master_status
@@ -214,7 +214,7 @@ def test_a_ddl_the_downstream_refuses_stops_the_subtask_for_good(spark, source1_
     that only the downstream has twice) is not retried forever: typed, non-retryable, with the
     statement, position and both exits in the message."""
     from tests.worker.conftest import make_task
-    from worker.process import _retryable
+    from worker.subtask import _retryable
     from worker.sync.errors import DownstreamDDLRejected
     from worker.sync.syncer import Syncer
     from worker.upstream import master_status
@@ -244,7 +244,7 @@ def test_a_meta_start_past_the_end_of_the_binlog_stops_the_subtask_with_the_serv
     size and the server's end, and writes no checkpoint."""
     from tests.worker.conftest import make_task
     from worker.events import Position
-    from worker.process import _retryable
+    from worker.subtask import _retryable
     from worker.sync.syncer import Syncer
     from worker.upstream import master_status
 

@@ -3,7 +3,7 @@ stops replication and is retried with the next update."""
 from coordinator.errors import ConfigError
 from coordinator.etcdproto import EtcdUnavailable
 from worker.shardddl import ShardDDLError, StrictConflict
-from worker.process import _retryable
+from worker.subtask import _retryable
 from worker.status import ERROR, NEW, PAUSED, RUNNING, STOPPED, StatusReporter
 
 
@@ -81,7 +81,7 @@ def test_retry_policy():
 
 
 def test_gtid_behind_counts_transactions_per_domain():
-    from worker.process import gtid_behind
+    from worker.subtask import gtid_behind
     assert gtid_behind("101-101-50", "101-101-42") == 8
     assert gtid_behind("101-101-50,7-7-3", "101-101-50") == 3
     assert gtid_behind("101-101-50", "101-101-60") == 0
