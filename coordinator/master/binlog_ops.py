@@ -14,7 +14,7 @@ from coordinator.etcdproto import BinlogSkip, Fence, SubtaskStatus, binlog_pos_g
 from coordinator.etcdproto.binlog_skip import STATEMENT_OPS
 from coordinator.schema.replacement import ReplacementError, plan_replacement
 
-from .cluster import Cluster, CommandResult, _now as _utc_now
+from .cluster import Cluster, CommandResult, _now
 from .errors import RequestError
 
 HANDLE_ERROR_OPS = ("skip", "replace", "inject", "revert", "list")
@@ -141,7 +141,7 @@ def _handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: st
         _require_statement_start(cluster, task, source, file, pos, cmd)
     gtid = binlog_pos_gtid(stopped["position"]) if stopped is not None else binlog_pos_gtid(binlog_pos)
     rec = BinlogSkip(task, source, file, pos, statement=(stopped.get("statement", "") if stopped is not None else ""),
-                     gtid=gtid, requested_at=_utc_now(), op=op if replace_with else "skip",
+                     gtid=gtid, requested_at=_now(), op=op if replace_with else "skip",
                      replace_with=replace_with)
     prev = cluster.store.get_binlog_skip(task, source, file, pos)
     cluster.store.put_binlog_skip(fence, rec)
