@@ -4,6 +4,8 @@ column's whole definition.  Each failed on the engine before its fix (docs/lock-
 invariant 4)."""
 from __future__ import annotations
 
+import dataclasses
+
 from coordinator.etcdproto import Stage
 from coordinator.lock import LockKeeper
 from coordinator.schema.ddl import apply_ddl
@@ -305,3 +307,36 @@ def test_a_retype_told_after_an_operator_skip_is_not_taken_for_one_made_downstre
     a = h.send("A", retype)
     assert a.operation.stage is Stage.SKIP_AND_WAIT, a.operation
     assert ddls(h.send("C", retype)) == [retype]
+
+
+def test_the_rest_of_a_skipped_statement_is_rebuilt_from_where_the_skip_left_the_table():
+    """Every table runs `[RENAME w, RENAME k]`, one change at a time.  C is the last to rename `w`
+    and runs it; its execution fails and the operator skips C's statement (`binlog skip`): the
+    rename is handed over, and C tells the lock the rest of the statement (`RENAME k`, an
+    ignore-conflict Info).  A master dies before it reads that Info.  The rebuilt lock takes C's
+    schema from its checkpoint, already past the whole statement, and must still decide the told
+    rest from where the skip left C, as the live lock does: C counts as ahead of the downstream,
+    so A's `RENAME k` waits and B's, the last, runs it.  Before, the rebuilt lock took C for a
+    table that made the rename downstream and answered A `detected` ("values cannot be carried");
+    the operator's exit then left the downstream without `k_rn`."""
+    from .test_protocol_cases import _rebuild
+    rn_w, rn_k = "ALTER TABLE t RENAME COLUMN w TO w_rn", "ALTER TABLE t RENAME COLUMN k TO k_rn"
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY, w INT, k INT)", tables=("A", "B", "C"))
+    assert h.send("A", rn_w).operation.stage is Stage.SKIP_AND_WAIT
+    assert h.send("B", rn_w).operation.stage is Stage.SKIP_AND_WAIT
+    assert ddls(h.send("C", rn_w, done=False)) == [rn_w]
+    skipped = h.last["C"]
+    h.last["C"] = dataclasses.replace(skipped, done=True, ran=False)     # the operator's binlog skip
+    after_w = apply_ddl(h.init, rn_w)
+    h.infos["C"] = h.make_info("C", rn_k, before=after_w, ignore_conflict=True)   # not read by the dead master
+    checkpoints = {h.refs["A"]: h.init, h.refs["B"]: h.init, h.refs["C"]: apply_ddl(after_w, rn_k)}
+    rb = _rebuild(h, schema_source=lambda _lock, t: checkpoints[t])
+    # the skipped rename is handed over to A: its replay runs it, B's replay finds it made
+    assert [(o.table, o.stage) for o in rb.operations] == [(h.refs["A"], Stage.RESOLVED),
+                                                          (h.refs["B"], Stage.SKIP_AND_WAIT)]
+    h.k = rb.keeper
+    assert ddls(h.send("A", rn_w)) == [rn_w]
+    assert h.last["B"].stage is Stage.RESOLVED
+    assert ddls(h.send("B", rn_w)) == []
+    assert h.send("A", rn_k).operation.stage is Stage.SKIP_AND_WAIT
+    assert ddls(h.send("B", rn_k)) == [rn_k]
