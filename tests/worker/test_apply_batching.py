@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import threading
 import time
 
 import pytest
@@ -12,6 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from worker.errors import KeyCollision
+from worker.sync import apply as apply_mod
 from worker.sync.apply import Literals, Partitioner, _statements, apply_changes, resolve_tls
 from worker.binlog.contract import RowsTable
 from worker.events import DELETE, INSERT, UPDATE, Position
@@ -238,16 +241,56 @@ def test_a_key_taken_by_another_shard_is_a_collision_not_an_overwrite(downstream
     assert sorted(downstream_db.execute("SELECT id, v FROM orders")) == [(1, 1), (2, 2)]
 
 
-def test_a_duplicate_on_another_unique_key_is_reapplied_in_safe_mode(downstream_db):
-    """Partitions are split by the primary key: two rows swapping a unique value can reach the
-    downstream out of order; that is not a collision."""
+def _users(downstream_db):
     downstream_db.execute("CREATE TABLE users (id INT PRIMARY KEY, email VARCHAR(20), UNIQUE KEY uk_email (email))")
-    downstream_db.execute("INSERT INTO users VALUES (1, 'a@x')")
-    ref = RowsTable("up", "users_1", downstream_db.name, "users", ("id", "email"), ("id",))
-    # upstream: row 1 gave up 'a@x' earlier (in another partition, not applied yet); row 2 takes it
-    part = Partitioner({f"{downstream_db.name}.users": ["id"]}, 1).split([(_pos(5), [(INSERT, ref, [(2, "a@x")])])])[0]
-    apply_changes(part, db_kwargs=resolve_tls(downstream_db.params), batch=10, source_id="s1")
-    assert sorted(downstream_db.execute("SELECT id, email FROM users")) == [(2, "a@x")]
+    downstream_db.execute("INSERT INTO users VALUES (1, 'a@x'), (3, 'c@x')")
+    return (Partitioner({f"{downstream_db.name}.users": ["id"]}, 1, serial={f"{downstream_db.name}.users"}),
+            RowsTable("up", "users_2", downstream_db.name, "users", ("id", "email"), ("id",)))
+
+
+@pytest.mark.parametrize("kind", ["insert", "update"])
+def test_a_row_taking_another_rows_unique_value_stops_naming_both_rows(downstream_db, kind, monkeypatch):
+    """Row 1 (another shard's) holds 'a@x' downstream; a change from shard users_2 gives row 2 or
+    row 3 that value.  Before, the partition was re-applied in safe mode with a warning, and
+    REPLACE deleted row 1.  Now the transaction is run again a few times (another source may be
+    about to give the value up), then it is a KeyCollision naming both rows, the index and the
+    value, and nothing is applied."""
+    monkeypatch.setattr(apply_mod, "LOCK_RETRIES", 2)
+    parts, ref = _users(downstream_db)
+    if kind == "insert":
+        txns = [(_pos(5), [(INSERT, ref, [(2, "b@x"), (4, "a@x")])])]
+        mine = "(id=4)"
+    else:
+        txns = [(_pos(5), [(UPDATE, ref, [((3, "c@x"), (3, "a@x"))])])]
+        mine = "(id=3)"
+    [part] = parts.split(txns)
+    with pytest.raises(KeyCollision) as e:
+        apply_changes(part, db_kwargs=resolve_tls(downstream_db.params), batch=10, source_id="s1")
+    msg = str(e.value)
+    for part_of_msg in (mine, "(id=1)", "`uk_email`", "email='a@x'", "up.users_2", f"position={_pos(5)}",
+                        "still held after 3 attempts"):
+        assert part_of_msg in msg, (part_of_msg, msg)
+    assert sorted(downstream_db.execute("SELECT id, email FROM users")) == [(1, "a@x"), (3, "c@x")]
+
+
+def test_a_unique_value_another_source_gives_up_meanwhile_is_taken(downstream_db):
+    """Another source's worker moves row 1 off 'a@x' a moment after this one first tries to give
+    the value to row 4: the transaction run again applies, and no row is deleted."""
+    parts, ref = _users(downstream_db)
+    [part] = parts.split([(_pos(5), [(INSERT, ref, [(4, "a@x")])])])
+
+    def other_source():
+        time.sleep(0.3)
+        with downstream_db.connect() as c, c.cursor() as cur:
+            cur.execute("UPDATE users SET email = 'z@x' WHERE id = 1")
+            c.commit()
+    t = threading.Thread(target=other_source)
+    t.start()
+    try:
+        apply_changes(part, db_kwargs=resolve_tls(downstream_db.params), batch=10, source_id="s1")
+    finally:
+        t.join()
+    assert sorted(downstream_db.execute("SELECT id, email FROM users")) == [(1, "z@x"), (3, "c@x"), (4, "a@x")]
 
 
 VALUES = ["plain", "it's", 'dq"', "back\\slash", "nul\x00", "nl\n\r\x1a", "ünï ✓", "", None, 0, -7, 2**63,

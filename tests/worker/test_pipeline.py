@@ -216,3 +216,32 @@ def test_shards_with_the_same_key_stop_with_a_collision_instead_of_overwriting(s
         assert sorted(downstream_db.execute("SELECT id, v FROM orders")) == [(7, 1), (8, 1)]
     finally:
         syncer.close()
+
+
+def test_shards_with_the_same_unique_value_stop_with_a_collision_instead_of_deleting_a_row(
+        spark, source1_db, downstream_db, positions):
+    """Two shards give the same email to rows with different ids; the merged table has a unique
+    index on email.  Before, the partition was re-applied in safe mode with a warning and REPLACE
+    deleted the first shard's row.  The syncer stops with a typed error naming both rows."""
+    from worker.subtask import _retryable
+    from worker.sync.errors import ReplicationKeyCollision
+    import pytest
+    (p1,) = positions(source1_db)
+    task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1}, shard_table="users_*",
+                              target_table="users")
+    for t in ("users_1", "users_2"):
+        source1_db.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, email VARCHAR(20), UNIQUE KEY uk_email (email))")
+    source1_db.execute("INSERT INTO users_1 VALUES (1, 'a@x'), (3, 'c@x')")
+    syncer = Syncer(spark, task, srcs["s1"])
+    try:
+        syncer.sync_until_caught_up()
+        source1_db.execute("INSERT INTO users_2 VALUES (2, 'a@x')")
+        with pytest.raises(ReplicationKeyCollision) as ei:
+            syncer.sync_until_caught_up()
+        msg = str(ei.value)
+        assert "Duplicate entry 'a@x' for key 'uk_email'" in msg, msg
+        assert "(id=2)" in msg and "users_2" in msg and "(id=1)" in msg and "email='a@x'" in msg, msg
+        assert not _retryable(ei.value)
+        assert sorted(downstream_db.execute("SELECT id, email FROM users")) == [(1, "a@x"), (3, "c@x")]
+    finally:
+        syncer.close()

@@ -39,8 +39,15 @@ A duplicate key outside safe mode means one of three things:
   already in the target) has the same key.  DM's safe mode would silently overwrite it; here it
   is a :class:`KeyCollision` naming the key, value, table and position, and nothing of the
   partition is applied;
-* a duplicate on another unique key: changes of two rows reached the downstream out of order
-  (partitions are split by the matching key only); re-applied in safe mode, with a warning.  Partitions touch disjoint rows but not disjoint index gaps: a
+* a duplicate on another unique key: a target with another unique index keeps its changes in
+  one partition, in binlog order, so the row holding the value is another shard's (of this
+  source, or of another source whose worker has not yet applied the change that gives the value
+  up) or data not written by this task.  The holder is looked up in the failed transaction; the
+  transaction is rolled back and run again (``LOCK_RETRIES`` times, backing off: another source
+  may be about to give the value up), then it is a :class:`KeyCollision` naming both rows, the
+  index and the value.  Never a safe-mode ``REPLACE``: that deletes the holder, another row.
+
+Partitions touch disjoint rows but not disjoint index gaps: a
 delete of a missing key takes a gap lock that another partition's insert may wait on, so two
 partitions can deadlock (1213) or time out on a lock wait (1205).  The transaction is then
 rolled back whole and run again (``LOCK_RETRIES`` times, backing off).  A table without any key
@@ -90,11 +97,21 @@ class ApplyError(ShardMergeError):
 
 
 class _GroupFailed(Exception):
-    """A statement group hit a duplicate key; carries the error and the group's first change."""
+    """A statement group hit a duplicate key; carries the error, the group's first change and
+    the changes of the one shard table whose statement failed."""
 
-    def __init__(self, error: pymysql.err.IntegrityError, change: tuple):
+    def __init__(self, error: pymysql.err.IntegrityError, change: tuple, part: list):
         super().__init__(error)
-        self.error, self.change = error, change
+        self.error, self.change, self.part = error, change, part
+
+
+class _ValueTaken(Exception):
+    """A change takes a value of a unique index (not the key rows are matched by) that another
+    row holds downstream; the transaction was rolled back and may be run again."""
+
+    def __init__(self, message: str, where: dict):
+        super().__init__(message)
+        self.message, self.where = message, where
 
 
 _q = quote_ident
@@ -424,7 +441,7 @@ def _apply(conn, changes: list, batch: int, force_safe: bool, source_id: str) ->
 
     for group in _regroup(changes, batch):
         safe = force_safe or group[0][SAFE]
-        blame = group[0]
+        blame, failed = group[0], group
         try:
             try:
                 run(group, safe)
@@ -435,10 +452,10 @@ def _apply(conn, changes: list, batch: int, force_safe: bool, source_id: str) ->
                 # a keyed group is ONE statement, rolled back whole: applied again shard table by
                 # shard table, in order, the run that fails names the shard whose change collided
                 for part in runs:
-                    blame = part[0]
+                    blame, failed = part[0], part
                     run(part, safe)
         except pymysql.err.IntegrityError as e:
-            raise _GroupFailed(e, blame) from e
+            raise _GroupFailed(e, blame, failed) from e
         except pymysql.MySQLError as e:
             if e.args and e.args[0] in LOCK_CONFLICT:
                 raise   # the caller reruns the whole transaction
@@ -457,6 +474,44 @@ def _index_columns(conn, table: str, index: str) -> tuple[str, ...]:
         cur.execute(f"SHOW INDEX FROM {table} WHERE Key_name = %s", (index,))
         rows = sorted(cur.fetchall(), key=lambda r: r[3])     # Seq_in_index
     return tuple(r[4].lower() for r in rows)                   # Column_name
+
+
+def _holder(conn, part: list, index_cols: tuple[str, ...]) -> tuple[tuple, tuple] | None:
+    """The change of ``part`` whose values of the unique index ``index_cols`` a row with another
+    key holds downstream, and that row's key values.  Asked inside the failed transaction (only
+    the failed statement was rolled back), so it sees what the statement met."""
+    meta = part[0][META]
+    cols = [c.lower() for c in meta[3]]
+    keys = meta[4]
+    if not keys or len(keys) == len(cols) or not all(c in cols for c in index_cols):
+        return None
+    idx = [cols.index(c) for c in index_cols]
+    kidx = [cols.index(k.lower()) for k in keys]
+    lit = Literals(conn)
+    with conn.cursor() as cur:
+        for ch in part:
+            image = ch[AFTER]
+            if image is None or any(image[i] is None for i in idx):    # NULLs never collide
+                continue
+            where = " AND ".join(f"{_q(c)} = {lit.value(image[i])}" for c, i in zip(index_cols, idx))
+            cur.execute(f"SELECT {', '.join(_q(k) for k in keys)} FROM {meta[2]} WHERE {where} LIMIT 1")
+            row = cur.fetchone()
+            if row is not None and tuple(_norm(v) for v in row) != tuple(_norm(image[i]) for i in kidx):
+                return ch, tuple(row)
+    return None
+
+
+def _taken_rows(ch: tuple, held: tuple, index: str, index_cols: tuple[str, ...]) -> str:
+    """Both rows of a collision on a unique index, in words."""
+    meta = ch[META]
+    value = dict(zip((c.lower() for c in meta[3]), ch[AFTER]))
+
+    def shown(names, values) -> str:
+        return ", ".join(f"{n}={v!r}" for n, v in zip(names, values))
+    mine = shown(meta[4], [value[k.lower()] for k in meta[4]])
+    return (f"the {ch[KIND]} of the row ({mine}) from {meta[0]}.{meta[1]} sets unique index `{index}` "
+            f"({shown(index_cols, [value[c] for c in index_cols])}), which the row ({shown(meta[4], held)}) "
+            "already holds downstream")
 
 
 def keyless_points(changes: list) -> dict[tuple[str, str], Position]:
@@ -504,16 +559,37 @@ def _apply_once(conn, changes: list, batch: int, source_id: str, attempt: int, c
         conn.commit()
         return
     except _GroupFailed as f:
-        conn.rollback()
         e, ch = f.error, f.change
-    meta = ch[META]
+        meta = ch[META]
+        index, taken = "", None
+        cols: tuple[str, ...] = ()
+        if e.args[0] == 1062 and not ch[SAFE] and attempt == 0:
+            m = _DUP_KEY.search(str(e.args[-1]))
+            index = m.group(1).rsplit(".", 1)[-1] if m else ""
+            cols = _index_columns(conn, meta[2], index) if index else ()
+            if cols and cols != tuple(k.lower() for k in meta[4]):
+                taken = _holder(conn, f.part, cols)
+        conn.rollback()
     where = dict(source=source_id, table=f"{meta[0]}.{meta[1]}", position=str(ch[POS]))
     if e.args[0] != 1062 or ch[SAFE]:
         raise ApplyError(f"downstream integrity error on {meta[2]}: {server_error(e)}", **where) from e
     if attempt == 0:
-        m = _DUP_KEY.search(str(e.args[-1]))
-        index = m.group(1).rsplit(".", 1)[-1] if m else ""
-        cols = _index_columns(conn, meta[2], index) if index else ()
+        if cols and cols != tuple(k.lower() for k in meta[4]):
+            # another unique index: in binlog order within this source, so the holder is another
+            # shard's row (maybe of a source about to give the value up: the caller runs the
+            # transaction again a few times) or data not written by this task
+            if taken is not None:
+                tch, held = taken
+                where["position"] = str(tch[POS])
+                rows = _taken_rows(tch, held, index, cols)
+            else:
+                rows = f"a {ch[KIND]} from {meta[0]}.{meta[1]} takes a value of unique index `{index}` ({', '.join(cols)}) another row holds"
+            raise _ValueTaken(
+                f"{server_error(e)} in {meta[2]}: {rows} (another shard's row, or data not written by this "
+                f"task).  The transaction was rolled back and the batch is not checkpointed.  Make the values "
+                f"unique across shards (or the index non-unique downstream), fix one of the two rows, then "
+                f"`shardctl resume-task`; resuming without a fix replays the batch in safe mode, where "
+                f"REPLACE deletes the row that holds the value", where) from e
         if cols and cols == tuple(k.lower() for k in meta[4]):
             raise KeyCollision(
                 f"{server_error(e)} in {meta[2]}: the {ch[KIND]} from {meta[0]}.{meta[1]} has the key "
@@ -523,9 +599,6 @@ def _apply_once(conn, changes: list, batch: int, source_id: str, attempt: int, c
                 f"`shardctl resume-task`; resuming without a fix replays the batch in safe mode, where the "
                 f"later row overwrites the earlier one (as `safe-mode: true` in the task's syncer config "
                 f"does throughout)", **where) from e
-        log.warning("duplicate on a secondary unique key (changes of two rows out of order); "
-                    "re-applying the partition in safe mode", target=meta[2], index=index,
-                    error=str(e.args[-1]), **where)
     try:
         _apply(conn, changes, batch, True, source_id)   # replayed (or reordered) rows: make them idempotent
         _save_points(conn, checkpoint, source_id, points)
@@ -557,6 +630,12 @@ def apply_changes(changes: list, *, db_kwargs: dict, batch: int, source_id: str,
             try:
                 _apply_once(conn, changes, batch, source_id, attempt, checkpoint, epoch)
                 break
+            except _ValueTaken as t:
+                if tries == LOCK_RETRIES:
+                    raise KeyCollision(f"{t.message} (still held after {tries + 1} attempts)", **t.where) from t
+                log.warning("a unique value is held by another row downstream; running the transaction again",
+                            attempt=tries + 1, **t.where)
+                time.sleep(min(2.0, 0.05 * 2 ** tries) * (0.5 + random.random()))
             except pymysql.err.OperationalError as e:
                 conn.rollback()
                 if not (e.args and e.args[0] in LOCK_CONFLICT):
