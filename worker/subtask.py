@@ -357,6 +357,7 @@ class Subtask:
             total_events += r.rows + r.ddls
             self.status.progress(synced_position=s["read_pos"], checkpoint=s["checkpoint"],
                                  rows_applied=s["rows_applied"], held_tables=s["held_tables"], online_ddl=s["online_ddl"],
+                                 updates_of_missing_rows=s["updates_of_missing_rows"] or None,
                                  caught_up=bool(r.idle), lag_seconds=lag, lag_events=behind,
                                  **dm_positions(syncer.last_upstream_end, syncer.read_pos, total_events,
                                                 time.monotonic() - started, bool(r.idle)))

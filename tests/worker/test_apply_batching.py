@@ -122,8 +122,17 @@ def test_consecutive_changes_become_multi_row_statements(downstream_db):
         assert list(_statements(ins, True, lit))[0].startswith("REPLACE INTO")
         dels = [(DELETE, meta, (i, i), None, _pos(1), False) for i in range(3)]
         assert list(_statements(dels, False, lit)) == ["DELETE FROM `d`.`t` WHERE `id` IN (0,1,2)"]
-        ups = [(UPDATE, meta, (i, 0), (i, 5), _pos(1), False) for i in range(2)]
+        free = (*meta, True)          # matched by its own key, no other unique index: one join
+        ups = [(UPDATE, free, (i, 0), (i, 5), _pos(1), False) for i in range(2)]
         assert list(_statements(ups, False, lit)) == [
+            "UPDATE `d`.`t` AS _t JOIN (SELECT 0 AS `id`, 5 AS `v` UNION ALL VALUES (1,5)) AS _v "
+            "ON _t.`id` = _v.`id` SET _t.`v` = _v.`v`"]
+        # a target with another unique index (no reorder flag): one UPDATE a row, in binlog order
+        ups = [(UPDATE, meta, (i, 0), (i, 5), _pos(1), False) for i in range(2)]
+        assert list(_statements(ups, False, lit)) == ["UPDATE `d`.`t` SET `v` = 5 WHERE `id` = 0",
+                                                      "UPDATE `d`.`t` SET `v` = 5 WHERE `id` = 1"]
+        safe_ups = [(UPDATE, meta, (i, 0), (i, 5), _pos(1), True) for i in range(2)]
+        assert list(_statements(safe_ups, True, lit)) == [
             "INSERT INTO `d`.`t` (`id`, `v`) VALUES (0,5),(1,5) ON DUPLICATE KEY UPDATE `v` = VALUES(`v`)"]
 
 
@@ -379,3 +388,33 @@ def test_a_lock_conflict_that_persists_is_a_typed_error_and_nothing_is_applied(d
     msg = str(ei.value)
     assert "lock conflict persisted after 2 attempts" in msg and "source=s1" in msg and "orders_1" in msg
     assert sorted(downstream_db.execute("SELECT id, v FROM orders")) == [(1, 1), (2, 2)]
+
+
+@pytest.mark.parametrize("server", ["mariadb", "mysql"])
+@pytest.mark.parametrize("other_unique", [False, True], ids=["joined", "row-by-row"])
+def test_an_update_of_a_row_missing_downstream_is_counted_not_recreated(request, server, other_unique):
+    """Outside safe mode an update is an UPDATE: row 9 is gone downstream (deleted there), so its
+    update applies to nothing and the acknowledgement counts it.  Before, the upsert re-created
+    row 9, and where another row held its new unique value, the server updated *that* row with
+    row 9's values instead (row 1 would have become 'nine').  The joined statement's VALUES
+    table is written for each server (``ROW(...)`` on MySQL)."""
+    downstream_db = request.getfixturevalue("downstream_db" if server == "mariadb" else "mysql_downstream_db")
+    db = downstream_db.name
+    uk = ", UNIQUE KEY uk_email (email)" if other_unique else ""
+    downstream_db.execute(f"CREATE TABLE users (id INT PRIMARY KEY, email VARCHAR(20), name VARCHAR(10){uk})")
+    downstream_db.execute("INSERT INTO users VALUES (1, 'a@x', 'one'), (2, 'b@x', 'two')")
+    ref = RowsTable("up", "users_1", db, "users", ("id", "email", "name"), ("id",))
+    serial = {f"{db}.users"} if other_unique else set()
+    txns = [(_pos(1), [(UPDATE, ref, [((2, "b@x", "two"), (2, "b@x", "TWO")),
+                                      ((9, "z@x", "nine"), (9, "a@x" if other_unique else "z@x", "nine"))])])]
+    [part] = Partitioner({f"{db}.users": ["id"]}, 1, serial=serial).split(txns)
+    ack = apply_changes(part, db_kwargs=resolve_tls(downstream_db.params), batch=10, source_id="s1")
+    assert ack[("up", "users_1")][3:] == [2, 1]           # two changes acknowledged, one of a missing row
+    assert sorted(downstream_db.execute("SELECT id, email, name FROM users")) == [
+        (1, "a@x", "one"), (2, "b@x", "TWO")]
+    # in safe mode (a replay) the update is idempotent and re-creates what it names
+    safe = Partitioner({f"{db}.users": ["id"]}, 1, serial=serial).split(
+        [(_pos(2), [(UPDATE, ref, [((9, "z@x", "nine"), (9, "z@x", "nine"))])])], force_safe=True)[0]
+    assert apply_changes(safe, db_kwargs=resolve_tls(downstream_db.params), batch=10,
+                         source_id="s1")[("up", "users_1")][4] == 0
+    assert (9, "z@x", "nine") in downstream_db.execute("SELECT id, email, name FROM users")

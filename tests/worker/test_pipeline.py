@@ -245,3 +245,25 @@ def test_shards_with_the_same_unique_value_stop_with_a_collision_instead_of_dele
         assert sorted(downstream_db.execute("SELECT id, email FROM users")) == [(1, "a@x"), (3, "c@x")]
     finally:
         syncer.close()
+
+
+def test_an_update_of_a_row_deleted_downstream_is_counted_not_recreated(spark, source1_db, downstream_db, positions):
+    """Someone deleted row 7 in the merged table by hand; the shard then updates it.  The syncer
+    does not re-create it (an upsert did): it counts the update in its status and metric."""
+    from worker.sync.syncer import MISSING
+    (p1,) = positions(source1_db)
+    task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})
+    source1_db.execute("CREATE TABLE orders_1 (id INT PRIMARY KEY, v INT)")
+    source1_db.execute("INSERT INTO orders_1 VALUES (7, 1), (8, 1)")
+    syncer = Syncer(spark, task, srcs["s1"])
+    try:
+        syncer.sync_until_caught_up()
+        before = MISSING.labels(task.name, "s1")._value.get()
+        downstream_db.execute("DELETE FROM orders WHERE id = 7")
+        source1_db.execute("UPDATE orders_1 SET v = v + 1")
+        syncer.sync_until_caught_up()
+        assert sorted(downstream_db.execute("SELECT id, v FROM orders")) == [(8, 2)]
+        assert syncer.status()["updates_of_missing_rows"] == 1
+        assert MISSING.labels(task.name, "s1")._value.get() == before + 1
+    finally:
+        syncer.close()

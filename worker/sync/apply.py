@@ -24,8 +24,9 @@ regrouped so; on any other target changes keep their order within the target (a 
 could take a unique value another row had not yet given up):
 
 * insert  -> ``INSERT`` (``REPLACE`` in safe mode)
-* update  -> ``INSERT ... ON DUPLICATE KEY UPDATE`` of the non-key columns (idempotent; the key
-  did not change)
+* update  -> ``UPDATE`` of the non-key columns, the rows joined with their images (one statement);
+  a row missing downstream is counted and logged, not re-created.  In safe mode
+  ``INSERT ... ON DUPLICATE KEY UPDATE`` (idempotent; the key did not change)
 * delete  -> ``DELETE ... WHERE key IN (...)``
 Tables without a primary/unique key are matched on every column (``<=>``, one row at a time).
 
@@ -53,9 +54,9 @@ partitions can deadlock (1213) or time out on a lock wait (1205).  The transacti
 rolled back whole and run again (``LOCK_RETRIES`` times, backing off).  A table without any key
 is kept in one partition: its row-matching deletes scan and lock the whole table.
 
-A partition returns ``{(up_schema, up_table): [file, pos, gtid, rows]}`` for the last change it
-committed per upstream table: the driver advances table checkpoints only from these
-acknowledgements.
+A partition returns ``{(up_schema, up_table): [file, pos, gtid, rows, missing]}`` for the last
+change it committed per upstream table (``missing``: its updates of rows the downstream does not
+have): the driver advances table checkpoints only from these acknowledgements.
 
 Keyless tables are replayed exactly (checkpoint rule 10): safe mode cannot make their changes
 idempotent (no key to ``REPLACE`` by, and matching on every column removes a legitimately
@@ -305,6 +306,9 @@ class Literals:
         self._fast = {int: int.__repr__, str: text, type(None): lambda v: "NULL",
                       bytes: lambda v: "X'" + v.hex() + "'", decimal.Decimal: dec}
         self._slow = slow
+        # a row of a ``VALUES`` table: ``ROW(...)`` on MySQL, ``(...)`` on MariaDB
+        info = conn.get_server_info() if hasattr(conn, "get_server_info") else ""
+        self.table_row = "ROW" if info and "mariadb" not in info.lower() else ""
 
     def value(self, v) -> str:
         return self._fast.get(type(v), self._slow)(v)
@@ -321,6 +325,12 @@ def _statements(group: list, safe: bool, lit: Literals):
     t, cols, keys = meta[2], meta[3], meta[4]
     keyless = len(keys) == len(cols)
     clist = ", ".join(_q(c) for c in cols)
+    if _joins(group, safe):
+        if _independent(group):
+            yield _update_join(group, lit)
+        else:
+            yield from (_update_row(ch, lit) for ch in group)
+        return
     if kind == INSERT or (kind == UPDATE and not keyless):
         values = ",".join([lit.row(ch[AFTER]) for ch in group])
         if kind == INSERT:
@@ -362,6 +372,90 @@ def _statements(group: list, safe: bool, lit: Literals):
         kl = "(" + ", ".join(_q(k) for k in keys) + ")"
         tuples = ",".join([lit.row([ch[BEFORE][i] for i in kidx]) for ch in group])
         yield f"DELETE FROM {t} WHERE {kl} IN ({tuples})"
+
+
+def _last_images(group: list) -> list[tuple]:
+    """The after image of each row a group of updates changes, the last one per key (a row
+    updated twice in a group ends as its last image; a join would pick either)."""
+    meta = group[0][META]
+    lower = [c.lower() for c in meta[3]]
+    kidx = [lower.index(k.lower()) for k in meta[4]]
+    last: dict = {}
+    for ch in group:
+        last[tuple(_norm(ch[AFTER][i]) for i in kidx)] = ch[AFTER]
+    return list(last.values())
+
+
+def _joins(group: list, safe: bool) -> bool:
+    """``group`` (of one kind, table and column list) is an ``UPDATE`` joined with its images."""
+    meta = group[0][META]
+    cols, keys = meta[3], meta[4]
+    return (group[0][KIND] == UPDATE and not safe and len(keys) < len(cols)
+            and any(c not in keys for c in cols))
+
+
+_MATCHED = re.compile(rb"Rows matched: (\d+)")
+
+
+def _rows_matched(cur) -> int | None:
+    """Rows an ``UPDATE`` matched (changed or not), from the server's OK packet: without the
+    FOUND_ROWS capability the affected count says only how many changed."""
+    result = getattr(cur, "_result", None)
+    m = _MATCHED.search(getattr(result, "message", b"") or b"")
+    return int(m.group(1)) if m else None
+
+
+def _missing_rows(cur, group: list, lit: Literals) -> list[tuple]:
+    """The changes of an update ``group`` whose row the downstream does not have."""
+    meta = group[0][META]
+    t, keys = meta[2], meta[4]
+    lower = [c.lower() for c in meta[3]]
+    kidx = [lower.index(k.lower()) for k in keys]
+    last: dict = {}
+    for ch in group:
+        last[tuple(_norm(ch[AFTER][i]) for i in kidx)] = ch
+    kl = "(" + ", ".join(_q(k) for k in keys) + ")"
+    tuples = ",".join(lit.row([ch[AFTER][i] for i in kidx]) for ch in last.values())
+    cur.execute(f"SELECT {', '.join(_q(k) for k in keys)} FROM {t} WHERE {kl} IN ({tuples})")
+    there = {tuple(_norm(v) for v in row) for row in cur.fetchall()}
+    return [ch for k, ch in last.items() if k not in there]
+
+
+def _independent(group: list) -> bool:
+    """Rows of ``group``'s target are matched by its own key and it has no other unique index
+    (``Partitioner``'s reorder flag): one statement may change them in any order."""
+    meta = group[0][META]
+    return len(meta) > 5 and bool(meta[5])
+
+
+def _update_row(ch: tuple, lit: Literals) -> str:
+    """One row's ``UPDATE``: on a target with another unique index the rows change in binlog
+    order (a value handed from one row to another), which a join does not promise."""
+    meta = ch[META]
+    t, cols, keys = meta[2], meta[3], meta[4]
+    image = ch[AFTER]
+    sets = ", ".join(f"{_q(c)} = {lit.value(v)}" for c, v in zip(cols, image) if c not in keys)
+    where = " AND ".join(f"{_q(c)} = {lit.value(v)}" for c, v in zip(cols, image) if c in keys)
+    return f"UPDATE {t} SET {sets} WHERE {where}"
+
+
+def _update_join(group: list, lit: Literals) -> str:
+    """Outside safe mode an update is an ``UPDATE``: it changes only the row it names, so a row
+    missing downstream is not re-created and a value of another unique index that another row
+    holds is a duplicate-key error.  An upsert (``INSERT ... ON DUPLICATE KEY UPDATE``) instead
+    re-creates the missing row, or updates *the other row* when the new value collides on
+    another unique index.  Several rows are one statement: a join with their images."""
+    meta = group[0][META]
+    t, cols, keys = meta[2], meta[3], meta[4]
+    images = _last_images(group)
+    # the first row names the columns; the rest are a VALUES table (as cheap for the server as the
+    # VALUES list of an INSERT; a SELECT a row cost MariaDB a third more)
+    rows = "SELECT " + ", ".join(f"{lit.value(v)} AS {_q(c)}" for c, v in zip(cols, images[0]))
+    if len(images) > 1:
+        rows += " UNION ALL VALUES " + ",".join(lit.table_row + lit.row(im) for im in images[1:])
+    on = " AND ".join(f"_t.{_q(k)} = _v.{_q(k)}" for k in keys)
+    sets = ", ".join(f"_t.{_q(c)} = _v.{_q(c)}" for c in cols if c not in keys)
+    return f"UPDATE {t} AS _t JOIN ({rows}) AS _v ON {on} SET {sets}"
 
 
 def _group_key(ch) -> tuple:
@@ -431,13 +525,31 @@ def _regroup(changes: list, batch: int) -> list[list]:
     return groups
 
 
-def _apply(conn, changes: list, batch: int, force_safe: bool, source_id: str) -> None:
+def _apply(conn, changes: list, batch: int, force_safe: bool, source_id: str) -> dict[tuple[str, str], int]:
+    """Apply ``changes`` in the open transaction; returns, per upstream table, how many of its
+    updates named a row the downstream does not have (applied to nothing, reported)."""
     lit = Literals(conn)
+    missing: dict[tuple[str, str], int] = {}
 
     def run(part: list, safe: bool) -> None:
         with conn.cursor() as cur:
-            for sql in _statements(part, safe, lit):
-                cur.execute(sql)
+            if not _joins(part, safe):
+                for sql in _statements(part, safe, lit):
+                    cur.execute(sql)
+                return
+            gone: list[tuple] = []
+            if _independent(part):
+                cur.execute(_update_join(part, lit))
+                matched = _rows_matched(cur)
+                if matched is not None and matched < len(_last_images(part)):
+                    gone = _missing_rows(cur, part, lit)
+            else:
+                for ch in part:
+                    cur.execute(_update_row(ch, lit))
+                    if _rows_matched(cur) == 0:
+                        gone.append(ch)
+            if gone:
+                _report_missing(gone, missing, source_id)
 
     for group in _regroup(changes, batch):
         safe = force_safe or group[0][SAFE]
@@ -464,6 +576,22 @@ def _apply(conn, changes: list, batch: int, force_safe: bool, source_id: str) ->
                              f"{meta[2]}: {server_error(e)}",
                              source=source_id, table=f"{meta[0]}.{meta[1]}",
                              position=str(group[0][POS])) from e
+    return missing
+
+
+def _report_missing(gone: list, missing: dict, source_id: str) -> None:
+    """Updates that matched no row: the downstream lost the row (deleted or never written there):
+    counted per upstream table and logged with their keys; not re-created (safe mode would)."""
+    for ch in gone:
+        k = (ch[META][0], ch[META][1])
+        missing[k] = missing.get(k, 0) + 1
+    if gone:
+        meta = gone[0][META]
+        lower = [c.lower() for c in meta[3]]
+        keys = [", ".join(f"{k}={ch[AFTER][lower.index(k.lower())]!r}" for k in meta[4]) for ch in gone[:5]]
+        log.warning("updates of rows the downstream does not have: not applied (the downstream row was "
+                    "deleted or never written there)", target=meta[2], rows=len(gone),
+                    keys="; ".join(keys), source=source_id, table=f"{meta[0]}.{meta[1]}", position=str(gone[0][POS]))
 
 
 _DUP_KEY = re.compile(r"for key '([^']*)'")
@@ -549,15 +677,15 @@ def _fence(conn, checkpoint: str | None, source_id: str, epoch: int) -> None:
 
 
 def _apply_once(conn, changes: list, batch: int, source_id: str, attempt: int, checkpoint: str | None = None,
-                epoch: int = 0) -> None:
+                epoch: int = 0) -> dict[tuple[str, str], int]:
     points = keyless_points(changes) if checkpoint else {}
     try:
-        _apply(conn, changes, batch, False, source_id)
+        missing = _apply(conn, changes, batch, False, source_id)
         _save_points(conn, checkpoint, source_id, points)
         failpoint("apply-before-commit")
         _fence(conn, checkpoint, source_id, epoch)    # last: the epoch row is share-locked only to commit
         conn.commit()
-        return
+        return missing
     except _GroupFailed as f:
         e, ch = f.error, f.change
         meta = ch[META]
@@ -609,6 +737,7 @@ def _apply_once(conn, changes: list, batch: int, source_id: str, attempt: int, c
                          source=source_id, table=f"{ch[META][0]}.{ch[META][1]}",
                          position=str(ch[POS])) from again.error
     conn.commit()
+    return {}
 
 
 def apply_changes(changes: list, *, db_kwargs: dict, batch: int, source_id: str,
@@ -626,9 +755,10 @@ def apply_changes(changes: list, *, db_kwargs: dict, batch: int, source_id: str,
     if own:
         conn = connect_downstream(db_kwargs, time_zone=time_zone)
     try:
+        missing: dict[tuple[str, str], int] = {}
         for tries in range(LOCK_RETRIES + 1):
             try:
-                _apply_once(conn, changes, batch, source_id, attempt, checkpoint, epoch)
+                missing = _apply_once(conn, changes, batch, source_id, attempt, checkpoint, epoch)
                 break
             except _ValueTaken as t:
                 if tries == LOCK_RETRIES:
@@ -661,7 +791,7 @@ def apply_changes(changes: list, *, db_kwargs: dict, batch: int, source_id: str,
         k = (meta[0], meta[1])
         cur = ack.get(k)
         if cur is None:
-            ack[k] = [pos.file, pos.pos, pos.gtid, 1]
+            ack[k] = [pos.file, pos.pos, pos.gtid, 1, missing.get(k, 0)]
         else:
             cur[0], cur[1], cur[2], cur[3] = pos.file, pos.pos, pos.gtid, cur[3] + 1
     return ack

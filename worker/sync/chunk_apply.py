@@ -155,16 +155,17 @@ class ChunkApplier:
 
 
 def merge_acks(acks: list[dict]) -> dict[tuple[str, str], list]:
-    """The tasks' acknowledgements as one ``[file, pos, gtid, rows]`` per table: the furthest
-    position any task reached, the rows summed."""
+    """The tasks' acknowledgements as one ``[file, pos, gtid, rows, missing]`` per table: the
+    furthest position any task reached, the rows and the updates of missing rows summed."""
     merged: dict[tuple[str, str], list] = {}
     for ack in acks:
-        for k, (f, p, g, n) in ack.items():
+        for k, (f, p, g, n, gone) in ack.items():
             cur = merged.get(k)
             if cur is None or Position(cur[0], cur[1]) <= Position(f, p):
-                merged[k] = [f, p, g, n + (cur[3] if cur else 0)]
+                merged[k] = [f, p, g, n + (cur[3] if cur else 0), gone + (cur[4] if cur else 0)]
             else:
                 cur[3] += n
+                cur[4] += gone
     return merged
 
 

@@ -61,6 +61,9 @@ LOCAL_APPLY_ROWS = 256
 STREAM_EARLY_BYTES = 64 * 1024
 
 ROWS = Counter("shardmerge_worker_rows_applied_total", "Row changes applied downstream", ["task", "source"])
+MISSING = Counter("shardmerge_worker_updates_of_missing_rows_total",
+                  "Updates outside safe mode that named a row the downstream does not have (not applied)",
+                  ["task", "source"])
 DDLS = Counter("shardmerge_worker_ddls_total", "DDL statements handled", ["task", "source", "action"])
 BATCHES = Counter("shardmerge_worker_batches_total", "Micro-batches run", ["task", "source"])
 LAG = Gauge("shardmerge_worker_lag_bytes", "Upstream binlog bytes not yet read (same file)", ["task", "source"])
@@ -123,6 +126,7 @@ class Syncer:
         self.read_pos: Position | None = None
         self.held: dict[tuple[str, str], DDLEvent] = {}
         self.rows_applied = 0
+        self.updates_missing = 0      # updates of rows the downstream does not have (not re-created)
         self.last_error: str | None = None
         self._rewind = threading.Event()
         self._started = False
@@ -223,7 +227,8 @@ class Syncer:
                 "safe_until": str(self.store.safe_until) if self.store.safe_until else "",
                 "held_tables": [f"{s}.{t}" for s, t in self.held],
                 "online_ddl": self.online.in_progress() if self.online is not None else [],
-                "rows_applied": self.rows_applied, "last_error": self.last_error}
+                "rows_applied": self.rows_applied, "updates_of_missing_rows": self.updates_missing,
+                "last_error": self.last_error}
 
     def run(self, stop: threading.Event, poll: float = 0.5) -> None:
         """Run batches until ``stop`` is set; errors propagate after being recorded."""
@@ -375,8 +380,13 @@ class Syncer:
         merged = merge_acks(acks)
         rows = sum(v[3] for v in merged.values())
         self.hooks.fire("after_apply", {"rows": rows, "tables": sorted(merged)})
-        for (s, t), (f, p, g, _) in merged.items():
+        for (s, t), (f, p, g, _, gone) in merged.items():
             self.store.save_table(s, t, Position(f, p, g), self.handler.table_info(s, t))
+            if gone:
+                # the downstream lost rows this table updates (deleted there, or never written):
+                # counted for the status and the metric; the apply logged their keys
+                self.updates_missing += gone
+                MISSING.labels(self.task.name, self.source.source_id).inc(gone)
         self.rows_applied += rows
         ROWS.labels(self.task.name, self.source.source_id).inc(rows)
         return rows
