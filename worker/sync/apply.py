@@ -439,7 +439,7 @@ def _update_row(ch: tuple, lit: Literals) -> str:
     return f"UPDATE {t} SET {sets} WHERE {where}"
 
 
-def _update_join(group: list, lit: Literals) -> str:
+def _update_join(group: list, lit: Literals, images: list[tuple] | None = None) -> str:
     """Outside safe mode an update is an ``UPDATE``: it changes only the row it names, so a row
     missing downstream is not re-created and a value of another unique index that another row
     holds is a duplicate-key error.  An upsert (``INSERT ... ON DUPLICATE KEY UPDATE``) instead
@@ -447,7 +447,9 @@ def _update_join(group: list, lit: Literals) -> str:
     another unique index.  Several rows are one statement: a join with their images."""
     meta = group[0][META]
     t, cols, keys = meta[2], meta[3], meta[4]
-    images = _last_images(group)
+    images = images if images is not None else _last_images(group)
+    if len(images) == 1:          # one row (its last image): no table to join
+        return _update_row(group[-1], lit)
     # the first row names the columns; the rest are a VALUES table (as cheap for the server as the
     # VALUES list of an INSERT; a SELECT a row cost MariaDB a third more)
     rows = "SELECT " + ", ".join(f"{lit.value(v)} AS {_q(c)}" for c, v in zip(cols, images[0]))
@@ -539,9 +541,10 @@ def _apply(conn, changes: list, batch: int, force_safe: bool, source_id: str) ->
                 return
             gone: list[tuple] = []
             if _independent(part):
-                cur.execute(_update_join(part, lit))
+                images = _last_images(part)
+                cur.execute(_update_join(part, lit, images))
                 matched = _rows_matched(cur)
-                if matched is not None and matched < len(_last_images(part)):
+                if matched is not None and matched < len(images):
                     gone = _missing_rows(cur, part, lit)
             else:
                 for ch in part:
