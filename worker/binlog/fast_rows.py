@@ -17,6 +17,8 @@ import struct
 from pymysqlreplication.constants import FIELD_TYPE
 from pymysqlreplication.row_event import RowsEvent, UpdateRowsEvent
 
+from . import charsets  # noqa: F401 -- latin1 as the servers define it, in both decoders
+
 
 _S = {fmt: struct.Struct(fmt).unpack_from for fmt in ("<b", "<B", "<h", "<H", "<i", "<I", "<q", "<Q", "<f", "<d",
                                                     ">b", ">h", ">i", ">IB")}
