@@ -18,6 +18,7 @@ from pymysqlreplication.constants import FIELD_TYPE
 from pymysqlreplication.row_event import RowsEvent, UpdateRowsEvent
 
 from . import charsets  # noqa: F401 -- latin1 as the servers define it, in both decoders
+from . import compressed
 
 
 _S = {fmt: struct.Struct(fmt).unpack_from for fmt in ("<b", "<B", "<h", "<H", "<i", "<I", "<q", "<Q", "<f", "<d",
@@ -47,15 +48,30 @@ def _be_signed(buf, i, size):
     return int.from_bytes(buf[i:i + size], "big", signed=True)
 
 
+def _encoding(charset: str | None) -> str | None:
+    """The codec of a column's character set; None: the bytes are the value ("binary")."""
+    if charset is None:
+        return "utf-8"
+    encoding = RowsEvent.charset_to_encoding(charset)
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        return None
+    return encoding
+
+
+def _compressed(prefix: int, charset: str | None):
+    encoding = _encoding(charset)
+
+    def read(buf, i):
+        n = int.from_bytes(buf[i:i + prefix], "little")
+        i += prefix
+        return compressed.decoded(bytes(buf[i:i + n]), encoding), i + n
+    return read
+
+
 def _string(prefix: int, charset: str | None):
-    if charset is not None:
-        encoding = RowsEvent.charset_to_encoding(charset)
-        try:
-            codecs.lookup(encoding)
-        except LookupError:
-            encoding = None      # e.g. "binary": the bytes are the value
-    else:
-        encoding = "utf-8"
+    encoding = _encoding(charset)
 
     def read(buf, i):
         n = int.from_bytes(buf[i:i + prefix], "little")
@@ -170,6 +186,10 @@ def _reader(col):
         return _string(2 if col.max_length > 255 else 1, col.character_set_name)
     if t == FIELD_TYPE.BLOB:
         return _string(col.length_size, col.character_set_name)
+    if t == compressed.BLOB_COMPRESSED:
+        return _compressed(col.length_size, col.character_set_name)
+    if t == compressed.VARCHAR_COMPRESSED:
+        return _compressed(2 if col.max_length > 255 else 1, col.character_set_name)
     if t == FIELD_TYPE.NEWDECIMAL:
         return _new_decimal(col.precision, col.decimals)
     if t == FIELD_TYPE.DATETIME2:
