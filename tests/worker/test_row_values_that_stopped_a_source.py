@@ -2,6 +2,8 @@
 a valid latin1 byte Python's cp1252 does not define, and MariaDB's compressed columns."""
 from __future__ import annotations
 
+import codecs
+
 import pytest
 
 from worker.binlog import charsets
@@ -10,29 +12,67 @@ from worker.sync.syncer import Syncer
 from .conftest import make_task
 
 
+_SAMPLE = ("AZaz09 ~é€ü¥£©®ÆßЖщ中文日本語한국어ไทยאבגαβγ😀" + "".join(chr(i) for i in range(0x80, 0x100)))
+
+
 @pytest.mark.parametrize("server", ["source1_db", "mysql1_db"])
-def test_mysql_latin1_is_the_servers_latin1_byte_for_byte(request, server):
-    """Every latin1 byte decodes to the character the server itself converts it to."""
+def test_every_character_set_decodes_as_the_server_converts_it(request, server):
+    """For every character set the server has and Python has a codec for: each byte of a
+    single-byte set, and a sample of text in a multi-byte one, decodes to the characters the
+    server itself converts it to (latin1's 0x81, cp866's 0xFD, utf16's byte order...).  A byte
+    the server leaves undefined (NULL, '?' or U+FFFD there) is not compared."""
     db = request.getfixturevalue(server)
-    [(text,)] = db.execute("SELECT CONVERT(CAST(UNHEX(%s) AS CHAR CHARACTER SET latin1) USING utf8mb4)", (bytes(range(256)).hex(),))
-    assert bytes(range(256)).decode("mysql_latin1") == text
-    assert text.encode("mysql_latin1") == bytes(range(256))
+    wrong = []
+    for cs, maxlen in db.execute("SELECT character_set_name, maxlen FROM information_schema.character_sets"):
+        enc = charsets.encoding(cs)
+        try:
+            codecs.lookup(enc)
+        except LookupError:
+            continue          # no codec: the bytes are kept, and the downstream stores them as they are
+        if maxlen == 1:        # byte by byte: a byte the set leaves undefined is NULL or '?' there
+            [server] = db.execute("SELECT " + ", ".join(
+                f"CONVERT(CAST(X'{b:02x}' AS CHAR CHARACTER SET {cs}) USING utf8mb4)" for b in range(256)))
+            for b, theirs in enumerate(server):
+                try:
+                    mine = bytes([b]).decode(enc)
+                except UnicodeDecodeError:
+                    mine = None
+                if theirs not in (None, "?", "\ufffd") and mine != theirs:
+                    wrong.append((cs, enc, hex(b), mine, theirs))
+            continue
+        [(hx, text)] = db.execute(f"SELECT HEX(CONVERT(%s USING {cs})), CONVERT(CONVERT(%s USING {cs}) "
+                                  "USING utf8mb4)", (_SAMPLE, _SAMPLE))
+        try:
+            mine = bytes.fromhex(hx).decode(enc)
+        except UnicodeDecodeError as e:
+            mine = f"<{e}>"
+        if mine != text:
+            wrong.append((cs, enc, [(i, a, b) for i, (a, b) in enumerate(zip(mine, text)) if a != b][:3]))
+    assert wrong == []
     assert charsets.encoding("latin1") == "mysql_latin1" and charsets.encoding("utf8mb4") == "utf8"
 
 
-def test_latin1_bytes_cp1252_leaves_undefined_replicate_unchanged(spark, source1_db, downstream_db, positions):
-    """MariaDB's latin1 is cp1252 with 0x81, 0x8D, 0x8F, 0x90 and 0x9D as the C1 controls
-    U+0081..: Python's cp1252 codec refuses them."""
+def test_values_whose_set_python_reads_otherwise_replicate_unchanged(spark, source1_db, downstream_db, positions):
+    """Through the syncer's own decoder: latin1's 0x81 (refused by Python's cp1252, which stopped
+    the source for good), cp866's 0xFC 0xFD and greek's 0xA1 (other characters in Python's
+    tables), and utf16/utf32/ucs2 (big-endian without a byte-order mark: Python's codecs read
+    them as little-endian, silently)."""
     (p1,) = positions(source1_db)
     task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})
-    source1_db.execute("CREATE TABLE orders_1 (id INT PRIMARY KEY, name VARCHAR(10) CHARACTER SET latin1)")
-    source1_db.execute("INSERT INTO orders_1 VALUES (1, X'41818D8F909D80E9')")
+    sets = ("latin1", "cp866", "greek", "utf16", "utf32", "ucs2", "utf16le")
+    source1_db.execute("CREATE TABLE orders_1 (id INT PRIMARY KEY, "
+                       + ", ".join(f"{cs}_v VARCHAR(20) CHARACTER SET {cs}" for cs in sets) + ")")
+    source1_db.execute("INSERT INTO orders_1 VALUES (1, X'41818D8F909D80E9', X'41FCFD', X'41A1A2', "
+                       "'Añ中😀', 'Añ中😀', 'Añ中', 'Añ中😀')")
     syncer = Syncer(spark, task, srcs["s1"])
     try:
         syncer.sync_until_caught_up()
-        assert downstream_db.execute("SELECT id, HEX(name) FROM orders") == [(1, "41818D8F909D80E9")]
+        q = "SELECT id, " + ", ".join(f"HEX({cs}_v)" for cs in sets) + " FROM {}"
+        assert downstream_db.execute(q.format("orders")) == source1_db.execute(q.format("orders_1"))
     finally:
         syncer.close()
+
+
 @pytest.mark.parametrize("decoder", ["fast", "mysql-replication"])
 def test_compressed_columns_replicate(spark, source1_db, downstream_db, positions, decoder):
     """MariaDB's compressed columns: text (utf8mb4 and latin1) and binary, short values stored
