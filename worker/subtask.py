@@ -23,6 +23,7 @@ from coordinator.obs import logger
 from coordinator.retry import DOWNSTREAM_REFUSING, refusal_code
 from coordinator.routing import TableMapper
 from worker import gtid
+from worker.binlog.contract import RowDecodeError
 from worker.binlog.doorbell import wait_for_binlog
 from worker.errors import KeyCollision
 from worker.load import SchemaChangedDuringLoad, run_full_load
@@ -71,9 +72,10 @@ def _retryable(e: BaseException) -> bool:
     if isinstance(e, TransientError):
         return True
     # SchemaChangedDuringLoad: a routed table dropped (or a keyless one altered) during the load; a
-    # retry fails alike (an ALTER during the load is replayed by the syncer, not an error)
+    # retry fails alike (an ALTER during the load is replayed by the syncer, not an error).
+    # RowDecodeError: a rows event whose bytes the decoder cannot read fails alike on every retry
     return not isinstance(e, (ConfigError, ShardDDLError, KeyCollision, ReplicationKeyCollision, UpstreamChanged,
-                              StartUnavailable, DownstreamDDLRejected, SchemaChangedDuringLoad))
+                              StartUnavailable, DownstreamDDLRejected, SchemaChangedDuringLoad, RowDecodeError))
 
 
 class Subtask:

@@ -98,3 +98,26 @@ def test_compressed_columns_replicate(spark, source1_db, downstream_db, position
         assert downstream_db.execute(q.format("orders")) == want
     finally:
         syncer.close()
+
+
+def test_a_rows_event_that_cannot_be_decoded_stops_naming_the_table(spark, source1_db, downstream_db, positions):
+    """tis620 leaves 0xDB undefined, yet MariaDB stores it from a hex literal; Python's codec
+    refuses it.  Before, the batch was retried for ever with a message naming neither table nor
+    event; now the subtask stops with a typed error that names both."""
+    from worker.binlog.contract import RowDecodeError
+    from worker.subtask import _retryable
+    (p1,) = positions(source1_db)
+    task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})
+    source1_db.execute("CREATE TABLE orders_1 (id INT PRIMARY KEY, v VARCHAR(5) CHARACTER SET tis620)")
+    [(f, p)] = [r[:2] for r in source1_db.execute("SHOW MASTER STATUS")]
+    source1_db.execute("INSERT INTO orders_1 VALUES (1, X'41DB')")
+    syncer = Syncer(spark, task, srcs["s1"])
+    try:
+        with pytest.raises(RowDecodeError) as ei:
+            syncer.sync_until_caught_up()
+        msg = str(ei.value)
+        assert f"`{source1_db.name}`.`orders_1`" in msg and "insert rows" in msg and f"{f}:" in msg, msg
+        assert "UnicodeDecodeError" in msg and "block-allow-list" in msg, msg
+        assert not _retryable(ei.value)
+    finally:
+        syncer.close()

@@ -39,6 +39,13 @@ class BinlogReadError(ShardMergeError):
     """The binlog could not be read up to the requested end; names source and position."""
 
 
+class RowDecodeError(BinlogReadError):
+    """The values of a rows event could not be decoded (a byte sequence the column's character
+    set leaves undefined that the server stored anyway, a type the decoder does not know): the
+    same bytes fail on every retry, so the subtask stops, naming the table, the event and its
+    position, instead of retrying for ever."""
+
+
 class RowsTable(NamedTuple):
     """One upstream table as seen by a rows event (interned: shared by all its rows)."""
     up_schema: str

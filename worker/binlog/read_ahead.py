@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass
 from typing import Iterator
 
-from worker.binlog.contract import BinlogReadError, Chunk, End, Item
+from worker.binlog.contract import BinlogReadError, Chunk, End, Item, RowDecodeError
 from worker.events import Position
 
 
@@ -78,8 +78,10 @@ class ReadAhead:
                                           source=self.source_id, position=str(self.start)) from None
                 continue
             if isinstance(item, _Failed):
-                raise BinlogReadError(f"decoding the binlog failed: {item.error}", source=self.source_id,
-                                      position=str(self.start))
+                # a decoder's error crosses a pipe (or a Spark job) as text: its type by name
+                cls = RowDecodeError if "RowDecodeError: " in item.error else BinlogReadError
+                raise cls(f"decoding the binlog failed: {item.error}", source=self.source_id,
+                          position=str(self.start))
             return item
 
     def items(self) -> Iterator[Item]:

@@ -34,7 +34,8 @@ import threading
 import time
 import weakref
 
-from worker.binlog.contract import BinlogReadError, Chunk, End, RouteArgs, RowsTable, Statement, Unfinished
+from worker.binlog.contract import (BinlogReadError, Chunk, End, RouteArgs, RowDecodeError, RowsTable, Statement,
+                                    Unfinished)
 from worker.binlog.read_ahead import ReadAhead, _Failed
 from worker.binlog.fast_rows import RowDecoder
 from coordinator import gc_tuning
@@ -326,7 +327,15 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
                     continue
                 extra = ref.origin
                 cols = ref.cols[:len(ref.cols) - len(extra)] if extra else ref.cols
-                rows = ev.rows if t is fs.Rows else _library_rows(ev, cols, json_cols.get(id(ref)), fast, what == "update")
+                try:
+                    rows = ev.rows if t is fs.Rows else _library_rows(ev, cols, json_cols.get(id(ref)), fast,
+                                                                      what == "update")
+                except Exception as e:  # noqa: BLE001 -- any decoder failure: the same bytes fail again
+                    raise RowDecodeError(
+                        f"cannot decode the {what} rows of `{ev.schema}`.`{ev.table}` in the event at {here()}: "
+                        f"{type(e).__name__}: {e}.  The same bytes fail on every retry: leave the table out of "
+                        "the task (block-allow-list) or fix the value upstream and start the task after this "
+                        "event", source=source_id, position=str(here())) from e
                 tx = expr_filter.for_table(ev.schema, ev.table, cols) if expr_filter is not None else None
                 if what == "update":
                     if tx is not None:      # expression filter (expression-filters): drop what it matches
