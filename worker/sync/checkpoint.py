@@ -72,7 +72,7 @@ from coordinator.obs import logger
 from coordinator.sql import checkpoint_table, quote_ident
 from worker.events import Position
 from worker.meta_store import MetaStore
-from worker.sync.fence import FENCE_COLUMN, FencedOut, check_fence
+from worker.sync.fence import FENCE_COLUMN, GLOBAL_ROW, FencedOut, check_fence
 
 log = logger("worker.sync.checkpoint")
 
@@ -157,15 +157,13 @@ class CheckpointStore(MetaStore):
         with self._transaction(rollback_on=(BaseException,)) as cur:
             cur.execute(f"INSERT IGNORE INTO {self.fq} (id, cp_schema, cp_table, table_info, is_global) "
                         f"VALUES (%s, '', '', 'null', 1)", (self.source_id,))
-            cur.execute(f"SELECT {FENCE_COLUMN} FROM {self.fq} WHERE id = %s AND is_global = 1 FOR UPDATE",
-                        (self.source_id,))
+            cur.execute(f"SELECT {FENCE_COLUMN} FROM {self.fq} WHERE {GLOBAL_ROW} FOR UPDATE", (self.source_id,))
             stored = int(cur.fetchone()[0])
             if stored > self.epoch:
                 raise FencedOut(f"source {self.source_id} was claimed by a newer binding (epoch {stored} > "
                                 f"{self.epoch}); this worker does not write it", task=self.task,
                                 source=self.source_id)
-            cur.execute(f"UPDATE {self.fq} SET {FENCE_COLUMN} = %s WHERE id = %s AND is_global = 1",
-                        (self.epoch, self.source_id))
+            cur.execute(f"UPDATE {self.fq} SET {FENCE_COLUMN} = %s WHERE {GLOBAL_ROW}", (self.epoch, self.source_id))
         log.info("writer epoch claimed", task=self.task, source=self.source_id, epoch=self.epoch)
 
     def check_fence(self) -> None:

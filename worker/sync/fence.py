@@ -34,6 +34,10 @@ class FencedOut(SyncError):
 
 
 FENCE_COLUMN = "writer_epoch"
+# the source's global checkpoint row by its whole unique key (id, cp_schema, cp_table): a lookup
+# by ``id`` and ``is_global`` alone scans, and share-locks, every table row of the source in every
+# apply transaction (thousands of rows for a source of thousands of shard tables)
+GLOBAL_ROW = "id = %s AND cp_schema = '' AND cp_table = '' AND is_global = 1"
 
 
 def check_fence(cur, fq: str, source_id: str, epoch: int, *, lock: str = "LOCK IN SHARE MODE") -> None:
@@ -41,7 +45,7 @@ def check_fence(cur, fq: str, source_id: str, epoch: int, *, lock: str = "LOCK I
     Runs inside the caller's transaction so the write it guards lands only under this epoch."""
     if not epoch:
         return
-    cur.execute(f"SELECT {FENCE_COLUMN} FROM {fq} WHERE id = %s AND is_global = 1 {lock}", (source_id,))
+    cur.execute(f"SELECT {FENCE_COLUMN} FROM {fq} WHERE {GLOBAL_ROW} {lock}", (source_id,))
     row = cur.fetchone()
     stored = int(row[0]) if row else 0
     if stored != epoch:
