@@ -188,3 +188,42 @@ def test_mariadb_contains_is_a_partial_order(a, b, c):
     assert gtid.contains(a, a)
     if gtid.contains(a, b) and gtid.contains(b, c):
         assert gtid.contains(a, c)
+
+
+def _advance_reference(text: str, g: str) -> str:
+    """``advance`` as it was before it kept the last set parsed: parse, merge, print."""
+    if ":" in g:
+        sets = gtid.parse_mysql(text or "")
+        k, n = gtid._mysql_gtid(g)
+        sets[k] = gtid._merge([*sets.get(k, []), (n, n)])
+        return gtid.format_mysql(sets)
+    e = gtid._mariadb_entries(text or "", "GTID set")
+    e[g.split("-")[0]] = g.strip()
+    return ",".join(e[k] for k in sorted(e, key=int))
+
+
+_UUIDS = ["3e11fa47-71ca-11e1-9e33-c80aa9429562", "4a1c0000-0000-0000-0000-000000000001",
+          "00000000-0000-0000-0000-0000000000ff"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_UUIDS + [_UUIDS[0] + ":tag_a"]), st.integers(1, 40),
+                          st.booleans()), max_size=60),
+       st.lists(st.tuples(st.integers(0, 3), st.integers(1, 3), st.integers(1, 50)), max_size=30))
+def test_advance_equals_parse_merge_print(mysql_steps, maria_steps):
+    """``advance`` keeps the last set it returned parsed and re-prints only the transaction's
+    stream: any sequence (numbers in and out of order, repeats, tags, a set that is not the
+    last one returned) gives the text parsing, merging and printing would."""
+    mine = ref = ""
+    other = _UUIDS[1] + ":1-3"
+    for key, n, switch in mysql_steps:
+        if switch:        # a set the memo did not return: parsed afresh, then kept
+            mine, ref = gtid.advance(other, f"{key}:{n}"), _advance_reference(other, f"{key}:{n}")
+        else:
+            mine, ref = gtid.advance(mine, f"{key}:{n}"), _advance_reference(ref, f"{key}:{n}")
+        assert mine == ref
+    mine = ref = "0-1-1"
+    for d, server, seq in maria_steps:
+        g = f"{d}-{server}-{seq}"
+        mine, ref = gtid.advance(mine, g), _advance_reference(ref, g)
+        assert mine == ref
