@@ -452,9 +452,8 @@ def _update_join(group: list, lit: Literals, images: list[tuple] | None = None) 
         return _update_row(group[-1], lit)
     # the first row names the columns; the rest are a VALUES table (as cheap for the server as the
     # VALUES list of an INSERT; a SELECT a row cost MariaDB a third more)
-    rows = "SELECT " + ", ".join(f"{lit.value(v)} AS {_q(c)}" for c, v in zip(cols, images[0]))
-    if len(images) > 1:
-        rows += " UNION ALL VALUES " + ",".join(lit.table_row + lit.row(im) for im in images[1:])
+    rows = ("SELECT " + ", ".join(f"{lit.value(v)} AS {_q(c)}" for c, v in zip(cols, images[0]))
+            + " UNION ALL VALUES " + ",".join(lit.table_row + lit.row(im) for im in images[1:]))
     on = " AND ".join(f"_t.{_q(k)} = _v.{_q(k)}" for k in keys)
     sets = ", ".join(f"_t.{_q(c)} = _v.{_q(c)}" for c in cols if c not in keys)
     return f"UPDATE {t} AS _t JOIN ({rows}) AS _v ON {on} SET {sets}"
