@@ -117,6 +117,7 @@ def test_a_rows_event_that_cannot_be_decoded_stops_naming_the_table(spark, sourc
             syncer.sync_until_caught_up()
         msg = str(ei.value)
         assert f"`{source1_db.name}`.`orders_1`" in msg and "insert rows" in msg and f"{f}:" in msg, msg
+        assert "column `v`" in msg, msg
         assert "UnicodeDecodeError" in msg and "block-allow-list" in msg, msg
         assert not _retryable(ei.value)
     finally:

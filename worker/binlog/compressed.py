@@ -7,7 +7,8 @@ value is not compressed); bit 7 set: the low three bits are how many bytes of or
 follow (big-endian), then a raw deflate stream.  mysql-replication knows neither type: its table
 map parse read the wrong metadata and failed on the next event's fields, which stopped the
 source's decoding for good.  Importing this module teaches it both (``fast_rows`` decodes them
-itself).
+itself).  Its value reading also names the column of a value that cannot be read
+(:class:`ColumnValueError`), which ``RowDecodeError`` then shows.
 
 >>> import zlib
 >>> c = zlib.compressobj(wbits=-15); raw = c.compress(b"hello " * 100) + c.flush()
@@ -85,7 +86,21 @@ TableMapEvent._is_character_column = staticmethod(_is_character_column)     # ty
 _read_value = RowsEvent._RowsEvent__read_values_name    # type: ignore[attr-defined]
 
 
+class ColumnValueError(ValueError):
+    """A value of a rows event that cannot be read, with its column's name (the decoders' own
+    errors say only what failed, e.g. which byte of which codec)."""
+
+
 def _read_values_name(self, column, null_bitmap, null_bitmap_index, is_partial, cols_bitmap, unsigned, i):
+    try:
+        return _read_column(self, column, null_bitmap, null_bitmap_index, is_partial, cols_bitmap, unsigned, i)
+    except (ValueError, LookupError, NotImplementedError) as e:   # UnicodeDecodeError is a ValueError
+        if isinstance(e, ColumnValueError):
+            raise
+        raise ColumnValueError(f"column `{column.name}`: {type(e).__name__}: {e}") from e
+
+
+def _read_column(self, column, null_bitmap, null_bitmap_index, is_partial, cols_bitmap, unsigned, i):
     plain = PLAIN.get(column.type)
     if plain is None:
         return _read_value(self, column, null_bitmap, null_bitmap_index, is_partial, cols_bitmap, unsigned, i)
