@@ -326,10 +326,7 @@ def _statements(group: list, safe: bool, lit: Literals):
     keyless = len(keys) == len(cols)
     clist = ", ".join(_q(c) for c in cols)
     if _joins(group, safe):
-        if _independent(group):
-            yield _update_join(group, lit)
-        else:
-            yield from (_update_row(ch, lit) for ch in group)
+        yield from (sql for sql, _ in _updates(group, lit))
         return
     if kind == INSERT or (kind == UPDATE and not keyless):
         values = ",".join([lit.row(ch[AFTER]) for ch in group])
@@ -374,20 +371,8 @@ def _statements(group: list, safe: bool, lit: Literals):
         yield f"DELETE FROM {t} WHERE {kl} IN ({tuples})"
 
 
-def _last_images(group: list) -> list[tuple]:
-    """The after image of each row a group of updates changes, the last one per key (a row
-    updated twice in a group ends as its last image; a join would pick either)."""
-    meta = group[0][META]
-    lower = [c.lower() for c in meta[3]]
-    kidx = [lower.index(k.lower()) for k in meta[4]]
-    last: dict = {}
-    for ch in group:
-        last[tuple(_norm(ch[AFTER][i]) for i in kidx)] = ch[AFTER]
-    return list(last.values())
-
-
 def _joins(group: list, safe: bool) -> bool:
-    """``group`` (of one kind, table and column list) is an ``UPDATE`` joined with its images."""
+    """``group`` (of one kind, table and column list) is applied as ``UPDATE`` statements."""
     meta = group[0][META]
     cols, keys = meta[3], meta[4]
     return (group[0][KIND] == UPDATE and not safe and len(keys) < len(cols)
@@ -405,32 +390,8 @@ def _rows_matched(cur) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _missing_rows(cur, group: list, lit: Literals) -> list[tuple]:
-    """The changes of an update ``group`` whose row the downstream does not have."""
-    meta = group[0][META]
-    t, keys = meta[2], meta[4]
-    lower = [c.lower() for c in meta[3]]
-    kidx = [lower.index(k.lower()) for k in keys]
-    last: dict = {}
-    for ch in group:
-        last[tuple(_norm(ch[AFTER][i]) for i in kidx)] = ch
-    kl = "(" + ", ".join(_q(k) for k in keys) + ")"
-    tuples = ",".join(lit.row([ch[AFTER][i] for i in kidx]) for ch in last.values())
-    cur.execute(f"SELECT {', '.join(_q(k) for k in keys)} FROM {t} WHERE {kl} IN ({tuples})")
-    there = {tuple(_norm(v) for v in row) for row in cur.fetchall()}
-    return [ch for k, ch in last.items() if k not in there]
-
-
-def _independent(group: list) -> bool:
-    """Rows of ``group``'s target are matched by its own key and it has no other unique index
-    (``Partitioner``'s reorder flag): one statement may change them in any order."""
-    meta = group[0][META]
-    return len(meta) > 5 and bool(meta[5])
-
-
 def _update_row(ch: tuple, lit: Literals) -> str:
-    """One row's ``UPDATE``: on a target with another unique index the rows change in binlog
-    order (a value handed from one row to another), which a join does not promise."""
+    """One row's ``UPDATE`` of its non-key columns, found by its key."""
     meta = ch[META]
     t, cols, keys = meta[2], meta[3], meta[4]
     image = ch[AFTER]
@@ -439,24 +400,53 @@ def _update_row(ch: tuple, lit: Literals) -> str:
     return f"UPDATE {t} SET {sets} WHERE {where}"
 
 
-def _update_join(group: list, lit: Literals, images: list[tuple] | None = None) -> str:
+def _updates(group: list, lit: Literals) -> list[tuple[str, list[tuple]]]:
     """Outside safe mode an update is an ``UPDATE``: it changes only the row it names, so a row
     missing downstream is not re-created and a value of another unique index that another row
     holds is a duplicate-key error.  An upsert (``INSERT ... ON DUPLICATE KEY UPDATE``) instead
     re-creates the missing row, or updates *the other row* when the new value collides on
-    another unique index.  Several rows are one statement: a join with their images."""
+    another unique index.  Returns each statement with the changes whose rows it must match.
+
+    A target matched by its own key with no other unique index (``Partitioner``'s reorder flag)
+    gets one statement: the rows joined with their last images (a row updated twice in the group
+    ends as its last image; a join would pick either).  Any other target gets one ``UPDATE`` a
+    row, in binlog order: a value may move from one row to another, and a join promises no
+    order."""
     meta = group[0][META]
+    if not (len(meta) > 5 and meta[5]):
+        return [(_update_row(ch, lit), [ch]) for ch in group]
     t, cols, keys = meta[2], meta[3], meta[4]
-    images = images if images is not None else _last_images(group)
-    if len(images) == 1:          # one row (its last image): no table to join
-        return _update_row(group[-1], lit)
+    lower = [c.lower() for c in cols]
+    kidx = [lower.index(k.lower()) for k in keys]
+    last: dict = {}
+    for ch in group:
+        last[tuple(_norm(ch[AFTER][i]) for i in kidx)] = ch
+    changes = list(last.values())
+    if len(changes) == 1:          # no table to join
+        return [(_update_row(changes[0], lit), changes)]
     # the first row names the columns; the rest are a VALUES table (as cheap for the server as the
     # VALUES list of an INSERT; a SELECT a row cost MariaDB a third more)
-    rows = ("SELECT " + ", ".join(f"{lit.value(v)} AS {_q(c)}" for c, v in zip(cols, images[0]))
-            + " UNION ALL VALUES " + ",".join(lit.table_row + lit.row(im) for im in images[1:]))
+    rows = ("SELECT " + ", ".join(f"{lit.value(v)} AS {_q(c)}" for c, v in zip(cols, changes[0][AFTER]))
+            + " UNION ALL VALUES " + ",".join(lit.table_row + lit.row(ch[AFTER]) for ch in changes[1:]))
     on = " AND ".join(f"_t.{_q(k)} = _v.{_q(k)}" for k in keys)
     sets = ", ".join(f"_t.{_q(c)} = _v.{_q(c)}" for c in cols if c not in keys)
-    return f"UPDATE {t} AS _t JOIN ({rows}) AS _v ON {on} SET {sets}"
+    return [(f"UPDATE {t} AS _t JOIN ({rows}) AS _v ON {on} SET {sets}", changes)]
+
+
+def _missing_rows(cur, changes: list[tuple], lit: Literals) -> list[tuple]:
+    """Which of ``changes`` (one statement's, one row each) name a row the downstream does not
+    have: asked after an ``UPDATE`` matched fewer rows than it named."""
+    if len(changes) == 1:
+        return changes
+    meta = changes[0][META]
+    t, keys = meta[2], meta[4]
+    lower = [c.lower() for c in meta[3]]
+    kidx = [lower.index(k.lower()) for k in keys]
+    kl = ", ".join(_q(k) for k in keys)
+    cur.execute(f"SELECT {kl} FROM {t} WHERE ({kl}) IN ("
+                + ",".join(lit.row([ch[AFTER][i] for i in kidx]) for ch in changes) + ")")
+    there = {tuple(_norm(v) for v in row) for row in cur.fetchall()}
+    return [ch for ch in changes if tuple(_norm(ch[AFTER][i]) for i in kidx) not in there]
 
 
 def _group_key(ch) -> tuple:
@@ -539,17 +529,11 @@ def _apply(conn, changes: list, batch: int, force_safe: bool, source_id: str) ->
                     cur.execute(sql)
                 return
             gone: list[tuple] = []
-            if _independent(part):
-                images = _last_images(part)
-                cur.execute(_update_join(part, lit, images))
+            for sql, named in _updates(part, lit):
+                cur.execute(sql)
                 matched = _rows_matched(cur)
-                if matched is not None and matched < len(images):
-                    gone = _missing_rows(cur, part, lit)
-            else:
-                for ch in part:
-                    cur.execute(_update_row(ch, lit))
-                    if _rows_matched(cur) == 0:
-                        gone.append(ch)
+                if matched is not None and matched < len(named):
+                    gone += _missing_rows(cur, named, lit)
             if gone:
                 _report_missing(gone, missing, source_id)
 
