@@ -36,11 +36,11 @@ _SINGLE_BYTE = {
     "hebrew": ("iso8859_8", {0xAF: "\u203e"}),
     "koi8u": ("koi8_u", {0x95: "\u2022"}),
 }
+_library_encoding = RowsEvent.charset_to_encoding
 # mysql-replication's codec name of a character set (what its columns carry as their character
 # set) -> the codec that reads it as the servers do
-_SERVERS = {"cp1252": "mysql_latin1", "cp866": "mysql_cp866", "greek": "mysql_greek", "hebrew": "mysql_hebrew",
-            "koi8_u": "mysql_koi8u", "utf16": "utf-16-be", "utf32": "utf-32-be", "ucs2": "utf-16-be",
-            "utf16le": "utf-16-le"}
+_SERVERS = {**{_library_encoding(cs): f"mysql_{cs}" for cs in _SINGLE_BYTE},
+            "utf16": "utf-16-be", "utf32": "utf-32-be", "ucs2": "utf-16-be", "utf16le": "utf-16-le"}
 
 
 def _charmap(name: str, base: str, changes: dict[int, str]) -> codecs.CodecInfo:
@@ -63,8 +63,6 @@ def _search(name: str) -> codecs.CodecInfo | None:
 
 
 codecs.register(_search)
-
-_library_encoding = RowsEvent.charset_to_encoding
 
 
 def encoding(charset: str) -> str:
