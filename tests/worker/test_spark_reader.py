@@ -111,11 +111,14 @@ def test_segmented_reader_hands_out_the_prefetch_stream(spark, source1_db, downs
                            segment_rows=10) as r:
         assert isinstance(next(r.items()), (Chunk, Statement))
     assert not r._thread.is_alive()
-    bad = Position(end.file, end.pos, "101-101-999999999")
+    # a GTID the server never wrote, below its last one: refused at once (one above it is waited
+    # for, and only the stall limit would end the read)
+    bad = Position("", 0, end.gtid.split(",")[0].split("-")[0] + "-999-1")
     with pytest.raises(BinlogReadError) as ei:
         with SparkBinlogReader(spark, kw, margs, bad, Position(end.file, end.pos + 10**6), source_id="s1") as r:
             list(r.items())
     assert ei.value.context.get("source") == "s1" or "s1" in str(ei.value)
+    assert bad.gtid in str(ei.value)
 
 
 def test_syncer_with_spark_reader_replicates_with_ddl_and_crash(spark, source1_db, source2_db, downstream_db,
