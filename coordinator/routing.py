@@ -155,6 +155,9 @@ class TableMapper:
         # expression filters (``expression-filters``); None when the instance names none
         self.exprs = ExpressionFilter(inst.expr_filters) if inst.expr_filters else None
         self.has_extract = any(r.extract for r in inst.routes)
+        # end positions (file, pos) of rows events the operator's `binlog skip` passes over unread
+        # (their values cannot be decoded); set by the syncer for its decoder (RouteArgs)
+        self.skip_rows: frozenset = frozenset()
 
     def extract(self, schema: str, table: str) -> tuple[tuple[str, str], ...]:
         """The shard origin columns (``extract-*`` of its route) and their values for this table."""

@@ -20,6 +20,7 @@ else:
 
 
 SKIP_STATES = ("pending", "held", "done", "passed")
+SKIP_EVENTS = ("statement", "rows")
 SKIP_OPS = ("skip", "replace", "inject")
 STATEMENT_OPS = ("replace", "inject")   # ops that carry statements (``replace_with``)
 _BINLOG_POS = re.compile(r"^\s*([^\s:]+):(\d+)(?:\s+gtid=(\S*))?\s*$")
@@ -52,7 +53,11 @@ class BinlogSkip(Record):
     worker rewrites it ``done`` (with the skipped ``statement``) after the checkpoint moved past
     it, ``held`` while a replacement waits on its shard-DDL lock (the table replays the statement
     after its redirect and meets the record again), or ``passed`` when its stream went past
-    ``file:pos`` without meeting a statement starting there."""
+    ``file:pos`` without meeting a statement starting there.
+
+    ``event`` "rows": the rows event that *ends* at ``file:pos`` (one the decoder cannot read, as the
+    subtask's RowDecodeError names it) is passed over unread; the rest of its transaction is
+    applied.  Only ``skip`` applies to it; ``done`` once the checkpoint is past it."""
     KIND: typing.ClassVar[str] = "binlog-skip"
     task: str
     source: str
@@ -67,6 +72,7 @@ class BinlogSkip(Record):
     worker: str = ""
     note: str = ""
     replace_with: list[str] = field(default_factory=list)   # replace: run instead; inject: run before
+    event: str = "statement"     # what file:pos names: a statement's start, or a rows event's end ("rows")
     revision: int = _meta()
 
     @property
@@ -83,6 +89,10 @@ class BinlogSkip(Record):
             raise ValueError(f"op is {self.op!r}, expected one of {', '.join(SKIP_OPS)}")
         if (self.op in STATEMENT_OPS) != bool(self.replace_with):
             raise ValueError("replace_with must list the statements of a replace or inject, and only of those")
+        if self.event not in SKIP_EVENTS:
+            raise ValueError(f"event is {self.event!r}, expected one of {', '.join(SKIP_EVENTS)}")
+        if self.event == "rows" and self.op != "skip":
+            raise ValueError(f"a rows event can only be skipped, not {self.op}")
         if self.state not in SKIP_STATES:
             raise ValueError(f"state is {self.state!r}, expected one of {', '.join(SKIP_STATES)}")
 

@@ -33,7 +33,15 @@ def _stopped_statement(st: SubtaskStatus | None) -> dict | None:
     err = detail.get("error")
     if isinstance(err, dict) and err.get("statement_end") and err.get("position"):
         return err
+    if st.stage == "Error" and _rows_event(err):
+        return err
     return None
+
+
+def _rows_event(err) -> bool:
+    """The error is a rows event the decoder cannot read (``RowDecodeError``; ``position`` is
+    where the event ends): ``binlog skip`` passes over that one event."""
+    return isinstance(err, dict) and err.get("event") == "rows" and bool(err.get("position"))
 
 
 def handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: str, binlog_pos: str,
@@ -56,7 +64,7 @@ def _list_skips(cluster: Cluster, task: str, source: str) -> CommandResult:
     """``binlog list TASK [-s SOURCE]``: the armed skips and replacements and what became of them."""
     cluster._task_for_stage_change(task, [source] if source else [], "binlog list")
     recs = [r for r in cluster.store.list_binlog_skips(task, source or None).items]
-    lines = [f"{r.source} {r.position} {r.op} {r.state}"
+    lines = [f"{r.source} {r.position} {r.op}{' rows event' if r.event == 'rows' else ''} {r.state}"
              + (f" with {'; '.join(r.replace_with)}" if r.replace_with else "")
              + (f" (statement: {r.statement})" if r.statement else "") + (f" [{r.note}]" if r.note else "")
              for r in sorted(recs, key=lambda r: (r.source, r.file, r.pos))]
@@ -132,25 +140,37 @@ def _handle_error(cluster: Cluster, fence: Fence, task: str, source: str, op: st
     else:
         at = given
         # the end of the statement the subtask is stopped on names that statement too
-        if err is not None and _pos_or_none(err["statement_end"]) == at and _pos_or_none(err["position"]):
+        if err is not None and _pos_or_none(err.get("statement_end", "")) == at and _pos_or_none(err["position"]):
             at = _pos_or_none(err["position"]) or at
     file, pos = at
     stopped = err if err is not None and _pos_or_none(err["position"]) == at else None
     at_error = stopped is not None
+    rows = stopped is not None and _rows_event(stopped)
+    if stopped is not None and rows and replace_with:
+        raise RequestError(f"{cmd}: the subtask of task {task!r} on source {source!r} is stopped at a rows event "
+                           f"that cannot be decoded ({stopped.get('table', '')} at {stopped['position']}), not at a "
+                           f"statement: only `binlog skip` applies to it (its rows are not applied)",
+                           task=task, source=source)
     if not at_error:
         _require_statement_start(cluster, task, source, file, pos, cmd)
     gtid = binlog_pos_gtid(stopped["position"]) if stopped is not None else binlog_pos_gtid(binlog_pos)
-    rec = BinlogSkip(task, source, file, pos, statement=(stopped.get("statement", "") if stopped is not None else ""),
-                     gtid=gtid, requested_at=_now(), op=op if replace_with else "skip",
-                     replace_with=replace_with)
+    statement = "" if stopped is None else f"rows of {stopped.get('table', '?')}" if rows else \
+        stopped.get("statement", "")
+    rec = BinlogSkip(task, source, file, pos, statement=statement, gtid=gtid, requested_at=_now(),
+                     op=op if replace_with else "skip", replace_with=replace_with,
+                     event="rows" if rows else "statement")
     prev = cluster.store.get_binlog_skip(task, source, file, pos)
     cluster.store.put_binlog_skip(fence, rec)
     # like resume-task: a new revision restarts a subtask stopped in Error (healthy ones go on)
     cluster.store.put_task(fence, cur.with_stages({}))
     what = f"the statement at {rec.position}" + (f" ({rec.statement})" if rec.statement else "")
     cluster.log.warning(f"binlog {rec.op} armed", task=task, source=source, position=rec.position,
-                        statement=rec.statement, stopped_there=at_error, replace_with="; ".join(replace_with))
-    if replace_with and op == "inject":
+                        statement=rec.statement, stopped_there=at_error, replace_with="; ".join(replace_with),
+                        event=rec.event)
+    if rows:
+        msg = (f"the rows event ending at {rec.position} ({rec.statement}) will be skipped: its rows are not applied "
+               f"downstream, the rest of its transaction is; the subtask restarts and continues after it")
+    elif replace_with and op == "inject":
         msg = (f"{'; '.join(replace_with)} will run just before {what}, then the statement itself: "
                + ("the subtask restarts and runs them" if at_error else f"when source {source} reaches it"))
     elif replace_with:

@@ -116,6 +116,10 @@ def test_route_arguments_travel_as_the_plain_tuple():
     assert route.mapper().source_id == inst.source_id
     # the decoder process's request holds the same plain tuple (not started: no process, no thread)
     assert type(BinlogPrefetch(DecoderProcess("s1"), {}, route, P1, P2)._req["mapper"]) is tuple
+    # an operator's skip of a rows event travels as a third member, only when one is armed
+    skipping = RouteArgs(inst, "meta", frozenset({("mysql-bin.000001", 1234)}))
+    back = RouteArgs(*_unblob(read_options({"host": "h"}, skipping, P1, P2)["mapper"]))
+    assert back == skipping and back.mapper().skip_rows == {("mysql-bin.000001", 1234)}
 
 
 def make_task_instance():

@@ -100,25 +100,60 @@ def test_compressed_columns_replicate(spark, source1_db, downstream_db, position
         syncer.close()
 
 
-def test_a_rows_event_that_cannot_be_decoded_stops_naming_the_table(spark, source1_db, downstream_db, positions):
+@pytest.mark.parametrize("reader", ["process", "spark"])
+def test_a_rows_event_that_cannot_be_decoded_stops_naming_it_and_binlog_skip_passes_over_it(
+        spark, etcd_client, etcd_prefix, source1_db, downstream_db, positions, reader):
     """tis620 leaves 0xDB undefined, yet MariaDB stores it from a hex literal; Python's codec
     refuses it.  Before, the batch was retried for ever with a message naming neither table nor
-    event; now the subtask stops with a typed error that names both."""
+    event; now the subtask stops with a typed error that names both and where the event ends,
+    through either reader (the error crosses a pipe or a Spark job as text).  The operator's skip
+    of that position passes over exactly that event: the other table's rows in the same
+    transaction, and the rows after it, are applied."""
+    from coordinator.etcdproto import BinlogSkip, Store
     from worker.binlog.contract import RowDecodeError
     from worker.subtask import _retryable
+    from worker.sync.binlog_skip import BinlogSkips
     (p1,) = positions(source1_db)
     task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})
     source1_db.execute("CREATE TABLE orders_1 (id INT PRIMARY KEY, v VARCHAR(5) CHARACTER SET tis620)")
+    source1_db.execute("CREATE TABLE orders_2 (id INT PRIMARY KEY, v VARCHAR(5) CHARACTER SET tis620)")
     [(f, p)] = [r[:2] for r in source1_db.execute("SHOW MASTER STATUS")]
-    source1_db.execute("INSERT INTO orders_1 VALUES (1, X'41DB')")
-    syncer = Syncer(spark, task, srcs["s1"])
+    with source1_db.connect() as c, c.cursor() as cur:       # one transaction, two rows events
+        cur.execute("BEGIN")
+        cur.execute("INSERT INTO orders_2 VALUES (10, 'A')")
+        cur.execute("INSERT INTO orders_1 VALUES (1, X'41DB'), (2, 'B')")
+        cur.execute("INSERT INTO orders_2 VALUES (11, 'C')")
+        cur.execute("COMMIT")
+    source1_db.execute("INSERT INTO orders_1 VALUES (3, 'D')")
+    store = Store(etcd_client, etcd_prefix)
+    skips = BinlogSkips(store, task.name, "s1", worker="w1")
+    syncer = Syncer(spark, task, srcs["s1"], skips=skips, reader=reader)
     try:
         with pytest.raises(RowDecodeError) as ei:
             syncer.sync_until_caught_up()
-        msg = str(ei.value)
-        assert f"`{source1_db.name}`.`orders_1`" in msg and "insert rows" in msg and f"{f}:" in msg, msg
-        assert "column `v`" in msg, msg
-        assert "UnicodeDecodeError" in msg and "block-allow-list" in msg, msg
-        assert not _retryable(ei.value)
     finally:
         syncer.close()
+    msg = str(ei.value)
+    assert f"`{source1_db.name}`.`orders_1`" in msg and "insert rows" in msg and f"{f}:" in msg, msg
+    assert "column `v`" in msg, msg
+    assert "UnicodeDecodeError" in msg and "binlog skip" in msg and "block-allow-list" in msg, msg
+    assert not _retryable(ei.value)
+    err = ei.value.to_dict()
+    assert err["event"] == "rows" and err["table"] == f"{source1_db.name}.orders_1", err
+    end_file, end_pos = err["position"].split(":")
+    events = source1_db.execute(f"SHOW BINLOG EVENTS IN '{end_file}' FROM {p}")
+    ends = {int(e[4]): str(e[2]) for e in events}
+    assert "rows" in ends[int(end_pos)].lower(), (err, events)   # the end of a rows event, exactly
+
+    fence = store.campaign("test-master")
+    store.put_binlog_skip(fence, BinlogSkip(task.name, "s1", end_file, int(end_pos), event="rows",
+                                            statement=f"rows of {err['table']}"))
+    again = Syncer(spark, task, srcs["s1"], skips=skips, reader=reader)
+    try:
+        again.sync_until_caught_up()
+    finally:
+        again.close()
+    got = downstream_db.execute("SELECT id, v FROM orders ORDER BY id")
+    assert [tuple(r) for r in got] == [(3, "D"), (10, "A"), (11, "C")], got
+    rec = store.get_binlog_skip(task.name, "s1", end_file, int(end_pos))
+    assert rec.state == "done" and rec.event == "rows" and rec.worker == "w1", rec

@@ -19,6 +19,7 @@ Rows are tuples of values pymysql binds directly; ``rows`` of an update is a lis
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Iterator, NamedTuple, Protocol, Union
@@ -43,7 +44,25 @@ class RowDecodeError(BinlogReadError):
     """The values of a rows event could not be decoded (a byte sequence the column's character
     set leaves undefined that the server stored anyway, a type the decoder does not know): the
     same bytes fail on every retry, so the subtask stops, naming the table, the event and its
-    position, instead of retrying for ever."""
+    position, instead of retrying for ever.  ``position`` is where the event *ends* (``event``
+    is "rows"): the operator's ``binlog skip`` takes it from the status and the decoder then
+    passes over that one event (the rest of its transaction is applied)."""
+
+    @classmethod
+    def from_text(cls, text: str, source: str, fallback: str) -> "RowDecodeError":
+        """The error again from its text, which is all that crosses the decoder's pipe or a
+        Spark job: the event's end position and the table are read back from the message."""
+        m = _ROWS_EVENT_AT.search(text)
+        t = _ROWS_TABLE.search(text)
+        return cls(f"decoding the binlog failed: {text}", source=source,
+                   position=m.group(1) if m else fallback, event="rows" if m else None,
+                   table=f"{t.group(1)}.{t.group(2)}" if t else None)
+
+
+# the words of the decoder's RowDecodeError message that ``RowDecodeError.from_text`` reads back
+ROWS_EVENT_AT = "in the rows event ending at"
+_ROWS_EVENT_AT = re.compile(re.escape(ROWS_EVENT_AT) + r" ([^\s:]+:\d+)")
+_ROWS_TABLE = re.compile(r"rows of `((?:[^`]|``)+)`\.`((?:[^`]|``)+)`")
 
 
 class RowsTable(NamedTuple):
@@ -98,12 +117,22 @@ Item = Union[Chunk, Statement, End]
 class RouteArgs(NamedTuple):
     """What a decoder needs to filter and route rows: the task instance and the task's meta schema
     (its tables are never replicated).  Picklable: it travels to the decoder process and into Spark
-    options, as the plain tuple ``(instance, meta_schema)`` it always was."""
+    options, as the plain tuple ``(instance, meta_schema)`` it always was, now and then with
+    ``skip_rows``: the end positions ``(file, pos)`` of rows events an operator's ``binlog skip``
+    names (events whose values cannot be decoded: the decoder passes over them unread)."""
     instance: Instance
     meta_schema: str
+    skip_rows: frozenset = frozenset()
 
     def mapper(self) -> TableMapper:
-        return TableMapper(self.instance, self.meta_schema)
+        m = TableMapper(self.instance, self.meta_schema)
+        m.skip_rows = self.skip_rows
+        return m
+
+    def wire(self) -> tuple:
+        """The plain tuple that travels: ``(instance, meta_schema)`` unless skips are armed, so a
+        decoder of the release before ``skip_rows`` still reads every ordinary request."""
+        return tuple(self) if self.skip_rows else (self.instance, self.meta_schema)
 
 
 class BinlogRange(Protocol):

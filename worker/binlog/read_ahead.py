@@ -79,9 +79,10 @@ class ReadAhead:
                 continue
             if isinstance(item, _Failed):
                 # a decoder's error crosses a pipe (or a Spark job) as text: its type by name
-                cls = RowDecodeError if "RowDecodeError: " in item.error else BinlogReadError
-                raise cls(f"decoding the binlog failed: {item.error}", source=self.source_id,
-                          position=str(self.start))
+                if "RowDecodeError: " in item.error:
+                    raise RowDecodeError.from_text(item.error, self.source_id, str(self.start))
+                raise BinlogReadError(f"decoding the binlog failed: {item.error}", source=self.source_id,
+                                      position=str(self.start))
             return item
 
     def items(self) -> Iterator[Item]:

@@ -34,8 +34,8 @@ import threading
 import time
 import weakref
 
-from worker.binlog.contract import (BinlogReadError, Chunk, End, RouteArgs, RowDecodeError, RowsTable, Statement,
-                                    Unfinished)
+from worker.binlog.contract import (ROWS_EVENT_AT, BinlogReadError, Chunk, End, RouteArgs, RowDecodeError, RowsTable,
+                                    Statement, Unfinished)
 from worker.binlog.read_ahead import ReadAhead, _Failed
 from worker.binlog.fast_rows import RowDecoder
 from coordinator import gc_tuning
@@ -252,6 +252,7 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
     json_cols: dict = {}           # rows table -> names of its MySQL JSON columns
     event_filter = getattr(mapper, "events", None)      # binlog event filter (filter-rules), or None
     expr_filter = getattr(mapper, "exprs", None)        # expression filters (expression-filters), or None
+    skip_rows = getattr(mapper, "skip_rows", None)      # rows events the operator skips (binlog skip)
     fast = RowDecoder()
 
     def table_ref(ev):
@@ -325,17 +326,21 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
                     ev, WriteRowsEvent) else "update" if isinstance(ev, UpdateRowsEvent) else "delete"
                 if event_filter is not None and event_filter.ignores_rows(ev.schema, ev.table, what):
                     continue
+                if skip_rows and (stream.log_file, int(stream.log_pos or 0)) in skip_rows:
+                    continue            # the operator's binlog skip of an event that cannot be decoded
                 extra = ref.origin
                 cols = ref.cols[:len(ref.cols) - len(extra)] if extra else ref.cols
                 try:
                     rows = ev.rows if t is fs.Rows else _library_rows(ev, cols, json_cols.get(id(ref)), fast,
                                                                       what == "update")
                 except Exception as e:  # noqa: BLE001 -- any decoder failure: the same bytes fail again
+                    at = here()
                     raise RowDecodeError(
-                        f"cannot decode the {what} rows of `{ev.schema}`.`{ev.table}` in the event at {here()}: "
-                        f"{type(e).__name__}: {e}.  The same bytes fail on every retry: leave the table out of "
-                        "the task (block-allow-list) or fix the value upstream and start the task after this "
-                        "event", source=source_id, position=str(here())) from e
+                        f"cannot decode the {what} rows of `{ev.schema}`.`{ev.table}` {ROWS_EVENT_AT} "
+                        f"{at.file}:{at.pos}: {type(e).__name__}: {e}.  The same bytes fail on every retry: "
+                        f"`shardctl binlog skip` passes over this one event (its rows are not applied), or "
+                        "leave the table out of the task (block-allow-list)", source=source_id,
+                        position=f"{at.file}:{at.pos}", event="rows", table=f"{ev.schema}.{ev.table}") from e
                 tx = expr_filter.for_table(ev.schema, ev.table, cols) if expr_filter is not None else None
                 if what == "update":
                     if tx is not None:      # expression filter (expression-filters): drop what it matches
@@ -545,7 +550,7 @@ class BinlogPrefetch(ReadAhead):
         # a transaction of keyed tables larger than half a chunk is handed out in pieces: its
         # apply starts before the rest is decoded, and memory stays bounded by ``max_rows``
         # (the route goes as the plain tuple it always was: the request's pickle is unchanged)
-        self._req = {"db_kwargs": db_kwargs, "mapper": tuple(route), "start": start, "end": end,
+        self._req = {"db_kwargs": db_kwargs, "mapper": route.wire(), "start": start, "end": end,
                      "max_events": max_events, "source_id": source_id, "piece_rows": piece_rows,
                      "split_rows": max(piece_rows, max_rows // 2)}
         self._thread = threading.Thread(target=self._run, name=f"binlog-read-{source_id}", daemon=True)

@@ -61,7 +61,7 @@ def read_options(db_kwargs: dict, route: RouteArgs, start: Position, end: Positi
     tuple it always was, so the option text is unchanged)."""
     return {"start": json.dumps(start.to_json()), "end": json.dumps(end.to_json()) if end else "",
             "max_events": str(int(max_events)), "piece_rows": str(int(piece_rows)), "source_id": source_id,
-            DB_OPTION: _blob(db_kwargs), "mapper": _blob(tuple(route))}
+            DB_OPTION: _blob(db_kwargs), "mapper": _blob(route.wire())}
 
 
 def _request(options) -> dict:
@@ -135,7 +135,7 @@ def load_range(spark, db_kwargs: dict, route: RouteArgs, start: Position, end: P
 def spark_error_text(e: BaseException) -> str:
     """The executor's error line out of a Spark job failure (the Java stack is noise here)."""
     text = str(e)
-    for marker in ("BinlogReadError:", "PositionError:", "OperationalError:", "pymysql.err.", "Error: "):
+    for marker in ("RowDecodeError:", "BinlogReadError:", "PositionError:", "OperationalError:", "pymysql.err.", "Error: "):
         i = text.rfind(marker)
         if i >= 0:
             return text[i:].splitlines()[0][:500]

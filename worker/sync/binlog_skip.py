@@ -8,6 +8,11 @@ the checkpoints past it like a handled DDL, and only then calls :meth:`BinlogSki
 crash between the checkpoint flush and that mark cannot skip another statement: the record
 names one exact position, which the restarted stream (resuming after it) never meets again; the
 next statement's :meth:`find` marks such a left-over record ``passed``.
+
+A record for a *rows* event (``event`` "rows": one the decoder cannot read) names where that event
+ends; the syncer reads those at start (:meth:`rows_pending`), hands the positions to its decoder,
+which passes over exactly that event, and marks each ``done`` once its checkpoint is past it
+(:meth:`rows_passed`).
 """
 from __future__ import annotations
 
@@ -57,7 +62,7 @@ class BinlogSkips:
         on a guess)."""
         hit = None
         for rec in self.store.list_binlog_skips(self.task, self.source).items:
-            if rec.state not in ("pending", "held"):
+            if rec.state not in ("pending", "held") or rec.event == "rows":
                 continue
             at = Position(rec.file, rec.pos)
             if at.same_point(start) and same_gtid_state(rec.gtid, start.gtid):
@@ -76,6 +81,32 @@ class BinlogSkips:
                 _log.warning("binlog skip not used: " + note, task=self.task, source=self.source,
                              position=rec.position)
         return hit
+
+    def rows_pending(self, checkpoint: Position | None) -> dict[tuple[str, int], BinlogSkip]:
+        """The pending skips of rows events ahead of ``checkpoint``, by (file, end pos); those at or
+        behind it are marked ``passed`` (the stream resumes after them and never reads them)."""
+        out = {}
+        for rec in self.store.list_binlog_skips(self.task, self.source).items:
+            if rec.state != "pending" or rec.event != "rows":
+                continue
+            if checkpoint is not None and Position(rec.file, rec.pos) <= checkpoint:
+                note = f"the checkpoint ({checkpoint}) was already past the rows event ending at {rec.position}"
+                if self.store.finish_binlog_skip(rec, "passed", done_at=_now(), worker=self.worker, note=note):
+                    _log.warning("binlog skip not used: " + note, task=self.task, source=self.source,
+                                 position=rec.position)
+                continue
+            out[(rec.file, rec.pos)] = rec
+        return out
+
+    def rows_passed(self, pending: dict[tuple[str, int], BinlogSkip], checkpoint: Position) -> None:
+        """The checkpoint moved to ``checkpoint``: the skipped rows events behind it are done
+        (removed from ``pending``).  The decoder passed over them: the record names the exact end
+        of an event the subtask stopped on, and the stream read through that point."""
+        for key in [k for k in pending if Position(*k) <= checkpoint]:
+            rec = pending.pop(key)
+            _log.warning("rows event skipped on the operator's binlog skip: its rows were not applied",
+                         task=self.task, source=self.source, position=rec.position, rows=rec.statement)
+            self.used(rec, rec.statement, note=f"rows event skipped; checkpoint now {checkpoint}")
 
     def held(self, rec: BinlogSkip, statement: str, note: str = "") -> BinlogSkip:
         """A replacement waits on its shard-DDL lock (its table is held): keep the record for the

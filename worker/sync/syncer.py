@@ -131,6 +131,7 @@ class Syncer:
         self._rewind = threading.Event()
         self._started = False
         self._safe_loaded: Position | None = None     # safe-until loaded at start (rule 7)
+        self._rows_skips: dict = {}     # (file, end pos) -> the operator's skip of that rows event
         self.ctx = DDLContext(task.name, source.source_id, self.mapper, self._downstream,
                               lambda: pymysql.connect(**self.up_kwargs, autocommit=True),
                               self.mapper.router.is_sharded)
@@ -185,6 +186,8 @@ class Syncer:
         self._safe_loaded = su if su is not None and (g is None or su > g) else None
         self.read_pos, came_from = start_position(self.up_kwargs, loaded.global_pos, self.inst.meta,
                                                   self.source.source_id)
+        # the operator's skips of rows events the decoder cannot read: handed to every read
+        self._rows_skips = self.skips.rows_pending(self.read_pos) if self.skips is not None else {}
         if not came_from:
             self.log.warning("no checkpoint and no meta: starting at the upstream's current position",
                              position=str(self.read_pos))
@@ -343,7 +346,8 @@ class Syncer:
         """The batch's binlog reader: both hand out Chunk/Statement/End the same way."""
         if not self.applier.streamed:      # the spark reader's reads are Spark jobs: no idle stream in their way
             self.applier.free_cores()
-        return self.binlog.open(self.up_kwargs, RouteArgs(self.inst, self.task.meta_schema), start, end,
+        return self.binlog.open(self.up_kwargs, RouteArgs(self.inst, self.task.meta_schema, frozenset(self._rows_skips)),
+                                start, end,
                                 max_events=self.max_batch_events, source_id=self.source.source_id,
                                 max_rows=self.apply_rows)
 
@@ -356,6 +360,8 @@ class Syncer:
             tm["checkpoint"] = tm.get("checkpoint", 0.0) + time.monotonic() - tc
         self.hooks.fire("after_flush", {"position": pos})
         self.read_pos = pos if self.read_pos is None else max(self.read_pos, pos)
+        if self._rows_skips and self.skips is not None:
+            self.skips.rows_passed(self._rows_skips, pos)
 
     def _position(self) -> Position:
         """The read position; set by :meth:`start`, which every batch runs first."""
