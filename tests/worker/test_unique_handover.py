@@ -9,7 +9,7 @@ import pytest
 
 from worker.binlog.contract import RowsTable
 from worker.downstream import fetch_serial
-from worker.events import UPDATE, Position
+from worker.events import INSERT, UPDATE, Position
 from worker.errors import KeyCollision
 from worker.sync import apply as apply_mod
 from worker.sync.apply import Partitioner, apply_changes, resolve_tls
@@ -61,3 +61,66 @@ def test_a_unique_value_handed_between_rows_applies_in_binlog_order(downstream_d
     for changes in parts:
         apply_changes(changes, db_kwargs=resolve_tls(downstream_db.params), batch=10, source_id="s1")
     assert sorted(downstream_db.execute("SELECT id, email FROM u")) == want
+
+
+def _u_table(downstream_db, rows):
+    db = downstream_db.name
+    downstream_db.execute("CREATE TABLE u (id INT PRIMARY KEY, email VARCHAR(20), UNIQUE KEY uk (email))")
+    if rows:
+        downstream_db.execute("INSERT INTO u VALUES " + ", ".join(f"({i}, '{e}')" for i, e in rows))
+    with downstream_db.connect() as c:
+        serial = fetch_serial(c, (db, "u"))
+    return RowsTable("up", "u_1", db, "u", ("id", "email"), ("id",)), Partitioner({f"{db}.u": ["id"]}, 4, serial=serial)
+
+
+@pytest.mark.parametrize("kind", ["insert", "update"])
+def test_safe_mode_never_overwrites_another_row_that_holds_a_unique_value(downstream_db, kind, monkeypatch):
+    """Safe mode (a replay after a crash, or ``safe-mode: true``) wrote ``REPLACE`` and
+    ``INSERT ... ON DUPLICATE KEY UPDATE``: a row taking a unique value another shard's row holds
+    deleted that row (REPLACE) or changed it instead of its own (the upsert).  Now it is a
+    collision naming both rows, and nothing of the transaction is applied."""
+    ref, part = _u_table(downstream_db, [(1, "a"), (2, "x")] if kind == "update" else [(1, "a")])
+    if kind == "insert":
+        txns = [(_pos(1), [(INSERT, ref, [(3, "a")])])]
+    else:
+        txns = [(_pos(1), [(UPDATE, ref, [((2, "x"), (2, "a"))])])]
+    parts = part.split(txns, force_safe=True)
+    assert all(ch[5] for p in parts for ch in p)         # every change in safe mode
+    monkeypatch.setattr(apply_mod, "LOCK_RETRIES", 1)
+    with pytest.raises(KeyCollision, match=r"1062.*\(id=[23]\).*\(id=1\)"):
+        for p in parts:
+            apply_changes(p, db_kwargs=resolve_tls(downstream_db.params), batch=10, source_id="s1")
+    before = [(1, "a"), (2, "x")] if kind == "update" else [(1, "a")]
+    assert sorted(downstream_db.execute("SELECT id, email FROM u")) == before
+
+
+def test_safe_mode_replays_a_unique_value_that_moves_later_in_the_batch(downstream_db):
+    """The replay of a batch the downstream already has: a row first written with a value that a
+    later change of the same batch gives to another row meets that row holding it.  The later
+    change writes it again, so the replay may move it out of the way: the end state is the
+    upstream's, with no error."""
+    ref, part = _u_table(downstream_db, [(1, "b"), (2, "a")])
+    txns = [(_pos(1), [(INSERT, ref, [(1, "a")])]),                       # 1 takes 'a'
+            (_pos(2), [(UPDATE, ref, [((1, "a"), (1, "b"))])]),            # 1 gives it up
+            (_pos(3), [(INSERT, ref, [(2, "a")])])]                        # 2 takes it
+    for p in part.split(txns, force_safe=True):
+        apply_changes(p, db_kwargs=resolve_tls(downstream_db.params), batch=10, source_id="s1")
+    assert sorted(downstream_db.execute("SELECT id, email FROM u")) == [(1, "b"), (2, "a")]
+
+
+def test_a_restart_replay_moves_a_holder_rewritten_only_by_a_later_transaction(downstream_db, caplog):
+    """The window a restart replays (safe-until) can span several apply transactions: the row
+    holding the value is rewritten by a later one, which the first cannot see.  Stopping there
+    would stop for good (every resume replays the same window), so the replay moves the holder
+    out of the way as DM's safe mode does, and says so naming both rows."""
+    ref, part = _u_table(downstream_db, [(1, "b"), (2, "a")])
+    first = [(_pos(1), [(INSERT, ref, [(1, "a")])])]                      # 1 takes 'a'
+    second = [(_pos(2), [(UPDATE, ref, [((1, "a"), (1, "b"))])]),         # 1 gives it up
+              (_pos(3), [(INSERT, ref, [(2, "a")])])]                     # 2 takes it
+    for txns in (first, second):
+        for p in part.split(txns, safe_until=_pos(3)):
+            assert all(ch[5] == apply_mod.SAFE_REPLAY for ch in p)
+            apply_changes(p, db_kwargs=resolve_tls(downstream_db.params), batch=10, source_id="s1")
+    assert sorted(downstream_db.execute("SELECT id, email FROM u")) == [(1, "b"), (2, "a")]
+    [warned] = [r for r in caplog.records if "safe-mode replay moved a row" in r.getMessage()]
+    assert "(id=1)" in str(vars(warned)) and "(id=2)" in str(vars(warned)), vars(warned)

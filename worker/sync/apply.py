@@ -27,6 +27,9 @@ could take a unique value another row had not yet given up):
 * update  -> ``UPDATE`` of the non-key columns, the rows joined with their images (one statement);
   a row missing downstream is counted and logged, not re-created.  In safe mode
   ``INSERT ... ON DUPLICATE KEY UPDATE`` (idempotent; the key did not change)
+* in safe mode on a target with another unique index, an insert or update is a ``DELETE`` of its
+  own key and an ``INSERT`` (:func:`_write_guarded`): ``REPLACE`` would delete, and the upsert
+  change, whichever row holds one of its unique values, another shard's row included
 * delete  -> ``DELETE ... WHERE key IN (...)``
 Tables without a primary/unique key are matched on every column (``<=>``, one row at a time).
 
@@ -166,9 +169,14 @@ def connect_downstream(db_kwargs: dict, autocommit: bool = False, *,
 
 # ------------------------------------------------------------------ driver: split by key
 # A change as shipped to a task: (kind, meta, before, after, pos, safe) with
-# meta = (up_schema, up_table, quoted target, cols, key cols[, reorder]) shared by the rows of a
-# table; ``reorder``: its changes may move ahead of other rows' (``_regroup``; absent: no).
+# meta = (up_schema, up_table, quoted target, cols, key cols[, reorder[, serial]]) shared by the rows
+# of a table; ``reorder``: its changes may move ahead of other rows' (``_regroup``; absent: no);
+# ``serial``: the target has another unique index (safe mode then never writes over another row).
 KIND, META, BEFORE, AFTER, POS, SAFE = range(6)
+# ``safe``: False, or why the change is written idempotently: it lies in the window a restart
+# replays (safe-until: the downstream may already have it and later changes), or always
+# (``safe-mode: true``; the whole transaction run again after a failure)
+SAFE_REPLAY, SAFE_ALWAYS = 1, 2
 
 
 def _norm(v):
@@ -223,7 +231,7 @@ class Partitioner:
             keyless = len(kidx) == len(cols)
             serial = tname.lower() in self.serial   # another unique index: one partition, binlog order
             meta = (ref.up_schema, ref.up_table, f"{_q(ref.tgt_schema)}.{_q(ref.tgt_table)}", cols,
-                    tuple(cols[i] for i in kidx), by_target_key and not keyless and not serial)
+                    tuple(cols[i] for i in kidx), by_target_key and not keyless and not serial, serial)
             m = self._meta[ref] = (meta, tuple(kidx), th, keyless, keep, serial)
         return m
 
@@ -239,7 +247,7 @@ class Partitioner:
             # a piece of a transaction still being decoded stands with the position before it:
             # a table point there does not cover it (``worker.binlog.contract.Unfinished``)
             unfinished = type(events) is Unfinished
-            safe = force_safe or (safe_until is not None and pos <= safe_until)
+            safe = SAFE_ALWAYS if force_safe else SAFE_REPLAY if safe_until is not None and pos <= safe_until else False
             for kind, ref, rows in events:
                 tkey = (ref.up_schema, ref.up_table)
                 if tkey in held:
@@ -318,7 +326,7 @@ class Literals:
         return "(" + ",".join([get(type(v), slow)(v) for v in values]) + ")"
 
 
-def _statements(group: list, safe: bool, lit: Literals):
+def _statements(group: list, safe: int, lit: Literals):
     """SQL statements for a group of consecutive changes of one kind/table/column list."""
     kind = group[0][KIND]
     meta = group[0][META]
@@ -371,7 +379,7 @@ def _statements(group: list, safe: bool, lit: Literals):
         yield f"DELETE FROM {t} WHERE {kl} IN ({tuples})"
 
 
-def _joins(group: list, safe: bool) -> bool:
+def _joins(group: list, safe: int) -> bool:
     """``group`` (of one kind, table and column list) is applied as ``UPDATE`` statements."""
     meta = group[0][META]
     cols, keys = meta[3], meta[4]
@@ -522,8 +530,11 @@ def _apply(conn, changes: list, batch: int, force_safe: bool, source_id: str) ->
     lit = Literals(conn)
     missing: dict[tuple[str, str], int] = {}
 
-    def run(part: list, safe: bool) -> None:
+    def run(part: list, safe: int) -> None:
         with conn.cursor() as cur:
+            if safe and _guarded(part):
+                _write_guarded(conn, cur, part, lit, changes, source_id, replay=safe == SAFE_REPLAY)
+                return
             if not _joins(part, safe):
                 for sql in _statements(part, safe, lit):
                     cur.execute(sql)
@@ -538,7 +549,7 @@ def _apply(conn, changes: list, batch: int, force_safe: bool, source_id: str) ->
                 _report_missing(gone, missing, source_id)
 
     for group in _regroup(changes, batch):
-        safe = force_safe or group[0][SAFE]
+        safe = SAFE_ALWAYS if force_safe else group[0][SAFE]
         blame, failed = group[0], group
         try:
             try:
@@ -563,6 +574,89 @@ def _apply(conn, changes: list, batch: int, force_safe: bool, source_id: str) ->
                              source=source_id, table=f"{meta[0]}.{meta[1]}",
                              position=str(group[0][POS])) from e
     return missing
+
+
+def _guarded(part: list) -> bool:
+    """Inserts or updates of a keyed target with another unique index (``Partitioner``'s serial flag)."""
+    meta = part[0][META]
+    return len(meta) > 6 and meta[6] and part[0][KIND] != DELETE and 0 < len(meta[4]) < len(meta[3])
+
+
+def _write_guarded(conn, cur, part: list, lit: Literals, changes: list, source_id: str, replay: bool) -> None:
+    """Safe mode on a target with another unique index, row by row in binlog order: delete the
+    row's own key, insert its image.  A duplicate on another unique index means another row
+    holds the value.  If a later change of this transaction writes that row again, it is this
+    source's row at a later state (the replay of a batch the downstream already has): it is
+    moved out of the way, and its own change restores it.  Otherwise it is another shard's row,
+    or data not written by this task: the transaction is rolled back and the collision named
+    (``_ValueTaken``: run again a few times, then :class:`KeyCollision`), as outside safe mode.
+
+    ``replay``: the change lies in the window a restart replays, which can span several
+    transactions; the holder may then be rewritten by a later one, which this one cannot see,
+    and stopping would stop for good.  There the holder is moved out of the way as ``REPLACE``
+    does (DM's safe mode), but not silently: a warning names both rows."""
+    meta = part[0][META]
+    t, cols, keys = meta[2], meta[3], meta[4]
+    lower = [c.lower() for c in cols]
+    kidx = [lower.index(k.lower()) for k in keys]
+    clist = ", ".join(_q(c) for c in cols)
+
+    def where(values) -> str:
+        return " AND ".join(f"{_q(k)} = {lit.value(v)}" for k, v in zip(keys, values))
+    for ch in part:
+        image = ch[AFTER]
+        cur.execute(f"DELETE FROM {t} WHERE {where([image[i] for i in kidx])}")
+        insert = f"INSERT INTO {t} ({clist}) VALUES {lit.row(image)}"
+        try:
+            cur.execute(insert)
+            continue
+        except pymysql.err.IntegrityError as e:
+            if e.args[0] != 1062:
+                raise
+            m = _DUP_KEY.search(str(e.args[-1]))
+            index = m.group(1).rsplit(".", 1)[-1] if m else ""
+            index_cols = _index_columns(conn, t, index) if index else ()
+            taken = _holder(conn, [ch], index_cols) if index_cols else None
+            if taken is None:
+                raise
+            held = taken[1]
+            if replay and not _written_later(changes, ch, held):
+                log.warning("safe-mode replay moved a row that holds a unique value out of the way; if it is not "
+                            "this source's row (rewritten by a later change of the replay), it is lost downstream",
+                            rows=_taken_rows(ch, held, index, index_cols), source=source_id,
+                            table=f"{meta[0]}.{meta[1]}", position=str(ch[POS]))
+            elif not _written_later(changes, ch, held):
+                conn.rollback()
+                raise _ValueTaken(
+                    f"{server_error(e)} in {t} (in safe mode): {_taken_rows(ch, held, index, index_cols)} (another "
+                    f"shard's row, or data not written by this task).  The transaction was rolled back and the "
+                    f"batch is not checkpointed; safe mode does not overwrite another row.  Make the values unique "
+                    f"across shards (or the index non-unique downstream), fix one of the two rows, then "
+                    f"`shardctl resume-task`", dict(source=source_id, table=f"{meta[0]}.{meta[1]}",
+                                                    position=str(ch[POS]))) from e
+        cur.execute(f"DELETE FROM {t} WHERE {where(held)}")
+        cur.execute(insert)
+
+
+def _written_later(changes: list, ch: tuple, held: tuple) -> bool:
+    """A change after ``ch`` in ``changes`` names the row of ``ch``'s target whose key is ``held``
+    (key columns by name: another shard table's rows may list the columns in another order)."""
+    target = ch[META][2]
+    want = tuple(_norm(v) for v in held)
+    later = False
+    for c in changes:
+        if c is ch:
+            later = True
+            continue
+        meta = c[META]
+        if not later or meta[2] != target:
+            continue
+        lower = [n.lower() for n in meta[3]]
+        kidx = [lower.index(k.lower()) for k in meta[4]]
+        for image in (c[BEFORE], c[AFTER]):
+            if image is not None and tuple(_norm(image[i]) for i in kidx) == want:
+                return True
+    return False
 
 
 def _report_missing(gone: list, missing: dict, source_id: str) -> None:
@@ -702,8 +796,8 @@ def _apply_once(conn, changes: list, batch: int, source_id: str, attempt: int, c
                 f"{server_error(e)} in {meta[2]}: {rows} (another shard's row, or data not written by this "
                 f"task).  The transaction was rolled back and the batch is not checkpointed.  Make the values "
                 f"unique across shards (or the index non-unique downstream), fix one of the two rows, then "
-                f"`shardctl resume-task`; resuming without a fix replays the batch in safe mode, where "
-                f"REPLACE deletes the row that holds the value", where) from e
+                f"`shardctl resume-task` (a replay in safe mode meets the same collision: it does not "
+                f"overwrite the row that holds the value either)", where) from e
         if cols and cols == tuple(k.lower() for k in meta[4]):
             raise KeyCollision(
                 f"{server_error(e)} in {meta[2]}: the {ch[KIND]} from {meta[0]}.{meta[1]} has the key "
