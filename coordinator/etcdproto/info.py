@@ -46,6 +46,11 @@ class Info(TableRecord):
     # the DDL's upstream commit time (binlog event header, whole seconds; 0: unknown): the lock
     # places a column it adds before columns other shards added later upstream but sent first
     timestamp: int = 0
+    # written by the master when the table left the lock (dropped upstream, removed by the
+    # operator): ``before`` is the schema it left with, no DDL.  The lock keeps it as a departed
+    # table's remnant (what it made downstream), never as a member; a new Info of the table
+    # (re-created, or still replicating) overwrites it and the table is a member again
+    departed: bool = False
     revision: int = _meta()
     version: int = _meta()
 
@@ -53,6 +58,8 @@ class Info(TableRecord):
         for n in ("task", "source", "up_schema", "up_table", "down_schema", "down_table"):
             if not getattr(self, n):
                 raise ValueError(f"{n} is empty")
+        if self.departed and (self.ddls or self.before is None):
+            raise ValueError("a departed table's Info carries its schema (before) and no DDL")
 
     def encode(self, **changed: Any) -> bytes:
         before, afters = changed.get("before", self.before), changed.get("afters", self.afters)

@@ -7,6 +7,7 @@ from etcd3 import transactions as T
 from etcd3 import utils as eu
 
 from .errors import BadKey
+from .info import Info
 from .keys import LockKey, TableRef
 from .leader import Fence
 
@@ -39,15 +40,29 @@ class LockCleanupOps(_Base):
         return ok
 
     # caller: master leader (master/locks.py: table dropped or removed by the operator)
+    def depart_table(self, fence: Fence, lock: LockKey, table: TableRef, schema: dict | None) -> int:
+        """A table left its lock: its Operation and done mark go, and its Info becomes the
+        departed one (``Info.departed``, ``before`` = ``schema``) the lock keeps as the table's
+        remnant, so a rebuild remembers what the table made downstream.  No schema: as
+        :meth:`delete_table`."""
+        if schema is None:
+            return self.delete_table(fence, lock, table)
+        info = Info(lock.task, table.source, table.schema, table.table, lock.down_schema, lock.down_table, [],
+                    schema, [schema], departed=True)
+        ops = [T.Put(self.keys.info(lock.task, lock.down_schema, lock.down_table, *self._t(table)), info.encode()),
+               T.Delete(self.keys.operation(lock.task, lock.down_schema, lock.down_table, *self._t(table))),
+               T.Delete(self.keys.key("done", lock.task, lock.down_schema, lock.down_table, *self._t(table)))]
+        return self._fenced_chunks(fence, f"removing {table} from lock {lock.id}", ops)
+
+    # caller: master leader (depart_table without a schema)
     def delete_table(self, fence: Fence, lock: LockKey, table: TableRef) -> int:
         """A table left its lock (dropped upstream, or removed by the operator): delete its Info,
-        Operation, done mark and dropped-column records."""
+        Operation and done mark.  Its dropped-column records stay: the lock keeps them until the
+        column's drop is complete downstream (``LockState._remove_member``), and deletes them with
+        the column's other records then, or with the lock."""
         ops = [T.Delete(self.keys.info(lock.task, lock.down_schema, lock.down_table, *self._t(table))),
                T.Delete(self.keys.operation(lock.task, lock.down_schema, lock.down_table, *self._t(table))),
                T.Delete(self.keys.key("done", lock.task, lock.down_schema, lock.down_table, *self._t(table)))]
-        for dc in self.list_dropped_columns(lock).items:
-            if (dc.source, dc.up_schema, dc.up_table) == self._t(table):
-                ops.append(T.Delete(self.keys.dropped_column(lock, dc.column, *self._t(table))))
         return self._fenced_chunks(fence, f"removing {table} from lock {lock.id}", ops)
 
     # caller: master leader (master/locks.py at stop-task)

@@ -38,7 +38,8 @@ class LockChange:
     others: list[Operation] = field(default_factory=list)   # redirects, re-evaluated detected tables
     dropped_puts: list[tuple[TableRef, list[str], DroppedStage]] = field(default_factory=list)
     dropped_deletes: list[str] = field(default_factory=list)   # columns whose records are all deleted
-    removed_tables: list[TableRef] = field(default_factory=list)  # master: Store.delete_table
+    removed_tables: list[TableRef] = field(default_factory=list)  # master: Store.depart_table
+    departed: dict[TableRef, dict] = field(default_factory=dict)  # a removed table's schema (JSON): its departed Info
     resolved: bool = False       # master: Store.remove_lock(fence, lock, handled_revision) then drop_lock
     empty: bool = False          # the lock has no member left: master drops it (remove_lock + drop_lock)
     handled_revision: int = 0
@@ -156,6 +157,8 @@ class LockKeeper:
         given).  Never raises for bad input: a bad Info gets an ``error`` Operation."""
         key, t = info.lock, info.table
         out = LockChange(key)
+        if info.departed:
+            return self._departed_info(info, out)
         try:
             before = TableSchema.from_json(info.before) if info.before is not None else None
             afters = [TableSchema.from_json(a) for a in info.afters]
@@ -195,6 +198,24 @@ class LockKeeper:
                                out)
         return self._apply(lock, t, lock.on_info(m, info, before, afters), out)
 
+    def _departed_info(self, info: Info, out: LockChange) -> LockChange:
+        """The Info the master wrote for a table that left (``Store.depart_table``): its lock keeps
+        the schema as the table's remnant (a rebuild learns it here; the live lock already did).
+        Nothing to answer; the lock may now be removable (the write moved its Info revisions)."""
+        lock = self._locks.get(info.lock)
+        if lock is None:
+            out.ignored = f"departed Info of {info.table} for a lock that no longer exists"
+            return out
+        try:
+            lock.note_departed(info.table, TableSchema.from_json(info.before or {}))
+        except (KeyError, TypeError, ValueError, SchemaError) as e:
+            out.ignored = f"departed Info of {info.table} has an unreadable schema ({e})"
+        lock.handled_revision = max(lock.handled_revision, info.revision)
+        out.handled_revision = lock.handled_revision
+        out.resolved = lock.is_resolved()
+        out.empty = not lock.members
+        return out
+
     def _ensure_lock(self, key: LockKey, init: TableSchema | None) -> Lock | None:
         lock = self._locks.get(key)
         if lock is None and init is not None:
@@ -211,6 +232,8 @@ class LockKeeper:
         out.others.extend(self._op_for(lock, x, a) for x, a in fx.others)
         out.dropped_puts.extend(fx.dropped_puts)
         out.dropped_deletes.extend(fx.dropped_deletes)
+        for x, s in fx.departed:
+            out.departed[x] = s.to_json()
         out.handled_revision = lock.handled_revision
         out.resolved = lock.is_resolved()
         out.empty = not lock.members

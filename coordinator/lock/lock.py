@@ -45,6 +45,7 @@ class Effects:
     others: list[tuple[TableRef, Answer]] = field(default_factory=list)
     dropped_puts: list[tuple[TableRef, list[str], DroppedStage]] = field(default_factory=list)
     dropped_deletes: list[str] = field(default_factory=list)
+    departed: list[tuple[TableRef, TableSchema]] = field(default_factory=list)   # tables that left, their schema
 
 
 class Lock(LockState):
@@ -120,7 +121,8 @@ class Lock(LockState):
         if any(x.joined_ahead for x in self.members.values()):
             others = list({x.schema.lattice_key(): x.schema for x in self.members.values()
                            if x is not m and not x.joined_ahead}.values())
-        for t in others:
+        # a table that left made its statements downstream too (``LockState._departed``)
+        for t in [*others, *self._departed.values()]:
             j = join2(post, t)
             if j is None or cmp(j, prev) is not None:
                 continue
@@ -176,6 +178,9 @@ class Lock(LockState):
         for t, m in sorted(self.members.items(), key=lambda x: str(x[0])):
             if t not in self._conflicts and not m.joined_ahead and all(m.schema.column(k) is not None for k in came):
                 return t
+        for t, s in sorted(self._departed.items(), key=lambda x: str(x[0])):
+            if all(s.column(k) is not None for k in came):
+                return t          # a table that left reached it (its statements ran downstream)
         return None
 
     def _try_resolve(self, caller: TableRef | None = None, executed: bool = False) -> bool:
@@ -723,7 +728,16 @@ class Lock(LockState):
         m = self.members.get(t)
         if ran and m is not None and m.answer is not None and not m.done:
             fx = self.mark_done(m, list(m.answer.cols), True)
-        self._remove_member(t)
+        left = m.schema if m is not None else None
+        if m is not None and not ran and not m.done and m.answer is not None and m.answer.ddls \
+                and m.answer.before is not None:
+            left = m.answer.before          # what it was told to run never ran downstream
+        kept = self._remove_member(t)
+        if left is not None:
+            self.note_departed(t, left)
+            fx.departed.append((t, left))
+        if kept:
+            fx.dropped_puts.append((t, kept, DroppedStage.PARTIAL))
         if self.members:
             self._try_resolve(None)
             self._follow_up(fx)

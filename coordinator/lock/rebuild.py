@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from coordinator.etcdproto import (DroppedColumn, DroppedStage, Info, LockKey, Operation, RecordError, SourceTables,
                                    Stage, TableRef)
+from coordinator.schema import SchemaError, TableSchema
 
 from .lock import Effects
 
@@ -56,6 +57,8 @@ def rebuild(cls: type[LockKeeper], infos: Iterable[Info], operations: Iterable[O
     for o in operations:
         ops[(o.lock, o.table)] = o
     infos = sorted(infos, key=lambda i: i.revision)
+    departed = [i for i in infos if i.departed]      # tables that left: remnants, not members
+    infos = [i for i in infos if not i.departed]
     k._with_info = {(i.lock, i.table) for i in infos}
     pending: list[Info] = []
     gone: list[tuple[LockKey, TableRef]] = []
@@ -92,6 +95,15 @@ def rebuild(cls: type[LockKeeper], infos: Iterable[Info], operations: Iterable[O
             found.moved_on(t, op.ran)
     for lock in k._locks.values():
         lock.drain_redirects(Effects())   # runners already done release their redirects
+    for info in departed:      # before the Infos decided now: the live lock had them by then
+        try:
+            left = TableSchema.from_json(info.before or {})
+            into = k._ensure_lock(info.lock, left)
+            if into is not None:
+                into.note_departed(info.table, left)
+                into.handled_revision = max(into.handled_revision, info.revision)
+        except (KeyError, TypeError, ValueError, SchemaError) as e:
+            errors.append(f"{info.lock.id}: the departed Info of {info.table} is unreadable: {e}")
     for info in pending:       # never answered (or answered for an older Info): decide now
         try:
             k.handle_info(info)
@@ -145,7 +157,7 @@ def rebuild(cls: type[LockKeeper], infos: Iterable[Info], operations: Iterable[O
         for col, per in lock.dropped_columns.items():
             for t, stage in per.items():
                 final_cols[(lk, col, t)] = stage
-        if lock.is_resolved():
+        if lock.is_resolved() or not lock.members:     # (only departed tables left: removable too)
             resolved.append(lk)
     for lk, pre in k._preload.items():   # dropped columns of locks that were not rebuilt: keep
         for dc in pre:

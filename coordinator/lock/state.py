@@ -110,6 +110,11 @@ class LockState:
         # held tables whose agreed shape was reached by another table's ordinary statements: their
         # values of the renamed/retyped columns cannot be carried downstream -> a conflict with exits
         self._uncarried: dict[TableRef, str] = {}
+        # tables that left (dropped upstream, removed by the operator) -> the schema they left
+        # with: what they made downstream stays there (a column added by ordinary statements),
+        # so a member reaching that shape by a rename still meets it.  Never part of a join or
+        # an agreement (persisted as the departed Info, ``Info.departed``)
+        self._departed: dict[TableRef, TableSchema] = {}
 
     # ------------------------------------------------------------------ membership
     def add_member(self, t: TableRef, schema: TableSchema | None, joining: bool = False) -> Member:
@@ -117,6 +122,7 @@ class LockState:
         its checkpoint's ``schema``."""
         m = self.members.get(t)
         if m is None:
+            self._departed.pop(t, None)      # back (re-created, or still replicating): a member again
             m = Member(t, schema or self.init_schema)
             if joining and schema is not None and self.members:
                 m.joined_ahead = self._ahead(schema)
@@ -135,7 +141,11 @@ class LockState:
         return joined is not None and cmp(schema, joined) not in (-1, 0)
 
     def _remove_member(self, t: TableRef) -> list[str]:
-        """Forget ``t``; returns the dropped-column names that had an entry for it."""
+        """Forget ``t``, except the columns it dropped whose DROP never ran downstream: those
+        records stay (``partial``: it will never run the drop), so the lock still knows the
+        downstream has a column a member dropped and completes the drop once no member has it
+        (``Lock._orphan_drops``); forgetting them left the column downstream for good.  Returns
+        the dropped columns whose record changed that way (the caller persists them)."""
         m = self.members.pop(t, None)
         if m is None:
             return []
@@ -154,13 +164,12 @@ class LockState:
         if t in self._redirects:
             self._redirects.remove(t)
         self._redirect_after.pop(t, None)
-        cols: list[str] = []
-        for col, per in list(self._columns.items()):
-            if per.pop(t, None) is not None:
-                cols.append(col)
-            if not per:
-                del self._columns[col]
-        return cols
+        kept: list[str] = []
+        for col, per in self._columns.items():
+            if per.get(t) is DroppedStage.NOT_DONE:
+                per[t] = DroppedStage.PARTIAL
+                kept.append(col)
+        return kept
 
     def _set_schema(self, m: Member, s: TableSchema) -> None:
         self._normal.remove(m.schema)
@@ -376,6 +385,15 @@ class LockState:
                 elif p.type != c.type and types:
                     self._added_as.setdefault(c.key, p.type)
             prev = post
+
+    def note_departed(self, t: TableRef, schema: TableSchema) -> None:
+        """``t`` left the lock with ``schema`` (a departure, or its departed Info at rebuild)."""
+        if t not in self.members:
+            self._departed[t] = schema
+
+    @property
+    def departed(self) -> Mapping[TableRef, TableSchema]:
+        return self._departed
 
     def preload_dropped(self, col: str, t: TableRef, stage: DroppedStage) -> None:
         """A stored dropped-column record of a lock being created (rebuild)."""

@@ -89,7 +89,9 @@ class Locks:
         for lk, col in r.dropped_deletes:
             self.store.delete_dropped_column(self.fence, lk, col)
         for lk, t in r.removed_tables:     # left while no leader watched: as remove_table
-            self.store.delete_table(self.fence, lk, t)
+            found = self.keeper.find(lk)
+            left = found.departed.get(t) if found is not None else None
+            self.store.depart_table(self.fence, lk, t, left.to_json() if left is not None else None)
         removed = 0
         for lk in r.resolved:
             found = self.keeper.find(lk)
@@ -155,7 +157,7 @@ class Locks:
         if lk is None:
             return done
         for t in out.removed_tables:
-            self.store.delete_table(self.fence, lk, t)
+            self.store.depart_table(self.fence, lk, t, out.departed.get(t))
             self.log.info("table removed from lock", lock_id=lk.id, source=t.source, table=f"{t.schema}.{t.table}")
         if out.resolved or out.empty:
             done["removed"] = bool(self._remove(lk, out.handled_revision))

@@ -4,7 +4,7 @@ engine did before (docs/lock-algorithm.md, "Invariants").  Each of these failed 
 before the fix it names."""
 from __future__ import annotations
 
-from coordinator.etcdproto import SourceTables, Stage
+from coordinator.etcdproto import DroppedColumn, DroppedStage, Info, SourceTables, Stage
 from coordinator.lock import LockKeeper
 from coordinator.schema.ddl import apply_ddl
 
@@ -154,6 +154,39 @@ def test_a_departure_that_completes_an_agreement_picks_one_runner():
     assert ddls(h.send("A", RENAME, done=False)) == [RENAME]     # A's replay runs it, once
     h.done("A")
     assert ddls(h.send("B", RENAME)) == [] and h.lock.is_resolved()
+
+
+def test_a_departed_table_s_drop_is_completed_once_no_member_has_the_column():
+    """C reaches A's and B's rename by ordinary statements (DROP c1: held back downstream while
+    they have it; ADD c2: runs), so their renames are detected (values cannot be carried).  C
+    leaves; the operator skips both renames: no member has c1 any more, and the last exit
+    completes C's drop.  Before, C's departure took its drop record with it (c1 stayed downstream
+    for good), and what C made downstream with it: re-asked, B's rename was run onto the c2 C had
+    added there (a duplicate column).  Both found by tests/sim."""
+    h = Harness(T, tables=("A", "B", "C"))
+    assert ddls(h.send("C", "ALTER TABLE t DROP COLUMN c1")) == []
+    assert ddls(h.send("C", "ALTER TABLE t ADD COLUMN c2 INT")) == ["ALTER TABLE t ADD COLUMN c2 INT"]
+    for n in ("A", "B"):
+        assert h.send(n, RENAME, done=False).operation.stage is Stage.DETECTED, n
+    out = h.k.remove_table(LOCK.id, h.refs["C"])
+    assert h.lock.dropped_columns["c1"] == {h.refs["C"]: DroppedStage.PARTIAL}     # its drop record is kept
+    assert out.operations == [] and "c2" in str(out.departed[h.refs["C"]])
+    assert [h.lock.members[h.refs[n]].answer.stage for n in ("A", "B")] == [Stage.DETECTED] * 2
+    # a master restart then rebuilds from etcd (C's departed Info and drop record) the same lock
+    left = out.departed[h.refs["C"]]
+    infos = [h.infos["A"], h.infos["B"], Info(LOCK.task, "s1", "db", "c", LOCK.down_schema, LOCK.down_table, [],
+                                              left, [left], departed=True, revision=999)]
+    st = SourceTables(LOCK.task, "s1")
+    for n in ("A", "B"):
+        st.add(h.refs[n].schema, h.refs[n].table, LOCK.down_schema, LOCK.down_table)
+    dc = DroppedColumn(DroppedStage.PARTIAL, task=LOCK.task, down_schema=LOCK.down_schema,
+                       down_table=LOCK.down_table, column="c1", source="s1", up_schema="db", up_table="c")
+    rb = LockKeeper.rebuild(infos, [h.last["A"], h.last["B"]], [st], [dc])
+    again = rb.keeper.find(LOCK)
+    assert set(again.departed) == {h.refs["C"]} and set(again.members) == {h.refs["A"], h.refs["B"]}
+    assert [again.members[h.refs[n]].answer.stage for n in ("A", "B")] == [Stage.DETECTED] * 2
+    assert ddls(h.unlock("A", "skip")) == []                 # B still has c1
+    assert ddls(h.unlock("B", "skip")) == ["ALTER TABLE `db`.`t` DROP COLUMN `c1`"]
 
 
 # ---------------------------------------------------------------------------- case 9

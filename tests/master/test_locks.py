@@ -230,7 +230,9 @@ def test_bad_record_marks_lock_error_and_master_stays_up(masters, store, etcd_cl
     rc, doc, _ = run_cli(capsys, m, "shard-ddl-lock", "remove-table", LOCK_ID, "-s", "s2", "-d", "shop_02",
                          "-t", "orders_01")
     assert rc == 0, doc
-    assert etcd_client.get(key)[0] is None
+    # the garbage is gone: the table's Info is now the departed one (the schema it left with)
+    left = Info.decode(key, etcd_client.get(key)[0])
+    assert left.departed and left.ddls == [] and left.before is not None
     assert m.proc.poll() is None
 
 

@@ -137,11 +137,23 @@ class SimStore:
         self._next()
         return True
 
+    def depart_table(self, lock: LockKey, t: TableRef, schema: dict | None) -> None:
+        """As the real store's: the Operation and done mark go, the Info becomes the departed
+        one (the master's watch sees it, as etcd's would)."""
+        if schema is None:
+            self.delete_table(lock, t)
+            return
+        self.ops.pop((lock, t), None)
+        self.marks.pop((lock, t), None)
+        info = Info(lock.task, t.source, t.schema, t.table, lock.down_schema, lock.down_table, [], schema, [schema],
+                    departed=True, revision=self._next())
+        self.infos[(lock, t)] = info
+        self.events.append(("info", info))
+
     def delete_table(self, lock: LockKey, t: TableRef) -> None:
+        """As the real store's: the table's dropped-column records stay with the lock."""
         for d in (self.infos, self.ops, self.marks):
             d.pop((lock, t), None)
-        for k in [k for k in self.dropped if k[0] == lock and k[2] == t]:
-            del self.dropped[k]
         self._next()
 
     def listing(self) -> tuple[list[Info], list[Operation], list[DroppedColumn]]:

@@ -207,7 +207,7 @@ class World:
         for col in out.dropped_deletes:
             self.store.delete_dropped(out.lock, col)
         for t in out.removed_tables:
-            self.store.delete_table(out.lock, t)
+            self.store.depart_table(out.lock, t, out.departed.get(t))
         if out.lock is not None and (out.resolved or out.empty):
             if self.store.remove_lock(out.lock, out.handled_revision):
                 self.keeper.drop_lock(out.lock)
@@ -233,11 +233,12 @@ class World:
         rebuild yields exactly the answers the live engine would give")."""
         live = _lock_signature(self.keeper) if self.cursor >= len(self.store.events) else None
         infos, ops, dcs = self.store.listing()
+        listed = len(self.store.events)       # the new leader watches from the listing on, its own writes included
         r = LockKeeper.rebuild(infos, ops, self._source_tables(), dcs, schema_source=self._checkpoint_schema)
         if live is not None and self.check_rebuild:
             rebuilt = _lock_signature(r.keeper)
             if rebuilt != live:
-                diff = sorted(set(live) ^ set(rebuilt))
+                diff = sorted(set(live) ^ set(rebuilt), key=str)
                 raise Violation("rebuild-differs", f"the lock rebuilt from etcd is not the live one: {diff[:4]}")
         self.keeper = r.keeper
         for op in r.operations:
@@ -250,12 +251,14 @@ class World:
         for lk, col in r.dropped_deletes:
             self.store.delete_dropped(lk, col)
         for lk, t in r.removed_tables:
-            self.store.delete_table(lk, t)
+            found = r.keeper.find(lk)
+            left = found.departed.get(t) if found is not None else None
+            self.store.depart_table(lk, t, left.to_json() if left is not None else None)
         for lk in r.resolved:
             lock = self.keeper.find(lk)
             if self.store.remove_lock(lk, lock.handled_revision if lock else 0):
                 self.keeper.drop_lock(lk)
-        self.cursor = len(self.store.events)
+        self.cursor = listed
 
     def operator_unlock(self) -> bool:
         """The exit a lock names for a table blocked in ``detected``/``error``: unlock (skip/exec)."""
@@ -566,4 +569,5 @@ def _lock_signature(keeper) -> tuple:
         return ()
     return tuple(sorted((str(t), m.schema.lattice_key(), m.conflict.lattice_key() if m.conflict is not None else None,
                          m.answer.stage.value if m.answer else "", tuple(m.answer.ddls) if m.answer else ())
-                        for t, m in lock.members.items()))
+                        for t, m in lock.members.items())) + tuple(
+        sorted((f"departed {t}", s.lattice_key()) for t, s in lock.departed.items()))

@@ -160,7 +160,7 @@ class LockClient:
             ops = {str(o.table): o for o in self.store.list_operations(lock.task).items if o.lock == lock}
             for i in self.store.list_infos(lock.task).items:
                 o = ops.get(str(i.table))
-                if i.lock == lock and (o is None or not o.done):
+                if i.lock == lock and not i.departed and (o is None or not o.done):
                     out[str(i.table)] = f"{i.table} ({'; '.join(i.ddls)})"
         except EtcdUnavailable:
             pass
