@@ -163,3 +163,18 @@ def test_reader_selection_from_task_config(spark, source1_db, downstream_db):
         parse_task(text.replace("safe-mode: false", "safe-mode: false\n    binlog-reader: thread"), "<task>")
     with pytest.raises(SyncError, match="reader"):
         Syncer(spark, task, srcs["s1"], reader="threads")
+
+
+def test_a_position_the_server_refuses_is_a_typed_error_from_every_reader(source1_db, downstream_db, positions):
+    """Read directly (a test's or a tool's ``decode_range``), a refused start was pymysql's bare
+    ``OperationalError``; it is the reader's ``BinlogReadError`` naming source and position."""
+    from worker.binlog import decode_range
+    (p1,) = positions(source1_db)
+    task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})
+    source1_db.execute("CREATE TABLE t (id INT PRIMARY KEY)")
+    end = master_status(source1_db.params)
+    bad = Position("", 0, end.gtid.split(",")[0].split("-")[0] + "-999-1")
+    kw, mapper = srcs["s1"].db.pymysql_kwargs(), TableMapper(task.instance("s1"), task.meta_schema)
+    with pytest.raises(BinlogReadError) as ei:
+        list(decode_range(kw, mapper, bad, Position(end.file, end.pos + 10**6), source_id="s1"))
+    assert ei.value.context["source"] == "s1" and "999-1" in str(ei.value), ei.value

@@ -294,10 +294,13 @@ def _decode_range(db_kwargs: dict, mapper, start: Position, end: Position | None
                 ev = next(events)
             except StopIteration:
                 break
-            except pymysql.MySQLError:
+            except pymysql.MySQLError as e:
                 if unchecked:              # e.g. the file was purged: nothing handed out yet
                     raise _Reposition() from None
-                raise
+                # typed, with where: a refused start (a GTID the server never wrote) or a lost dump
+                raise BinlogReadError(f"the server ended the binlog dump at {here()}: "
+                                      f"{e.args[-1] if e.args else e}", source=source_id,
+                                      position=str(here())) from e
             t = type(ev)
             if t is fs.TableMap or t is fs.Begin:
                 continue
