@@ -576,6 +576,9 @@ def _apply(conn, changes: list, batch: int, force_safe: bool, source_id: str) ->
     return missing
 
 
+_GUARDED_TRIES = 16     # holders moved for one row before its insert is left to fail as it is
+
+
 def _guarded(part: list) -> bool:
     """Inserts or updates of a keyed target with another unique index (``Partitioner``'s serial flag)."""
     meta = part[0][META]
@@ -607,35 +610,40 @@ def _write_guarded(conn, cur, part: list, lit: Literals, changes: list, source_i
         image = ch[AFTER]
         cur.execute(f"DELETE FROM {t} WHERE {where([image[i] for i in kidx])}")
         insert = f"INSERT INTO {t} ({clist}) VALUES {lit.row(image)}"
-        try:
-            cur.execute(insert)
-            continue
-        except pymysql.err.IntegrityError as e:
-            if e.args[0] != 1062:
-                raise
-            m = _DUP_KEY.search(str(e.args[-1]))
-            index = m.group(1).rsplit(".", 1)[-1] if m else ""
-            index_cols = _index_columns(conn, t, index) if index else ()
-            taken = _holder(conn, [ch], index_cols) if index_cols else None
-            if taken is None:
-                raise
-            held = taken[1]
-            if replay and not _written_later(changes, ch, held):
-                log.warning("safe-mode replay moved a row that holds a unique value out of the way; if it is not "
-                            "this source's row (rewritten by a later change of the replay), it is lost downstream",
-                            rows=_taken_rows(ch, held, index, index_cols), source=source_id,
-                            table=f"{meta[0]}.{meta[1]}", position=str(ch[POS]))
-            elif not _written_later(changes, ch, held):
-                conn.rollback()
-                raise _ValueTaken(
-                    f"{server_error(e)} in {t} (in safe mode): {_taken_rows(ch, held, index, index_cols)} (another "
-                    f"shard's row, or data not written by this task).  The transaction was rolled back and the "
-                    f"batch is not checkpointed; safe mode does not overwrite another row.  Make the values unique "
-                    f"across shards (or the index non-unique downstream), fix one of the two rows, then "
-                    f"`shardctl resume-task`", dict(source=source_id, table=f"{meta[0]}.{meta[1]}",
-                                                    position=str(ch[POS]))) from e
-        cur.execute(f"DELETE FROM {t} WHERE {where(held)}")
-        cur.execute(insert)
+        # one holder per unique index at most: then the insert goes through, or fails as it is
+        for _ in range(_GUARDED_TRIES):
+            try:
+                cur.execute(insert)
+                break
+            except pymysql.err.IntegrityError as e:
+                if e.args[0] != 1062:
+                    raise
+                m = _DUP_KEY.search(str(e.args[-1]))
+                index = m.group(1).rsplit(".", 1)[-1] if m else ""
+                index_cols = _index_columns(conn, t, index) if index else ()
+                taken = _holder(conn, [ch], index_cols) if index_cols else None
+                if taken is None:
+                    raise
+                held = taken[1]
+                later = _written_later(changes, ch, held)
+                if not later and not replay:
+                    conn.rollback()
+                    raise _ValueTaken(
+                        f"{server_error(e)} in {t} (in safe mode): {_taken_rows(ch, held, index, index_cols)} "
+                        f"(another shard's row, or data not written by this task).  The transaction was rolled "
+                        f"back and the batch is not checkpointed; safe mode does not overwrite another row.  Make "
+                        f"the values unique across shards (or the index non-unique downstream), fix one of the two "
+                        f"rows, then `shardctl resume-task`", dict(source=source_id, table=f"{meta[0]}.{meta[1]}",
+                                                                   position=str(ch[POS]))) from e
+                if not later:
+                    log.warning("safe-mode replay moved a row that holds a unique value out of the way; if it is "
+                                "not this source's row (rewritten by a later change of the replay), it is lost "
+                                "downstream", rows=_taken_rows(ch, held, index, index_cols), source=source_id,
+                                table=f"{meta[0]}.{meta[1]}", position=str(ch[POS]))
+                cur.execute(f"DELETE FROM {t} WHERE {where(held)}")
+        else:
+            cur.execute(insert)     # still taken after that many moves: fails with the server's error
+
 
 
 def _written_later(changes: list, ch: tuple, held: tuple) -> bool:
