@@ -25,7 +25,8 @@ from coordinator.obs import logger
 from worker.events import Position, PositionError, parse_gtid_set
 
 SKIPPED = Counter("shardmerge_worker_binlog_skips_total",
-                  "Statement events skipped on an operator's `shardctl binlog skip`", ["task", "source"])
+                  "Binlog events (statements, undecodable rows events) skipped on an operator's `shardctl binlog skip`",
+                  ["task", "source"])
 
 _log = logger("worker.sync.binlog_skip")
 
