@@ -54,6 +54,12 @@ class Info(TableRecord):
     revision: int = _meta()
     version: int = _meta()
 
+    @classmethod
+    def of_departed(cls, lock: LockKey, table: TableRef, schema: dict, revision: int = 0) -> "Info":
+        """The Info the master writes for ``table`` leaving ``lock`` with ``schema``."""
+        return cls(lock.task, table.source, table.schema, table.table, lock.down_schema, lock.down_table, [],
+                   schema, [schema], departed=True, revision=revision)
+
     def validate(self) -> None:
         for n in ("task", "source", "up_schema", "up_table", "down_schema", "down_table"):
             if not getattr(self, n):

@@ -47,8 +47,7 @@ class LockCleanupOps(_Base):
         :meth:`delete_table`."""
         if schema is None:
             return self.delete_table(fence, lock, table)
-        info = Info(lock.task, table.source, table.schema, table.table, lock.down_schema, lock.down_table, [],
-                    schema, [schema], departed=True)
+        info = Info.of_departed(lock, table, schema)
         ops = [T.Put(self.keys.info(lock.task, lock.down_schema, lock.down_table, *self._t(table)), info.encode()),
                T.Delete(self.keys.operation(lock.task, lock.down_schema, lock.down_table, *self._t(table))),
                T.Delete(self.keys.key("done", lock.task, lock.down_schema, lock.down_table, *self._t(table)))]

@@ -78,6 +78,12 @@ class LockKeeper:
     def find(self, key: LockKey) -> Lock | None:
         return self._locks.get(key)
 
+    def departed_json(self, key: LockKey, t: TableRef) -> dict | None:
+        """The schema ``t`` left lock ``key`` with (its departed Info's), None if unknown."""
+        lock = self._locks.get(key)
+        left = lock.departed.get(t) if lock is not None else None
+        return left.to_json() if left is not None else None
+
     def lock_keys(self) -> list[LockKey]:
         return list(self._locks)
 
@@ -211,10 +217,7 @@ class LockKeeper:
         except (KeyError, TypeError, ValueError, SchemaError) as e:
             out.ignored = f"departed Info of {info.table} has an unreadable schema ({e})"
         lock.handled_revision = max(lock.handled_revision, info.revision)
-        out.handled_revision = lock.handled_revision
-        out.resolved = lock.is_resolved()
-        out.empty = not lock.members
-        return out
+        return self._apply(lock, info.table, Effects(), out)
 
     def _ensure_lock(self, key: LockKey, init: TableSchema | None) -> Lock | None:
         lock = self._locks.get(key)

@@ -89,9 +89,7 @@ class Locks:
         for lk, col in r.dropped_deletes:
             self.store.delete_dropped_column(self.fence, lk, col)
         for lk, t in r.removed_tables:     # left while no leader watched: as remove_table
-            found = self.keeper.find(lk)
-            left = found.departed.get(t) if found is not None else None
-            self.store.depart_table(self.fence, lk, t, left.to_json() if left is not None else None)
+            self.store.depart_table(self.fence, lk, t, self.keeper.departed_json(lk, t))
         removed = 0
         for lk in r.resolved:
             found = self.keeper.find(lk)

@@ -174,8 +174,7 @@ def test_a_departed_table_s_drop_is_completed_once_no_member_has_the_column():
     assert [h.lock.members[h.refs[n]].answer.stage for n in ("A", "B")] == [Stage.DETECTED] * 2
     # a master restart then rebuilds from etcd (C's departed Info and drop record) the same lock
     left = out.departed[h.refs["C"]]
-    infos = [h.infos["A"], h.infos["B"], Info(LOCK.task, "s1", "db", "c", LOCK.down_schema, LOCK.down_table, [],
-                                              left, [left], departed=True, revision=999)]
+    infos = [h.infos["A"], h.infos["B"], Info.of_departed(LOCK, h.refs["C"], left, revision=999)]
     st = SourceTables(LOCK.task, "s1")
     for n in ("A", "B"):
         st.add(h.refs[n].schema, h.refs[n].table, LOCK.down_schema, LOCK.down_table)

@@ -145,8 +145,7 @@ class SimStore:
             return
         self.ops.pop((lock, t), None)
         self.marks.pop((lock, t), None)
-        info = Info(lock.task, t.source, t.schema, t.table, lock.down_schema, lock.down_table, [], schema, [schema],
-                    departed=True, revision=self._next())
+        info = Info.of_departed(lock, t, schema, revision=self._next())
         self.infos[(lock, t)] = info
         self.events.append(("info", info))
 

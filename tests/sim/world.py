@@ -251,9 +251,7 @@ class World:
         for lk, col in r.dropped_deletes:
             self.store.delete_dropped(lk, col)
         for lk, t in r.removed_tables:
-            found = r.keeper.find(lk)
-            left = found.departed.get(t) if found is not None else None
-            self.store.depart_table(lk, t, left.to_json() if left is not None else None)
+            self.store.depart_table(lk, t, r.keeper.departed_json(lk, t))
         for lk in r.resolved:
             lock = self.keeper.find(lk)
             if self.store.remove_lock(lk, lock.handled_revision if lock else 0):

@@ -73,6 +73,12 @@ def test_data_source_yields_what_decode_range_decodes(spark, source1_db, downstr
     assert _flatten(got) == _flatten(direct) and got[-1].pos < end
 
 
+def _unwritten_gtid(end: Position) -> Position:
+    """A start the server refuses at once: a GTID of its domain below its last one that it never
+    wrote (one above its last one is waited for; only the stall limit would end that read)."""
+    return Position("", 0, end.gtid.split(",")[0].split("-")[0] + "-999-1")
+
+
 def test_segmented_reader_hands_out_the_prefetch_stream(spark, source1_db, downstream_db, positions):
     (p1,) = positions(source1_db)
     task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})
@@ -111,9 +117,7 @@ def test_segmented_reader_hands_out_the_prefetch_stream(spark, source1_db, downs
                            segment_rows=10) as r:
         assert isinstance(next(r.items()), (Chunk, Statement))
     assert not r._thread.is_alive()
-    # a GTID the server never wrote, below its last one: refused at once (one above it is waited
-    # for, and only the stall limit would end the read)
-    bad = Position("", 0, end.gtid.split(",")[0].split("-")[0] + "-999-1")
+    bad = _unwritten_gtid(end)
     with pytest.raises(BinlogReadError) as ei:
         with SparkBinlogReader(spark, kw, margs, bad, Position(end.file, end.pos + 10**6), source_id="s1") as r:
             list(r.items())
@@ -173,7 +177,7 @@ def test_a_position_the_server_refuses_is_a_typed_error_from_every_reader(source
     task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})
     source1_db.execute("CREATE TABLE t (id INT PRIMARY KEY)")
     end = master_status(source1_db.params)
-    bad = Position("", 0, end.gtid.split(",")[0].split("-")[0] + "-999-1")
+    bad = _unwritten_gtid(end)
     kw, mapper = srcs["s1"].db.pymysql_kwargs(), TableMapper(task.instance("s1"), task.meta_schema)
     with pytest.raises(BinlogReadError) as ei:
         list(decode_range(kw, mapper, bad, Position(end.file, end.pos + 10**6), source_id="s1"))
