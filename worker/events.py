@@ -115,11 +115,22 @@ class DDLEvent:
     # its index among the statement's ``changes``; None for a statement handled whole
     change: int | None = None
     changes: int = 1
+    # the statement's changes still to come after this one, in the order they will be sent (None:
+    # those after ``change``, in the statement's order).  The lock may ask for a later change
+    # first (``Operation.first``): the changes of one statement have no upstream row between them
+    rest: tuple[int, ...] | None = None
+
+    @property
+    def later(self) -> tuple[int, ...]:
+        """The changes of the statement still to come after this one."""
+        if self.change is None:
+            return ()
+        return self.rest if self.rest is not None else tuple(range(self.change + 1, self.changes))
 
     @property
     def last_change(self) -> bool:
         """The statement is complete once this is done: the table's checkpoint may pass it."""
-        return self.change is None or self.change == self.changes - 1
+        return self.change is None or not self.later
 
     @property
     def upstream(self) -> str:

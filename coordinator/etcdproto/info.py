@@ -1,7 +1,7 @@
 """Info: a worker's sharded DDL for one upstream table, and its etcd operations (DM's
 ``optimism/info.go``)."""
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -51,6 +51,10 @@ class Info(TableRecord):
     # table's remnant (what it made downstream), never as a member; a new Info of the table
     # (re-created, or still replicating) overwrites it and the table is a member again
     departed: bool = False
+    # the later changes of the same ALTER, not yet coordinated (routed like ``ddls``): no upstream
+    # row sits between them and this one, so the lock may ask for one of them first
+    # (``Operation.first``) when other tables are held on it
+    rest: list[str] = field(default_factory=list)
     revision: int = _meta()
     version: int = _meta()
 

@@ -58,6 +58,9 @@ class Operation(TableRecord):
     # (that answer drops a column this table's DDL adds: run in the other order, the DROP would
     # remove it): that table.  Not a resolution: the replay is decided afresh
     runs_after: str = ""
+    # on a ``skip-and-wait`` answering a change whose Info has ``rest``: coordinate this later
+    # change of the same ALTER first (other tables are held on it), then this one again
+    first: str = ""
     revision: int = _meta()
     # not stored: read from the done mark with ``done`` (False: the worker marked it done without
     # running its statements, ``binlog skip``), so a rebuild hands a runner's change over as the

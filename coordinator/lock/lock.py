@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from coordinator.etcdproto import DroppedStage, Info, Stage, TableRef
-from coordinator.schema import TableSchema
+from coordinator.schema import SchemaError, TableSchema, apply_ddl
 from coordinator.schema.kinds import ClauseKind
 from coordinator.schema.render import render_column, render_index
 from coordinator.schema.statement import changed_columns, defined_columns, parse_statement
@@ -331,6 +331,15 @@ class Lock(LockState):
         held = m.answer is not None and m.answer.stage is Stage.SKIP_AND_WAIT and m.answer.runs_after is None
         fx = Effects()
         ans = self.try_sync(m, info, before, afters, fx)
+        if ans.stage in (Stage.SKIP_AND_WAIT, Stage.DETECTED) and ans.runs_after is None and ans.runner is None:
+            # held or detected on a change another table's different pending change blocks
+            others = len(fx.others)
+            asked = self._reorder(m, info, before, afters, fx)
+            if asked is not None:
+                ans = asked
+            elif len(fx.others) > others and ans.stage is Stage.DETECTED:
+                # the tables in the way were asked for another change first: decide this one again
+                ans = self.try_sync(m, info, before, afters, fx)
         if (applied is not None and by is not None and by != m.table and held and self.gated_by(by)
                 and ans.stage is Stage.NONE and not ans.ddls):
             # the replay of this table's change, which ``by`` was told to run downstream and has not
@@ -343,6 +352,81 @@ class Lock(LockState):
         else:
             ans = self._ordered(m, ans)
         return self.settle(m, info, ans, fx)
+
+    # ------------------------------------------------------------------ changes in another order
+    def _reorder(self, m: Member, info: Info, before: TableSchema, afters: list[TableSchema],
+                 fx: Effects) -> Answer | None:
+        """Two different conflicting changes pending at once (``m``'s and another table's) wait
+        for each other: each table waits for the others to make its change.  When every blocked
+        table either holds one same change or has it later in the same ALTER (``Info.rest``:
+        no upstream row between, so the order of the two is the table's own affair) and it
+        commutes with what comes before it there, the tables that have it later are asked to
+        coordinate it first (``Answer.first``); their own change is withdrawn until they send it
+        again.  The others are then decided as usual.  Returns ``m``'s answer when ``m`` is the
+        one asked, else None (``m``'s Info is decided as usual; other tables' new answers go to
+        ``fx.others``)."""
+        if len(info.ddls) != 1 or info.ignore_conflict or not afters:
+            return None
+        post = afters[-1]
+        if cmp(before, post) is not None or renamed_indexes(before, post):
+            return None       # not a conflicting change: the join takes it or not, as usual
+        blocked: list[tuple[TableRef, TableSchema, TableSchema, str, list[str]]] = [
+            (m.table, before, post, info.ddls[0], info.rest)]
+        for t in sorted((self._conflicts | self._detected) - {m.table}, key=str):
+            o = self.members[t]
+            a = o.answer
+            if a is None or a.before is None or not a.afters:
+                return None
+            prev, new = (o.schema, o.conflict) if o.conflict is not None else (a.before, a.afters[-1])
+            one = len(a.info.ddls) == 1
+            blocked.append((t, prev, new, a.info.ddls[0] if one else "", a.info.rest if one else []))
+        if len(blocked) < 2:
+            return None
+        sigs = [change_sig(prev, new) for _, prev, new, _, _ in blocked]
+        if all(s == sigs[0] for s in sigs):
+            return None
+        best: dict[TableRef, str] | None = None
+        for want in dict.fromkeys(sigs):         # m's change first, then the others' in table order
+            plan: dict[TableRef, str] = {}
+            for (t, prev, new, sql, rest), sig in zip(blocked, sigs):
+                if sig == want:
+                    continue
+                r = _first_in_rest(prev, new, sql, rest, want)
+                if r is None:
+                    break
+                plan[t] = r
+            else:
+                # the fewest tables asked (the one arriving, rather than every table held before it)
+                if best is None or len(plan) < len(best) or (len(plan) == len(best) and m.table in plan):
+                    best = plan
+        return None if best is None else self._ask_first(m, info, before, afters, best, fx)
+
+    def _ask_first(self, m: Member, info: Info, before: TableSchema, afters: list[TableSchema],
+                   plan: dict[TableRef, str], fx: Effects) -> Answer | None:
+        """Carry out ``_reorder``'s plan: each table in it withdraws its pending change and is
+        told which later change of its ALTER to send first."""
+        mine: Answer | None = None
+        for t, first in sorted(plan.items(), key=lambda x: str(x[0])):
+            msg = (f"coordinating `{first}` first: other tables are held on that change, which this ALTER "
+                   "also makes; this change is sent again after it")
+            if t == m.table:
+                self._set_conflict(m, None)
+                if not eq(before, m.schema):
+                    self._set_schema(m, before)
+                mine = Answer(info, Stage.SKIP_AND_WAIT, [], msg, [], set(), afters, before, first=first)
+                continue
+            o = self.members[t]
+            a = o.answer
+            assert a is not None
+            if o.conflict is not None:
+                self._set_conflict(o, None)
+            elif a.before is not None and not eq(a.before, o.schema):
+                self._set_schema(o, a.before)
+            ans = Answer(a.info, Stage.SKIP_AND_WAIT, [], msg, [], set(), a.afters, a.before, first=first)
+            self._set_answer(o, ans)
+            self._set_done(o, False)
+            fx.others.append((t, ans))
+        return mine
 
     def _ordered(self, m: Member, ans: Answer) -> Answer:
         """``ans`` unless it runs statements that change a column or index another member's
@@ -430,8 +514,10 @@ class Lock(LockState):
                     f"{unlock_choice(self.id, m.table.source, m.table.schema, m.table.table)}, or "
                     f"`{shardctl('binlog', 'skip', self.key.task, '-s', m.table.source)}`")
                 break
-            # a column this statement adds, with the upstream time to order it by (DM keeps upstream commit order)
-            adds = post.column_keys() - prev.column_keys() if info.timestamp else set()
+            # a column this statement adds, with the upstream time to order it by (DM keeps upstream
+            # commit order); a rename is not an ADD (``RENAME COLUMN`` takes no position clause)
+            adds = post.column_keys() - prev.column_keys() \
+                if info.timestamp and prev.column_keys() <= post.column_keys() else set()
             down = self._normal.try_joined() if len(adds) == 1 else None
             ix_down = self._normal.try_joined() if renamed_indexes(prev, post) else None
             r = self.step(m, prev, post, sql)
@@ -756,7 +842,7 @@ class Lock(LockState):
 
     def restore(self, m: Member, info: Info, before: TableSchema, afters: list[TableSchema],
                 stage: Stage, ddls: list[str], message: str, cols: list[str], runner: TableRef | None,
-                done: bool, runs_after: TableRef | None = None) -> None:
+                done: bool, runs_after: TableRef | None = None, first: str = "") -> None:
         """Take the stored answer to ``info`` as ``m``'s answer: the persisted resolution stands
         (invariant 2) instead of being re-decided by a replay whose order would pick another runner."""
         post = afters[-1]
@@ -774,9 +860,12 @@ class Lock(LockState):
             self._set_schema(m, before)               # released from an ordering hold: as live
         elif stage in (Stage.NONE, Stage.RESOLVED):
             self._set_schema(m, post)
-        elif stage is Stage.SKIP_AND_WAIT and runs_after is not None:
-            self._set_schema(m, before)               # held for ordering only: decided afresh on replay
-            self._queue_redirect(m.table, runs_after)
+        elif stage is Stage.SKIP_AND_WAIT and (runs_after is not None or first):
+            # held for ordering only (decided afresh on replay), or asked to send a later change
+            # of its ALTER first (its own change withdrawn until then)
+            self._set_schema(m, before)
+            if runs_after is not None:
+                self._queue_redirect(m.table, runs_after)
         elif stage is Stage.SKIP_AND_WAIT and runner is None:
             self._set_schema(m, before)
             self._set_conflict(m, post)
@@ -795,7 +884,7 @@ class Lock(LockState):
             self._accepted.add(change_sig(before, post))
         exec_drops = _dropped_columns(ddls)
         self._set_answer(m, Answer(info, stage, list(ddls), message, list(cols), exec_drops, afters,
-                                  before, runner=runner, runs_after=runs_after))
+                                  before, runner=runner, runs_after=runs_after, first=first))
         self._set_done(m, done)
         if stage is Stage.UNLOCKED:
             self._set_note(m, f"unlocked with {'exec' if ddls else 'skip'}")
@@ -807,6 +896,29 @@ class Lock(LockState):
 
 
 _RENAME_INDEX = re.compile(r"^(ALTER\s+TABLE\s+.+?)\s+RENAME\s+(?:INDEX|KEY)\s", re.I | re.S)
+
+
+def _first_in_rest(prev: TableSchema, new: TableSchema, sql: str, rest: list[str], want: tuple) -> str | None:
+    """The change of ``rest`` (the later changes of an ALTER whose pending change ``sql`` is
+    ``prev -> new``) that makes the change ``want`` (a ``change_sig``) when made first, if making it before
+    the pending change and the rest before it ends in the same schema (they commute); else None."""
+    for i, r in enumerate(rest):
+        try:
+            moved = apply_ddl(prev, r)
+            if moved is None or change_sig(prev, moved) != want:
+                continue
+            asis: TableSchema | None = new
+            for x in [*rest[:i], r]:
+                asis = apply_ddl(asis, x)
+            swapped: TableSchema | None = apply_ddl(moved, sql)
+            for x in rest[:i]:
+                swapped = apply_ddl(swapped, x)
+        except SchemaError:
+            return None
+        if asis is None or swapped is None or asis.to_json() != swapped.to_json():
+            return None
+        return r
+    return None
 
 
 def _index_ddls(sql: str, old: TableSchema, new: TableSchema) -> list[str]:

@@ -38,6 +38,7 @@ class Answer:
     before: TableSchema | None = None
     runner: TableRef | None = None      # held/redirected: the table that runs the agreed change
     runs_after: TableRef | None = None  # held until this table's running answer is done (ordering)
+    first: str = ""                     # held: coordinate this later change of the ALTER first (``Lock._reorder``)
 
 
 @dataclass

@@ -390,3 +390,26 @@ def test_rows_that_no_longer_fit_after_a_skipped_rename_name_the_fix_not_just_re
     assert err["Workaround"].startswith("# the downstream table does not fit these rows"), err
     assert err["Workaround"].endswith(f"shardctl resume-task -s s1 {sc.name}"), err
     sc.stop()
+
+
+def test_two_renames_packed_in_opposite_orders_are_agreed_without_an_operator(scenario):
+    """Source s1's shards rename ``a`` then ``b`` in one ALTER, s2's ``b`` then ``a``.  Each
+    change is its own Info; the first tables are held on ``a``, and s2's tables would be held
+    on ``b``: two different renames pending at once, which waited for each other (DM: detected,
+    an operator's skip loses one column's values).  The lock asks s2's tables for their
+    ``RENAME a`` first (``Operation.first``: a later change of the same ALTER, no row between),
+    so every table makes both renames in one order and each runs once downstream."""
+    sc = scenario(columns="id INT PRIMARY KEY, v INT, a INT DEFAULT 1, b INT DEFAULT 2")
+    sc.start()
+    sc.wait_equal(columns=["id", "v", "a", "b"])
+    sc.start_writers()
+    for sid, clause in (("s1", "RENAME COLUMN a TO a2, RENAME COLUMN b TO b2"),
+                        ("s2", "RENAME COLUMN b TO b2, RENAME COLUMN a TO a2")):
+        sc.alter_all(clause, order=[(sid, t) for t in SHARDS],
+                     between=lambda sid, t, i: sc.insert(sid, t, [ID_BASE[sid] + 900_000 + i]))
+    assert sc.stop_writers() > 0
+    sc.wait_running()
+    sc.wait_equal(columns=["id", "v", "a2", "b2"])
+    assert all(st["stage"] == "Running" for st in sc.subtasks().values()), sc.subtasks()
+    sc.c.wait(lambda: _lock(sc) is None, 60, "the lock resolved and removed")
+    sc.stop()

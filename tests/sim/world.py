@@ -281,7 +281,31 @@ class World:
         before, afters = w.jsons[w.pos]      # computed once (parsing the DDLs is the costly part)
         return Info(task=LOCK.task, source=w.t.source, up_schema=w.t.schema, up_table=w.t.table,
                     down_schema=LOCK.down_schema, down_table=LOCK.down_table, ddls=list(w.events[w.pos]),
-                    before=before, afters=list(afters))
+                    before=before, afters=list(afters),
+                    rest=[s for ev in w.events[w.pos + 1:self._statement_end(w)] for s in ev])
+
+    @staticmethod
+    def _statement_end(w: Worker) -> int:
+        """The position after the last change of the statement ``w`` is in."""
+        return min(p for p in w.rows_at if p > w.pos) if w.rows_at is not None else w.pos + 1
+
+    def _reorder(self, w: Worker, first: str) -> None:
+        """The lock asked for ``first``, a later change of the statement at ``w.pos``, to be
+        coordinated now (handler: ``Reorder``): the unfinished changes of the statement are
+        reordered (the worker persists the order with its intent row) and the first re-sent."""
+        end = self._statement_end(w)
+        j = next(p for p in range(w.pos + 1, end) if w.events[p] == [first])
+        w.events = [*w.events[:w.pos], w.events[j], *w.events[w.pos:j], *w.events[j + 1:]]
+        w.schemas, w.jsons = list(w.schemas), list(w.jsons)
+        for p in range(w.pos, end):
+            s = w.schemas[p]
+            afters = []
+            for stmt in w.events[p]:
+                s = _apply_ddl(s, stmt)
+                afters.append(s.to_json())
+            w.jsons[p] = (w.schemas[p].to_json(), afters)
+            w.schemas[p + 1] = s
+        self.log.append(f"{w.t}: {first} coordinated first")
 
     def worker_step(self, w: Worker) -> bool:
         """One atomic action of ``w``'s worker; False when it cannot progress now."""
@@ -329,6 +353,10 @@ class World:
                     return True
                 return False
             w.seen = op.revision
+            if op.first:
+                self._reorder(w, op.first)
+                w.phase = "run"
+                return True
             if w.phase == "held":
                 if redirected(op):
                     w.phase = "run"              # rewind: replay from the held DDL (a new Info)
@@ -419,7 +447,7 @@ class World:
             return False
         assert w.op is not None
         self.store.mark_done(w.op, ran=False)
-        end = min(p for p in w.rows_at if p > w.pos) if w.rows_at is not None else w.pos + 1
+        end = self._statement_end(w)
         if end > w.pos + 1:
             # the skip covers the statement: its later changes, never sent, are told to the lock
             # as the table's schema (handler._tell_rest)

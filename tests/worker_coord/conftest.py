@@ -42,12 +42,12 @@ class ActingMaster:
         raise AssertionError(f"no Info newer than revision {newer_than} within {timeout}s")
 
     def answer(self, info: Info, stage: Stage = Stage.NONE, ddls=None, message: str = "",
-               info_revision: int | None = None) -> Operation:
+               info_revision: int | None = None, first: str = "") -> Operation:
         op = Operation(lock_id=lock_id(info.task, info.down_schema, info.down_table), task=info.task,
                        source=info.source, up_schema=info.up_schema, up_table=info.up_table,
                        down_schema=info.down_schema, down_table=info.down_table,
                        info_revision=info.revision if info_revision is None else info_revision,
-                       ddls=list(info.ddls if ddls is None else ddls), stage=stage, message=message)
+                       ddls=list(info.ddls if ddls is None else ddls), stage=stage, message=message, first=first)
         res = self.store.put_operation(self.fence, op)
         assert res.put, res
         return op
@@ -138,7 +138,7 @@ def make_env(spark, store, source1_db, downstream_db, pool):
 
 class AutoMaster:
     """A background thread in the master's role for syncer-driven tests: answers every new
-    Info with ``policy(info) -> (Stage, ddls) | None`` (None = leave it unanswered for now).
+    Info with ``policy(info) -> (Stage, ddls[, first]) | None`` (None = leave it unanswered for now).
     ``answered`` records (info, stage, ddls) in order."""
 
     def __init__(self, store: Store, policy):
@@ -158,9 +158,9 @@ class AutoMaster:
                 decision = self.policy(info)
                 if decision is None:
                     continue
-                stage, ddls = decision
+                stage, ddls, *first = decision
                 self.seen.add(info.revision)
-                self.acting.answer(info, stage, ddls)
+                self.acting.answer(info, stage, ddls, first=first[0] if first else "")
                 self.answered.append((info, stage, ddls))
 
     def close(self):

@@ -207,3 +207,67 @@ def test_a_multi_change_alter_is_coordinated_change_by_change_through_a_hold_and
         for s, st in syncers:
             st.set()
             s.close()
+
+
+def test_a_later_change_the_lock_asks_for_first_runs_first_and_a_restart_keeps_that_order(
+        spark, store, source1_db, downstream_db, positions):
+    """``ALTER ... RENAME a TO a2, MODIFY v BIGINT, RENAME b TO b2``: the lock answers the first
+    change with ``first`` = the RENAME of ``b`` (other tables are held on it).  The worker sends
+    that change next (its Info names the others as ``rest``), then ``RENAME a`` again, then the
+    MODIFY, which is held.  A restart while held does not coordinate either rename again: the
+    intent row says which changes are finished, in whatever order they ran, and the replay sends
+    the MODIFY's Info from the schema after both.  Each change runs once downstream."""
+    (p1,) = positions(source1_db)
+    task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})
+    # one shard table: this stand-in master answers "run" without a lock's agreement
+    source1_db.execute("CREATE TABLE orders_01 (id INT PRIMARY KEY, v INT, a INT, b INT)")
+    source1_db.execute("INSERT INTO orders_01 VALUES (1, 1, 1, 1), (2, 2, 2, 2)")
+
+    def policy(info):
+        text = " ".join(info.ddls)
+        if "RENAME COLUMN `a`" in text and len(info.rest) == 2:
+            return Stage.SKIP_AND_WAIT, [], next(r for r in info.rest if "RENAME COLUMN `b`" in r)
+        if "MODIFY" in text:
+            return Stage.SKIP_AND_WAIT, []
+        return Stage.NONE, info.ddls
+    master = AutoMaster(store, policy)
+    syncers = []
+    try:
+        syncer, _, stop = _build(spark, store, task, srcs["s1"], downstream_db)
+        syncers.append((syncer, stop))
+        syncer.sync_until_caught_up()
+        source1_db.execute("ALTER TABLE orders_01 RENAME COLUMN a TO a2, MODIFY v BIGINT, RENAME COLUMN b TO b2")
+        source1_db.execute("INSERT INTO orders_01 VALUES (3, 5000000000, 7, 8)")
+        syncer.sync_until_caught_up()
+        assert (source1_db.name, "orders_01") in syncer.held
+        sent = [(" ".join(a[0].ddls), len(a[0].rest)) for a in master.answered]
+        assert [(("RENAME COLUMN `a`" in d) + 2 * ("RENAME COLUMN `b`" in d) + 4 * ("MODIFY" in d), n)
+                for d, n in sent] == [(1, 2), (2, 2), (1, 1), (4, 0)], sent
+        cols = [r[0] for r in downstream_db.execute(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=%s AND TABLE_NAME='orders' "
+            "ORDER BY ORDINAL_POSITION", (downstream_db.name,))]
+        assert cols == ["id", "v", "a2", "b2"]                   # both renames ran, the MODIFY waits
+
+        # a restart while held: both renames finished (in the lock's order), the MODIFY's Info again
+        stop.set()
+        syncer.close()
+        syncer, _, stop = _build(spark, store, task, srcs["s1"], downstream_db)
+        syncers.append((syncer, stop))
+        syncer.sync_until_caught_up()
+        assert (source1_db.name, "orders_01") in syncer.held
+        assert len(master.answered) == 4, [a[0].ddls for a in master.answered]
+
+        info = next(i for i in store.list_infos(task.name).items if "MODIFY" in " ".join(i.ddls))
+        master.acting.answer(info, Stage.UNLOCKED, info.ddls)   # shard-ddl-lock unlock --action exec
+        wait_for(lambda: syncer._rewind.is_set(), what="rewind requested by the redirect waiter")
+        syncer.sync_until_caught_up()
+        assert not syncer.held
+        assert len(master.answered) == 4
+        assert downstream_db.execute("SELECT id, v, a2, b2 FROM orders WHERE id = 3") == [(3, 5000000000, 7, 8)]
+        rep = check_task(task, srcs)
+        assert rep.equal, rep.to_json()
+    finally:
+        master.close()
+        for s, st in syncers:
+            st.set()
+            s.close()

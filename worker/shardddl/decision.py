@@ -30,6 +30,7 @@ class TableDDL:
     timestamp: int | None = None
     end: str = ""               # binlog position after the event (names the statement to `binlog skip`)
     change: int | None = None   # which change of a multi-change ALTER this is (None: the whole statement)
+    rest: tuple[int, ...] = ()  # that ALTER's changes still to come after this one, in their order
 
 
 _NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
@@ -86,13 +87,24 @@ class Replay:
     message: str
 
 
+@dataclass(frozen=True)
+class Reorder:
+    """Other tables are held on ``first``, a later change of this ALTER that commutes with the
+    waiting one: coordinate ``first`` now and this change after it (no upstream row sits between
+    two changes of one statement, so the order is the table's own affair)."""
+    first: str
+    message: str
+
+
 # What one Operation means for the worker's waiting DDL (the master wrote it from the lock engine's
 # ``coordinator.lock.Answer``; the handler turns it into the syncer's ``DDLDecision``)
-OperationOutcome = Execute | Hold | Pause | Fail | Replay
+OperationOutcome = Execute | Hold | Pause | Fail | Replay | Reorder
 
 
 def on_operation(op: Operation, *, strict: bool) -> OperationOutcome:
     """What an Operation answering our Info means for the waiting DDL."""
+    if op.stage is Stage.SKIP_AND_WAIT and op.first:
+        return Reorder(op.first, op.message)
     if op.stage is Stage.RESOLVED:
         return Replay(op.message or "conflict resolved: replay")
     if op.stage in (Stage.NONE, Stage.UNLOCKED):
@@ -106,5 +118,6 @@ def on_operation(op: Operation, *, strict: bool) -> OperationOutcome:
 
 
 def redirected(op: Operation) -> bool:
-    """A held table's Operation was rewritten so that the table can replay from its DDL."""
-    return op.stage in (Stage.RESOLVED, Stage.UNLOCKED, Stage.NONE)
+    """A held table's Operation was rewritten so that the table can replay from its DDL (with a
+    later change of its ALTER first, for ``Operation.first``)."""
+    return op.stage in (Stage.RESOLVED, Stage.UNLOCKED, Stage.NONE) or bool(op.first)

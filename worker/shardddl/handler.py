@@ -39,7 +39,7 @@ from worker.events import DDLEvent
 from worker.schema_tracker import Preview, SchemaTracker, SchemaTrackError, schema_to_json
 from worker.status import StatusReporter
 
-from .decision import Execute, Fail, Hold, Pause, Replay, Route, TableDDL, on_operation, redirected, route_kind
+from .decision import Execute, Fail, Hold, Pause, Reorder, Replay, Route, TableDDL, on_operation, redirected, route_kind
 from .errors import CoordinationStopped, ShardDDLError, StrictConflict, UnsupportedShardDDL
 from .lock_client import LockClient, strs
 from .source_tables import SourceTablesWriter
@@ -92,6 +92,13 @@ class _Pending:
     info: Info | None = None
 
 
+@dataclass(frozen=True)
+class _First:
+    """The lock asks for change ``change`` of the ALTER first (``Operation.first``)."""
+    change: int
+    message: str
+
+
 class OptimisticDDLHandler:
     """``worker.sync.ddl_handler.DDLHandler`` for a task in optimistic shard mode (one task+source)."""
 
@@ -114,9 +121,9 @@ class OptimisticDDLHandler:
         self._rewind: Callable[[], None] | None = None
         self._find_skip: FindSkip | None = None
         self._pending: dict[tuple[str, str], _Pending] = {}
-        # a multi-change ALTER part way through: table -> (the statement's end, changes the
-        # tracked schema already has); a skip of the statement applies only the rest
-        self._partial: dict[tuple[str, str], tuple[str, int]] = {}
+        # a multi-change ALTER part way through: table -> (the statement's end, the changes the
+        # tracked schema already has); a skip of the statement applies only the others
+        self._partial: dict[tuple[str, str], tuple[str, frozenset[int]]] = {}
         self._waiters: dict[tuple[str, str], threading.Thread] = {}
         self._cancel = threading.Event()
 
@@ -197,11 +204,13 @@ class OptimisticDDLHandler:
                 self._track_direct(event, event.table, kind)
             return direct_decision(event, ctx)
         ddl = TableDDL(self._text(event), event.schema, event.table, kind, str(event.start), event.timestamp or None,
-                       str(event.end), event.change)
+                       str(event.end), event.change, event.later)
         key = (event.schema, event.table)
         p = self._decide(ddl, event.start)
         if isinstance(p, Hold):
             return DDLDecision(hold=True, note=p.message)
+        if isinstance(p, _First):
+            return DDLDecision(first=p.change, note=p.message)
         self._pending[key] = p
         return DDLDecision(execute=list(p.statements), skip=not p.statements,
                            note=f"lock {lock_id(self.task, p.target.schema, p.target.table)}",
@@ -238,12 +247,12 @@ class OptimisticDDLHandler:
         if event.last_change:
             self._partial.pop(key, None)
         else:
-            self._partial[key] = (str(event.end), (event.change or 0) + 1)
+            self._partial[key] = (str(event.end), self._applied_changes(event) | {event.change or 0})
 
-    def _applied_changes(self, event: DDLEvent) -> int:
-        """How many changes of ``event``'s statement the tracked schema already has."""
+    def _applied_changes(self, event: DDLEvent) -> frozenset[int]:
+        """The changes of ``event``'s statement the tracked schema already has."""
         at = self._partial.get((event.schema, event.table or ""))
-        return at[1] if at is not None and at[0] == str(event.end) else 0
+        return at[1] if at is not None and at[0] == str(event.end) else frozenset()
 
     def after_info(self, event: DDLEvent) -> str | None:
         """The table's schema after the DDL being finished (its pending preview), as the
@@ -311,8 +320,8 @@ class OptimisticDDLHandler:
             if track is Track.FORGET:
                 tr.forget(*key)
             else:
-                tr.apply(*key, split_ddl(self._text(event))[done:] if track is Track.APPLY_SPLIT
-                         else [self._text(event)], position=str(event.start))
+                tr.apply(*key, [s for k, s in enumerate(split_ddl(self._text(event))) if k not in done]
+                         if track is Track.APPLY_SPLIT else [self._text(event)], position=str(event.start))
 
         def reload():
             if tr.load_upstream(*key, position=str(event.start)) is None:
@@ -332,7 +341,7 @@ class OptimisticDDLHandler:
         return dict(task=self.task, source=self.source, table=f"{ddl.schema}.{ddl.table}",
                     position=ddl.position, lock_id=lock_id(self.task, target.schema, target.table))
 
-    def _decide(self, ddl: TableDDL, start=None) -> _Pending | Hold:
+    def _decide(self, ddl: TableDDL, start=None) -> _Pending | Hold | _First:
         """Everything before downstream execution; blocks while the lock answers."""
         target = self.mapper.target(ddl.schema, ddl.table)
         if target is None:
@@ -362,7 +371,9 @@ class OptimisticDDLHandler:
         except SchemaError as e:
             raise UnsupportedShardDDL(f"cannot split DDL {tidy_ddl(ddl.sql)!r}: {e}; run it on the target by hand if "
                                       f"needed, then {skip} skips it here", **ctx) from e
+        later: list[tuple[int, str]] = []
         if ddl.change is not None:           # one change of a multi-change ALTER (``changes``)
+            later = [(k, statements[k]) for k in ddl.rest if 0 <= k < len(statements)]
             statements = statements[ddl.change:ddl.change + 1]
         if route is Route.IGNORE:
             _log.warning("TRUNCATE of a shard table is not replicated to the merged target", **strs(ctx))
@@ -381,10 +392,10 @@ class OptimisticDDLHandler:
             # leaves the lock (the master sees the SourceTables change).
             p = Preview(ddl.schema, ddl.table, tuple(statements), self.tracker.get(ddl.schema, ddl.table), (None,))
             return _Pending(ddl, target, [], preview=p)
-        return self._coordinate(ddl, target, statements, ctx, start)
+        return self._coordinate(ddl, target, statements, ctx, start, later)
 
     def _coordinate(self, ddl: TableDDL, target: Target, statements: list[str], ctx: dict,
-                    start=None) -> _Pending | Hold:
+                    start=None, later: list[tuple[int, str]] | None = None) -> _Pending | Hold | _First:
         p = self._preview(ddl, statements, ctx)
         if p.before is None or any(a is None for a in p.afters):
             raise ShardDDLError(f"`{ddl.schema}`.`{ddl.table}` is not tracked and not found upstream; "
@@ -393,7 +404,8 @@ class OptimisticDDLHandler:
                     down_schema=target.schema, down_table=target.table,
                     ddls=routed_ddls(statements, target),
                     before=p.before.to_json(), afters=[a.to_json() for a in p.afters if a is not None],
-                    timestamp=int(ddl.timestamp or 0))     # the binlog event's time: the lock's column order
+                    timestamp=int(ddl.timestamp or 0),     # the binlog event's time: the lock's column order
+                    rest=routed_ddls([s for _, s in later or []], target))
         stored = self.client.stored(info)
         op = self.client.unlocked_answer(info, stored, ctx)
         if op is not None:
@@ -429,6 +441,16 @@ class OptimisticDDLHandler:
                 continue
             if isinstance(answer, Execute):
                 return _Pending(ddl, target, list(answer.statements), preview=p, operation=op, info=info)
+            if isinstance(answer, Reorder):
+                k = next((k for (k, _), r in zip(later or [], info.rest) if r == answer.first), None)
+                if k is None:
+                    raise ShardDDLError(f"the lock asks for {answer.first!r} first, which is not a later change of "
+                                        f"this ALTER ({info.rest}); the master and this worker disagree on the "
+                                        f"statement: `{shardctl('binlog', 'skip', self.task, '-s', self.source)}` skips it",
+                                        stage=op.stage.value, **ctx)
+                _log.info("the lock asks for a later change of this ALTER first", first=answer.first,
+                          info_revision=rev, **strs(ctx))
+                return _First(k, answer.message)
             if isinstance(answer, Hold):
                 self._waiting(f"redirect for lock {ctx['lock_id']}: {owner} is held on {info.ddls} until the "
                               "other shards make the same change (other tables keep replicating)", ctx)
@@ -557,14 +579,15 @@ class OptimisticDDLHandler:
                          table=f"{event.schema}.{table}", error=str(e))
             self.tracker.forget(event.schema, table)
 
-    def _finish_answered(self, event: DDLEvent, up_table: str, done: int = 0, before=None) -> None:
+    def _finish_answered(self, event: DDLEvent, up_table: str, done: frozenset[int] = frozenset(),
+                         before=None) -> None:
         """A skipped DDL that was already described to the lock and answered "execute" (its
         downstream execution failed, e.g. a unique key the merged rows violate) leaves the lock
         waiting for this table's done mark: give it (the statements did NOT run downstream; a
         warning says which).  Only when the table's current Info is exactly this DDL, or one
         change of it (a multi-change ALTER is coordinated change by change): then the changes
-        after that one, which the lock never saw, are told to it as the table's forced schema.
-        ``done``: changes ``before`` (the tracked schema before the skip) already has."""
+        not finished, which the lock never saw, are told to it as the table's forced schema.
+        ``done``: the changes ``before`` (the tracked schema before the skip) already has."""
         try:
             statements = split_ddl(self._text(event))
         except SchemaError:
@@ -597,20 +620,27 @@ class OptimisticDDLHandler:
             self.client.mark_done(op, ctx, ran=False)
             _log.warning("skipped DDL's Operation marked done for its lock; its statements did NOT run downstream",
                          ddls="; ".join(op.ddls), **strs(ctx))
-        if at + 1 < len(statements) and before is not None:
-            self._tell_rest(info, statements, done, at + 1, before, target, ctx)
+        # the changes still to come when the skipped one was sent (its Info's ``rest``: the lock
+        # may have had later ones run first); ``before`` lacks the others the tracker has not
+        # followed yet (finished before a restart), and the skipped one
+        routed = [routed_ddls([x], target)[0] for x in statements]
+        unsent = [k for k in range(len(statements)) if k != at and routed[k] in info.rest]
+        if unsent and before is not None:
+            self._tell_rest(info, [x for k, x in enumerate(statements) if k not in done and k not in unsent],
+                            [statements[k] for k in unsent], before, target, ctx)
 
-    def _tell_rest(self, info: Info, statements: list[str], done: int, start: int, before, target: Target,
+    def _tell_rest(self, info: Info, skipped: list[str], unsent: list[str], before, target: Target,
                    ctx: dict) -> None:
-        """The changes ``statements[start:]`` of a skipped statement were never sent to the lock:
-        send them as an ignore-conflict Info (the table's schema is forced to the one after the
-        statement, as for a ``binlog skip`` of a paused DDL).  ``before`` has ``done`` changes."""
+        """The changes ``unsent`` of a skipped statement were never sent to the lock: send them
+        as an ignore-conflict Info (the table's schema is forced to the one after the statement,
+        as for a ``binlog skip`` of a paused DDL).  ``before`` plus ``skipped`` (the skipped
+        change and the finished ones it lacks) is where they start."""
         try:
             cur = before
-            for stmt in statements[done:start]:
+            for stmt in skipped:
                 cur = apply_ddl(cur, stmt)
             first, afters = cur, []
-            for stmt in statements[start:]:
+            for stmt in unsent:
                 cur = apply_ddl(cur, stmt)
                 if cur is None:
                     raise SchemaError(f"{stmt!r} leaves no table")
@@ -621,8 +651,8 @@ class OptimisticDDLHandler:
             _log.warning("skipped statement's remaining changes not modelled; the lock learns them from the "
                          "table's next DDL", error=str(e), **strs(ctx))
             return
-        rest = dataclasses.replace(info, ddls=routed_ddls(statements[start:], target), before=first.to_json(),
-                                   afters=afters, ignore_conflict=True)
+        rest = dataclasses.replace(info, ddls=routed_ddls(unsent, target), before=first.to_json(),
+                                   afters=afters, ignore_conflict=True, rest=[])
         self.client.put_info(rest, ctx)
         _log.warning("skipped statement's changes the lock had not seen are told to it as the table's schema",
                      ddls="; ".join(rest.ddls), **strs(ctx))

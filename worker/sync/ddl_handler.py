@@ -49,7 +49,9 @@ every DDL of the binlog it stops and asks a :class:`DDLHandler`.  The contract:
     coordinates one change at a time returns one event per change of a multi-change ALTER
     (``DDLEvent.change``); the syncer hands each over as above, stops at a hold or pause, and
     moves the table's checkpoint past the statement only with its last change (until then the
-    finished record of step 8, with the change's index, says how far the statement got).
+    finished record of step 8, with the change's index, says how far the statement got).  A
+    decision with ``first`` set asks for that later change to be handed over next (the event's
+    ``rest`` then names the changes still to come, in their new order).
 
 A DDL already executed before a crash but not yet checkpointed is handed over again; the
 syncer then compares the target's current ``SHOW CREATE TABLE`` with the one it recorded
@@ -112,6 +114,9 @@ class DDLDecision:
     # ``ddl_executed`` lists it in SourceTables, so a master that reads the joining table's
     # checkpoint starts it from this schema, not from the lock's first one
     joins: bool = False
+    # the lock asks for this later change of the statement (its index) to be coordinated before
+    # this one (``Operation.first``): nothing ran; the syncer sends that change next
+    first: int | None = None
 
 
 @dataclass

@@ -56,6 +56,22 @@ class DDLIntent:
                       position=str(ev.end), change=ev.change)
         return True
 
+    def replay_order(self, changes: list[DDLEvent]) -> list[DDLEvent]:
+        """The order to hand a statement's changes over in: as the handler split them, unless
+        the table's intent row for this statement records another (the lock asked for a later
+        change first): the changes it has finished, then the unfinished ones in its order."""
+        if len(changes) < 2 or changes[0].change is None or changes[0].table is None:
+            return changes
+        ev = changes[0]
+        tp = self.store.tables.get((ev.schema, ev.table or ""))
+        intent = tp.ddl_intent if tp is not None else None
+        if not intent or "rest" not in intent or not Position.from_json(intent["pos"]).same_point(ev.end):
+            return changes
+        at = intent.get("change")
+        unfinished = ([] if intent.get("finished") or at is None else [at]) + [int(k) for k in intent["rest"]]
+        by = {c.change: c for c in changes}
+        return [c for c in changes if c.change not in unfinished] + [by[k] for k in unfinished if k in by]
+
     def record_finished(self, ev: DDLEvent, decision: DDLDecision) -> None:
         """Rule 8b: a lock-answered DDL is finished, recorded before the done mark, so a restart
         between the mark and the checkpoint does not coordinate it again.  A shard table's CREATE
@@ -64,6 +80,7 @@ class DDLIntent:
         if (decision.coordinated or decision.joins) and ev.table is not None:
             self.store.write_ddl_intent(ev.schema, ev.table, {"pos": ev.end.to_json(), "finished": True,
                                                               "statements": decision.execute, "change": ev.change,
+                                                              **_order(ev),
                                                               "table_info": self.handler.after_info(ev)})
 
     def execute(self, ev: DDLEvent, decision: DDLDecision) -> bool:
@@ -93,13 +110,14 @@ class DDLIntent:
                               table=ev.upstream, position=str(ev.end))
                 return False
             if ev.table is not None:
-                # ``change``/``done``: which change of the statement runs, and that the ones before
-                # it are finished (their own finished record is overwritten by this one)
+                # ``change``/``rest``: which change of the statement runs and which are still to
+                # come; the others are finished (their own finished record is overwritten by this one)
+                finished = _finished(ev)
                 self.store.write_ddl_intent(key_s, key_t, {"pos": ev.end.to_json(), "before": before,
                                                            "statements": decision.execute, "change": ev.change,
-                                                           "done": ev.change or 0,
+                                                           "done": finished, **_order(ev),
                                                            "table_info": (self.handler.table_info(key_s, key_t)
-                                                                          if ev.change else None)})
+                                                                          if finished else None)})
             else:
                 self.store.check_fence()     # (the intent write checks it for a table's DDL)
             try:
@@ -140,17 +158,30 @@ class DDLIntent:
         return True
 
 
+def _finished(ev: DDLEvent) -> int:
+    """How many changes of ``ev``'s statement are finished before it."""
+    return 0 if ev.change is None else ev.changes - 1 - len(ev.later)
+
+
+def _order(ev: DDLEvent) -> dict:
+    """The intent record's ``rest``: the changes of the statement still to come after ``ev``."""
+    return {} if ev.change is None else {"rest": list(ev.later)}
+
+
 def change_finished(intent: dict, change: int | None) -> bool:
     """Does the table's intent record (for the statement it names) say ``change`` is finished?
-    A statement handled whole (``change`` None) is finished when its record is; a change of one
-    coordinated change by change, when the record is for it or a later change and finished, or
-    for a later change at all (a change's execution record is written once those before it
-    finished: ``done`` counts them)."""
+    A statement handled whole (``change`` None) is finished when its record is.  A change of one
+    coordinated change by change: every change but the record's unfinished one and those it
+    names still to come (``rest``).  A record without ``rest`` (an earlier release: changes in
+    the statement's order) when it is for this change or a later one and finished, or for a
+    later change at all (``done`` counts those before it)."""
     if change is None:
         return bool(intent.get("finished")) and intent.get("change") is None
     at = intent.get("change")
     if at is None:
         return False
+    if "rest" in intent:
+        return change not in intent["rest"] and (change != at or bool(intent.get("finished")))
     return (bool(intent.get("finished")) and at >= change) or int(intent.get("done") or 0) > change
 
 

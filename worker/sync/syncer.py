@@ -23,6 +23,7 @@ Checkpoint rules: ``worker.sync.checkpoint``.  Crash tests inject failures throu
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass, field
@@ -67,6 +68,12 @@ MISSING = Counter("shardmerge_worker_updates_of_missing_rows_total",
 DDLS = Counter("shardmerge_worker_ddls_total", "DDL statements handled", ["task", "source", "action"])
 BATCHES = Counter("shardmerge_worker_batches_total", "Micro-batches run", ["task", "source"])
 LAG = Gauge("shardmerge_worker_lag_bytes", "Upstream binlog bytes not yet read (same file)", ["task", "source"])
+
+@dataclass(frozen=True)
+class SendFirst:
+    """The lock asks for change ``change`` of the statement to be handed over next."""
+    change: int
+
 
 @dataclass
 class BatchResult:
@@ -446,13 +453,31 @@ class Syncer:
 
     def _handle_ddl(self, ev: DDLEvent) -> None:
         """Hand over the statement's changes in order (one, unless the handler coordinates a
-        multi-change ALTER change by change); a held change holds the rest of the statement."""
-        for change in self.handler.changes(ev, self.ctx):
-            if not self._handle_change(change):
+        multi-change ALTER change by change); a held change holds the rest of the statement.
+        The lock may ask for a later change first (``DDLDecision.first``): the changes of one
+        statement have no upstream row between them, so their order is the table's own affair;
+        the intent row records the order from then on (``DDLIntent.replay_order``)."""
+        todo = self.intent.replay_order(self.handler.changes(ev, self.ctx))
+        while todo:
+            change = todo[0]
+            if change.change is not None:
+                change = dataclasses.replace(change, rest=tuple(c.change for c in todo[1:] if c.change is not None))
+            out = self._handle_change(change)
+            if out is False:
                 return
+            if out is True:
+                todo.pop(0)
+                continue
+            j = next((i for i, c in enumerate(todo) if c.change == out.change), None)
+            if j is None or j == 0:
+                raise SyncError(f"the lock asked for change {out.change} of the statement first, which is not "
+                                "one still to come", task=self.task.name, source=self.source.source_id,
+                                table=ev.upstream, position=str(ev.start))
+            todo.insert(0, todo.pop(j))
 
-    def _handle_change(self, ev: DDLEvent) -> bool:
-        """One change (or whole statement) through the handler; False when its table is held."""
+    def _handle_change(self, ev: DDLEvent) -> bool | SendFirst:
+        """One change (or whole statement) through the handler; False when its table is held,
+        ``SendFirst`` when the lock asks for a later change of the statement first."""
         if self.intent.resume_finished(ev, self.ctx):
             return True
         decision: DDLDecision = self.handler.handle_ddl(ev, self.ctx)
@@ -460,6 +485,10 @@ class Syncer:
             DDLS.labels(self.task.name, self.source.source_id, "pause").inc()
             raise SyncPaused(f"paused before DDL: {decision.pause}", task=self.task.name,
                              source=self.source.source_id, table=ev.upstream, position=str(ev.start))
+        if decision.first is not None:
+            self.log.info("the lock asks for a later change of this ALTER first", table=ev.upstream,
+                          position=str(ev.start), change=ev.change, first=decision.first, note=decision.note)
+            return SendFirst(decision.first)
         if decision.hold:
             if ev.table is None:     # contract: only a table's DDL is held
                 raise SyncError("the DDL handler held a database-level statement", task=self.task.name,
