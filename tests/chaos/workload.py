@@ -7,14 +7,16 @@ shard DDLs, with exact bookkeeping so losses and duplicates can be counted after
   deleted row resurrected by a replay), a row missing downstream is lost, a row with other
   values downstream lost an update.  Operations: single-row INSERT / UPDATE / DELETE, key-changing
   UPDATEs (``SET id = new``) and small multi-shard transactions.  Only committed work is counted.
-* DDLs: rounds ``k`` of eighteen steps, each step run on all 8 shards one by one in a random order with
+* DDLs: rounds ``k`` of twenty-one steps, each step run on all 8 shards one by one in a random order with
   pauses, covering every DDL kind the lock treats differently: ``ADD COLUMN c_k`` with a default,
   ``ADD INDEX i_k (c_k)``, ``RENAME INDEX i_k TO j_k``, ``DROP INDEX j_k``, a rename ``CHANGE c_k r_k``, a type change
   ``MODIFY r_k BIGINT``, a generated column ``ADD COLUMN g_k ... AS (r_k + 1) VIRTUAL`` and its
   drop, ``DROP COLUMN r_k``; then ``ADD COLUMN w_k``, ``MODIFY w_k BIGINT`` on some shards only and
   ``DROP COLUMN w_k`` on all (the DROP must wait for the last shard); two-change ALTERs on
   ``p_k`` and its index ``q_k`` (added together, widened and unindexed together, narrowed back on
-  some shards, dropped); and ``note`` widened to
+  some shards, dropped); two columns ``e_k``, ``f_k`` added in one ALTER, renamed to ``s_k``, ``t_k``
+  in one ALTER whose two changes each shard makes in its own drawn order (opposite orders race),
+  dropped in one; and ``note`` widened to
   ``VARCHAR(60)`` and narrowed back to ``VARCHAR(40)`` on all (the narrowing runs once per round, by
   the last shard; a column every shard has, so no lagging worker adds it after the others narrowed
   it, which would be a real conflict).  Every other statement names a column/index used by no other round, so
@@ -47,6 +49,11 @@ STEPS = ("ADD COLUMN c_{k} INT DEFAULT {k}", "ADD INDEX i_{k} (c_{k})", "RENAME 
          # join stays wide: nothing runs), then dropped
          "ADD COLUMN p_{k} INT DEFAULT {k}, ADD INDEX q_{k} (p_{k})",
          "MODIFY p_{k} BIGINT DEFAULT {k}, DROP INDEX q_{k}", "?MODIFY p_{k} INT DEFAULT {k}", "DROP COLUMN p_{k}",
+         # two renames packed in one ALTER, their order drawn per shard ("~"): opposite orders race
+         # (the lock asks a table for its later rename first), each rename runs once
+         "ADD COLUMN e_{k} INT DEFAULT {k}, ADD COLUMN f_{k} INT DEFAULT {k}",
+         "~CHANGE e_{k} s_{k} INT DEFAULT {k}, CHANGE f_{k} t_{k} INT DEFAULT {k}",
+         "DROP COLUMN s_{k}, DROP COLUMN t_{k}",
          "MODIFY note VARCHAR(60)", "MODIFY note VARCHAR(40)")
 
 
@@ -190,7 +197,7 @@ class DDLStream(threading.Thread):
             while not self.stop_event.is_set():
                 self.round += 1
                 for n_step, step in enumerate(STEPS):
-                    stmt = step.lstrip("?").format(k=self.round)
+                    stmt = step.lstrip("?~").format(k=self.round)
                     order = [(sid, t) for sid in self.dbs for t in SHARDS]
                     self.rng.shuffle(order)
                     if step.startswith("?"):        # only some shards take this step
@@ -203,7 +210,12 @@ class DDLStream(threading.Thread):
                         if extra is not None and n == 3 * len(order) // 4:
                             self._run(conns, extra[0], f"DROP TABLE {extra[1]}")
                             self.created_dropped.append((extra[0], extra[1], "DROP"))
-                        self._alter(conns, sid, t, stmt)
+                        if step.startswith("~"):       # this shard's order of the ALTER's changes
+                            parts = stmt.split(", ")
+                            self.rng.shuffle(parts)
+                            self._alter(conns, sid, t, ", ".join(parts))
+                        else:
+                            self._alter(conns, sid, t, stmt)
                         # finishing a round after stop: no more pauses
                         if not self.stop_event.is_set():
                             self.stop_event.wait(self.rng.uniform(*self.gap))
