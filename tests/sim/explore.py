@@ -23,6 +23,7 @@ from .world import LOCK, World
 A = "ALTER TABLE t "
 _R, _W, _D = A + "RENAME COLUMN b TO b2", A + "MODIFY COLUMN r BIGINT", A + "DROP COLUMN r"
 _N, _C = A + "MODIFY COLUMN a SMALLINT", A + "ADD COLUMN c1 INT"
+_R2 = A + "RENAME COLUMN k TO k2"
 
 # Named configurations (per table its DDLs, one Info each) for ``python -m tests.sim --explore``:
 # issue 28 asks for 3 tables x 3 DDLs with a crash at every point.  Each ends with every table at
@@ -40,6 +41,9 @@ CONFIGS: dict[str, list[list[list[str]]]] = {
     # orders against the two made one per statement; a narrowing packed with an ADD
     "packed-rename-widen": [[[_W, _R]], [[_R], [_W]], [[_R, _W]]],
     "packed-narrow-add": [[[_N, _C], [_R]], [[_C], [_R, _N]]],
+    # two renames packed in one ALTER in opposite orders (the lock asks one table for its later
+    # rename first), and a third table making them one per statement
+    "packed-opposite-renames": [[[_R, _R2]], [[_R2, _R]], [[_R], [_R2]]],
     # CI's short form: two tables, the rename against DROP+ADD
     "small": [[[_R]], [[A + "DROP COLUMN b"], [A + "ADD COLUMN b2 INT"]]],
 }
