@@ -74,6 +74,9 @@ def waiting_for(lock: LockState, t: TableRef, ready: dict[TableRef, bool] | None
     if a is not None and a.stage is Stage.DETECTED:
         return (f"conflict: its DDL {a.info.ddls} {a.message}. Exit: fix the other tables, or "
                 f"{unlock_choice(lock.id, t.source, t.schema, t.table)}")
+    if a is not None and a.stage is Stage.SKIP_AND_WAIT and a.first:
+        return (f"asked for a later change of its ALTER first: {a.first} (other tables are held on it); "
+                f"waiting for the worker to send it, then {a.info.ddls} again")
     if a is not None and a.stage is Stage.SKIP_AND_WAIT:
         return (f"skip-and-wait: its DDL {a.info.ddls} was skipped; {a.message}. Exit: "
                 f"{unlock_choice(lock.id, t.source, t.schema, t.table)}, or remove the tables that will never "

@@ -30,6 +30,7 @@ def test_an_alter_packing_two_renames_in_the_other_order_is_asked_for_the_held_o
     b = send(h, "B", RB, [RA])
     assert b.operation.stage is Stage.SKIP_AND_WAIT and b.operation.first == RA and b.operation.ddls == []
     assert h.lock.members[h.refs["B"]].conflict is None            # its RENAME b is withdrawn
+    assert h.lock.waiting_for(h.refs["B"]).startswith(f"asked for a later change of its ALTER first: {RA}")
     assert send(h, "B", RA, [RB]).operation.ddls == [RA]           # the last to rename a: runs it
     assert send(h, "A", RB).operation.stage is Stage.SKIP_AND_WAIT
     assert send(h, "B", RB).operation.ddls == [RB]
