@@ -331,13 +331,14 @@ class Lock(LockState):
         held = m.answer is not None and m.answer.stage is Stage.SKIP_AND_WAIT and m.answer.runs_after is None
         fx = Effects()
         ans = self.try_sync(m, info, before, afters, fx)
-        if ans.stage in (Stage.SKIP_AND_WAIT, Stage.DETECTED) and ans.runs_after is None and ans.runner is None:
-            # held or detected on a change another table's different pending change blocks
+        if ans.stage is Stage.DETECTED:
+            # detected against another table's different pending change (a table held on the same
+            # change as the others costs nothing here: a big lock's thousands of them stay flat)
             others = len(fx.others)
             asked = self._reorder(m, info, before, afters, fx)
             if asked is not None:
                 ans = asked
-            elif len(fx.others) > others and ans.stage is Stage.DETECTED:
+            elif len(fx.others) > others:
                 # the tables in the way were asked for another change first: decide this one again
                 ans = self.try_sync(m, info, before, afters, fx)
         if (applied is not None and by is not None and by != m.table and held and self.gated_by(by)
@@ -905,8 +906,11 @@ def _first_in_rest(prev: TableSchema, new: TableSchema, sql: str, rest: list[str
     for i, r in enumerate(rest):
         try:
             moved = apply_ddl(prev, r)
-            if moved is None or change_sig(prev, moved) != want:
-                continue
+        except SchemaError:
+            continue            # it needs a change before it: not this one
+        if moved is None or change_sig(prev, moved) != want:
+            continue
+        try:
             asis: TableSchema | None = new
             for x in [*rest[:i], r]:
                 asis = apply_ddl(asis, x)
