@@ -624,7 +624,7 @@ class OptimisticDDLHandler:
         # may have had later ones run first); ``before`` lacks the others the tracker has not
         # followed yet (finished before a restart), and the skipped one
         routed = [routed_ddls([x], target)[0] for x in statements]
-        unsent = [k for k in range(len(statements)) if k != at and routed[k] in info.rest]
+        unsent = list(dict.fromkeys(k for r in info.rest for k in range(len(statements)) if k != at and routed[k] == r))
         if unsent and before is not None:
             self._tell_rest(info, [x for k, x in enumerate(statements) if k not in done and k not in unsent],
                             [statements[k] for k in unsent], before, target, ctx)
