@@ -1,8 +1,8 @@
 """Two different conflicting changes pending at once, when a table makes the other one later in
 the same ALTER (``Info.rest``): the lock asks that table for the later change first
 (``Operation.first``) instead of holding both groups until an operator loses one column's
-values.  Each of these failed on the engine before (detected, or a rename with a position
-clause MariaDB refuses)."""
+values.  Each failed on the engine before (detected, or a rename with a position clause
+MariaDB refuses), except the one pinning that changes which do not commute keep the old answer."""
 from __future__ import annotations
 
 import dataclasses
