@@ -410,10 +410,7 @@ class Lock(LockState):
         for t, first in sorted(plan.items(), key=lambda x: str(x[0])):
             msg = (f"coordinating `{first}` first: other tables are held on that change, which this ALTER "
                    "also makes; this change is sent again after it")
-            if t == m.table:
-                self._set_conflict(m, None)
-                if not eq(before, m.schema):
-                    self._set_schema(m, before)
+            if t == m.table:            # (detected: ``try_sync`` left it before its change, no conflict)
                 mine = Answer(info, Stage.SKIP_AND_WAIT, [], msg, [], set(), afters, before, first=first)
                 continue
             o = self.members[t]

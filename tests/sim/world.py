@@ -137,16 +137,7 @@ class World:
                 if i in self.born:
                     self.born = {**self.born, i: starts[self.born[i]]}
                 evs, rows_at = flat, frozenset(starts)
-            schemas = [self.base]
-            jsons = []
-            for ev in evs:
-                s = schemas[-1]
-                afters = []
-                for stmt in ev:
-                    s = apply_ddl(s, stmt)
-                    afters.append(s.to_json())
-                jsons.append((schemas[-1].to_json(), afters))
-                schemas.append(s)
+            schemas, jsons = _walk(self.base, evs)
             w = Worker(t, evs, schemas, jsons, rows_at=rows_at)
             if i in self.born:
                 w.pos = self.born[i]
@@ -296,15 +287,9 @@ class World:
         end = self._statement_end(w)
         j = next(p for p in range(w.pos + 1, end) if w.events[p] == [first])
         w.events = [*w.events[:w.pos], w.events[j], *w.events[w.pos:j], *w.events[j + 1:]]
-        w.schemas, w.jsons = list(w.schemas), list(w.jsons)
-        for p in range(w.pos, end):
-            s = w.schemas[p]
-            afters = []
-            for stmt in w.events[p]:
-                s = _apply_ddl(s, stmt)
-                afters.append(s.to_json())
-            w.jsons[p] = (w.schemas[p].to_json(), afters)
-            w.schemas[p + 1] = s
+        schemas, jsons = _walk(w.schemas[w.pos], w.events[w.pos:end])
+        w.schemas = [*w.schemas[:w.pos], *schemas, *w.schemas[end + 1:]]
+        w.jsons = [*w.jsons[:w.pos], *jsons, *w.jsons[end:]]
         self.log.append(f"{w.t}: {first} coordinated first")
 
     def worker_step(self, w: Worker) -> bool:
@@ -546,6 +531,21 @@ class World:
         if self.left is not None and self._departure_leftovers():
             return
         raise Violation("schema-differs", f"downstream {_cols(self.down)} != joined {_cols(self.final)}")
+
+
+def _walk(start: TableSchema, events: list[list[str]]) -> tuple[list[TableSchema], list[tuple[dict, list[dict]]]]:
+    """The schema at each position of ``events`` from ``start`` (one more than the events) and per
+    event its Info's before and afters (JSON)."""
+    schemas, jsons = [start], []
+    for ev in events:
+        s = schemas[-1]
+        afters = []
+        for stmt in ev:
+            s = _apply_ddl(s, stmt)
+            afters.append(s.to_json())
+        jsons.append((schemas[-1].to_json(), afters))
+        schemas.append(s)
+    return schemas, jsons
 
 
 _APPLIED: dict[tuple[int, str], tuple[TableSchema, object]] = {}

@@ -32,6 +32,30 @@ def _status(store, task, source):
     return store._get("status", store.keys.key("status", task, source))[0]
 
 
+def _down_columns(down) -> list[str]:
+    return [r[0] for r in down.execute(
+        "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=%s AND TABLE_NAME='orders' "
+        "ORDER BY ORDINAL_POSITION", (down.name,))]
+
+
+def _restart(spark, store, task, src, down, syncers):
+    """Stop the last syncer of ``syncers`` and start a new one from the checkpoints."""
+    syncer, stop = syncers[-1]
+    stop.set()
+    syncer.close()
+    syncer, _, stop = _build(spark, store, task, src, down)
+    syncers.append((syncer, stop))
+    return syncer
+
+
+def _unlock_exec_modify(store, task, master, syncer) -> None:
+    """``shard-ddl-lock unlock --action exec`` of the held MODIFY, then the held table's replay."""
+    info = next(i for i in store.list_infos(task.name).items if "MODIFY" in " ".join(i.ddls))
+    master.acting.answer(info, Stage.UNLOCKED, info.ddls)
+    wait_for(lambda: syncer._rewind.is_set(), what="rewind requested by the redirect waiter")
+    syncer.sync_until_caught_up()
+
+
 def test_staggered_add_column_conflict_unlock_skip_then_restart(spark, store, source1_db, source2_db,
                                                                 downstream_db, positions):
     p1, p2 = positions(source1_db, source2_db)
@@ -173,9 +197,7 @@ def test_a_multi_change_alter_is_coordinated_change_by_change_through_a_hold_and
         source1_db.execute("INSERT INTO orders_01 VALUES (3, 5000000000, 7, 8)")
         source1_db.execute("INSERT INTO orders_02 VALUES (103, 3)")
         syncer.sync_until_caught_up()
-        cols = [r[0] for r in downstream_db.execute(
-            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=%s AND TABLE_NAME='orders' "
-            "ORDER BY ORDINAL_POSITION", (downstream_db.name,))]
+        cols = _down_columns(downstream_db)
         assert cols == ["id", "v", "a"]                       # change 0 ran; change 2 not yet sent
         ids = {r[0] for r in downstream_db.execute("SELECT id FROM orders")}
         assert 103 in ids and 3 not in ids
@@ -184,18 +206,12 @@ def test_a_multi_change_alter_is_coordinated_change_by_change_through_a_hold_and
         assert len(sent) == 2 and "ADD COLUMN `a`" in sent[0] and "MODIFY" in sent[1]
 
         # a restart while held: the replay meets change 0 finished and waits on the MODIFY's Info
-        stop.set()
-        syncer.close()
-        syncer, _, stop = _build(spark, store, task, srcs["s1"], downstream_db)
-        syncers.append((syncer, stop))
+        syncer = _restart(spark, store, task, srcs["s1"], downstream_db, syncers)
         syncer.sync_until_caught_up()
         assert (source1_db.name, "orders_01") in syncer.held
         assert len(master.answered) == 2, [a[0].ddls for a in master.answered]
 
-        info = next(i for i in store.list_infos(task.name).items if "MODIFY" in " ".join(i.ddls))
-        master.acting.answer(info, Stage.UNLOCKED, info.ddls)   # shard-ddl-lock unlock --action exec
-        wait_for(lambda: syncer._rewind.is_set(), what="rewind requested by the redirect waiter")
-        syncer.sync_until_caught_up()
+        _unlock_exec_modify(store, task, master, syncer)
         assert not syncer.held
         sent = [" ".join(a[0].ddls) for a in master.answered]
         assert len(sent) == 3 and "ADD COLUMN `c`" in sent[2], sent
@@ -243,24 +259,16 @@ def test_a_later_change_the_lock_asks_for_first_runs_first_and_a_restart_keeps_t
         sent = [(" ".join(a[0].ddls), len(a[0].rest)) for a in master.answered]
         assert [(("RENAME COLUMN `a`" in d) + 2 * ("RENAME COLUMN `b`" in d) + 4 * ("MODIFY" in d), n)
                 for d, n in sent] == [(1, 2), (2, 2), (1, 1), (4, 0)], sent
-        cols = [r[0] for r in downstream_db.execute(
-            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=%s AND TABLE_NAME='orders' "
-            "ORDER BY ORDINAL_POSITION", (downstream_db.name,))]
+        cols = _down_columns(downstream_db)
         assert cols == ["id", "v", "a2", "b2"]                   # both renames ran, the MODIFY waits
 
         # a restart while held: both renames finished (in the lock's order), the MODIFY's Info again
-        stop.set()
-        syncer.close()
-        syncer, _, stop = _build(spark, store, task, srcs["s1"], downstream_db)
-        syncers.append((syncer, stop))
+        syncer = _restart(spark, store, task, srcs["s1"], downstream_db, syncers)
         syncer.sync_until_caught_up()
         assert (source1_db.name, "orders_01") in syncer.held
         assert len(master.answered) == 4, [a[0].ddls for a in master.answered]
 
-        info = next(i for i in store.list_infos(task.name).items if "MODIFY" in " ".join(i.ddls))
-        master.acting.answer(info, Stage.UNLOCKED, info.ddls)   # shard-ddl-lock unlock --action exec
-        wait_for(lambda: syncer._rewind.is_set(), what="rewind requested by the redirect waiter")
-        syncer.sync_until_caught_up()
+        _unlock_exec_modify(store, task, master, syncer)
         assert not syncer.held
         assert len(master.answered) == 4
         assert downstream_db.execute("SELECT id, v, a2, b2 FROM orders WHERE id = 3") == [(3, 5000000000, 7, 8)]
