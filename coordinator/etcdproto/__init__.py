@@ -29,6 +29,7 @@ from .info import Info
 from .leader import Fence, LeaderRecord
 from .operation import DoneMark, Operation, PutResult
 from .record import DroppedStage, Listing, Record, Stage
+from .remnant import Remnant
 from .schema_op import SchemaOp
 from .source import SourceRecord
 from .source_tables import SourceTables
@@ -42,7 +43,7 @@ __all__ = [
     "BadKey", "EtcdProtoError", "EtcdUnavailable", "Fenced", "GarbageRecord", "NotLeader",
     "OperationWaitTimeout", "RecordError", "StaleOperation", "UnknownVersion",
     "DEFAULT_PREFIX", "KINDS", "Keys", "LockKey", "TableRef", "lock_id", "parse_lock_id", "parse_table_ref", "quote_name",
-    "RECORD_TYPES", "DoneMark", "DroppedColumn", "DroppedStage", "Info", "LeaderRecord", "Operation", "Record",
+    "RECORD_TYPES", "DoneMark", "DroppedColumn", "DroppedStage", "Info", "LeaderRecord", "Operation", "Record", "Remnant",
     "SourceBinding", "SourceRecord", "SourceTables", "Stage", "SubtaskStatus", "TaskRecord",
     "WorkerRegistration", "MasterRegistration", "BinlogSkip", "SchemaOp", "binlog_pos_gtid", "parse_binlog_pos", "MAX_TXN_OPS", "Fence", "Listing", "PutResult", "RecordEvent", "Store",
 ]

@@ -37,6 +37,8 @@ KINDS: dict[str, tuple[str, ...]] = {
     # a worker's done mark of the table's Operation (operation.py: DoneMark)
     "done": ("task", "down_schema", "down_table", "source", "up_schema", "up_table"),
     "dropped-column": ("task", "down_schema", "down_table", "column", "source", "up_schema", "up_table"),
+    # the schema a table left a lock with, kept once the lock is removed (remnant.py)
+    "remnant": ("task", "down_schema", "down_table", "source", "up_schema", "up_table"),
     "status": ("task", "source"),
     # operator's `binlog skip` for one statement; ``position`` = "FILE:POS" of the statement's start
     "binlog-skip": ("task", "source", "position"),

@@ -67,19 +67,19 @@ class LockCleanupOps(_Base):
     # caller: master leader (master/locks.py at stop-task)
     def delete_task(self, fence: Fence, task: str, sources: Iterable[str] | None = None) -> int:
         """stop-task: delete the shard-DDL metadata (Infos, Operations, done marks, SourceTables,
-        dropped columns) of the task, or only of ``sources``.  Whole task: one transaction of range
+        dropped columns, remnants) of the task, or only of ``sources``.  Whole task: one transaction of range
         deletes.  Some sources: per-key deletes in chunks (idempotent; re-run on failure).
         Task config, status and bindings are separate records (``delete_task_config``)."""
         if sources is None:
             ops = []
-            for kind in ("info", "operation", "done", "source-tables", "dropped-column"):
+            for kind in ("info", "operation", "done", "source-tables", "dropped-column", "remnant"):
                 p = self.keys.key(kind, task)
                 ops.append(T.Delete(p, eu.prefix_range_end(eu.to_bytes(p))))
             _, rev, _ = self._fenced(fence, f"deleting metadata of task {task}", [], ops)
             return rev
         srcs = set(sources)
         ops = [T.Delete(self.keys.key("source-tables", task, s)) for s in srcs]
-        for kind in ("info", "operation", "done", "dropped-column"):
+        for kind in ("info", "operation", "done", "dropped-column", "remnant"):
             resp = self._call("listing", self.client.get_prefix_response, self.keys.key(kind, task), keys_only=True)
             for kv in resp.kvs:
                 try:

@@ -38,6 +38,7 @@ from .leader import Fence, LeaderOps, LeaderRecord
 from .lock_cleanup import LockCleanupOps
 from .operation import DoneMark, Operation, OperationOps
 from .record import MAX_TXN_OPS, R, Listing, Record
+from .remnant import Remnant, RemnantOps
 from .schema_op import SchemaOp, SchemaOpOps
 from .source import SourceOps, SourceRecord
 from .source_tables import SourceTables, SourceTablesOps
@@ -51,7 +52,7 @@ _T = TypeVar("_T")
 
 RECORD_TYPES: dict[str, type[Record]] = {c.KIND: c for c in (
     Info, Operation, DoneMark, SourceTables, DroppedColumn, LeaderRecord, SourceRecord, TaskRecord,
-    WorkerRegistration, MasterRegistration, SourceBinding, SubtaskStatus, BinlogSkip, SchemaOp)}
+    WorkerRegistration, MasterRegistration, SourceBinding, SubtaskStatus, BinlogSkip, SchemaOp, Remnant)}
 
 
 @dataclass
@@ -73,7 +74,7 @@ _KEYED_KINDS = frozenset(("info", "operation", "source-tables", "status", "sourc
 
 
 # kinds whose records store no identity: it is filled from the key's components
-_IDENTITY_FROM_KEY = frozenset(("dropped-column", "done"))
+_IDENTITY_FROM_KEY = frozenset(("dropped-column", "done", "remnant"))
 
 _META_NAMES: dict[type, frozenset[str]] = {}
 
@@ -123,7 +124,7 @@ class StoreCore(Protocol):
     def list_dropped_columns(self, lock: LockKey | None = None) -> Listing[DroppedColumn]: ...
 
 
-class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps, LockCleanupOps,
+class Store(LeaderOps, InfoOps, OperationOps, SourceTablesOps, DroppedColumnOps, RemnantOps, LockCleanupOps,
             SourceOps, TaskOps, WorkerOps, MasterOps, BindingOps, StatusOps, BinlogSkipOps, SchemaOpOps):
     """All shardmerge records under ``prefix`` in one etcd (see docs/etcd-layout.md)."""
 

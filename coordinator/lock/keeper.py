@@ -12,9 +12,9 @@ through ``coordinator.etcdproto.Store`` with its fence, then — only after a su
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
-from coordinator.etcdproto import (DoneMark, DroppedColumn, DroppedStage, Info, LockKey, Operation, RecordError,
+from coordinator.etcdproto import (DoneMark, DroppedColumn, DroppedStage, Info, LockKey, Operation, RecordError, Remnant,
                                    SourceTables, Stage, TableRef, parse_lock_id, parse_table_ref)
 from coordinator.schema import SchemaError, TableSchema
 
@@ -50,6 +50,17 @@ class LockChange:
         return ([self.operation] if self.operation is not None else []) + self.others
 
 
+@dataclass(frozen=True)
+class Left:
+    """What a table that left one of a target's locks left downstream (its ``Remnant`` record):
+    its schema, and the columns it dropped whose DROP never ran there."""
+    schema: TableSchema
+    dropped: tuple[str, ...] = ()
+
+    def key(self) -> tuple:
+        return self.schema.lattice_key(), self.dropped
+
+
 class LockKeeper:
     """All locks, keyed by ``LockKey``.  ``schema_source(lock, table)`` returns the starting
     schema of a table joining a lock (the master reads the worker's checkpoint); ``None`` falls
@@ -62,6 +73,9 @@ class LockKeeper:
         self._preload: dict[LockKey, list[DroppedColumn]] = {}
         self._targets: dict[LockKey, list[TableRef]] = {}
         self._members_current: set[LockKey] = set()
+        # per target, the remnants etcd holds (``Remnant``: tables that left an earlier lock); a new
+        # lock of the target starts with them as its departed tables
+        self._remnants: dict[LockKey, dict[TableRef, Left]] = {}
         # during a rebuild: tables with a stored Info (their record says what they ran, so they are
         # never taken for tables that joined ahead of the lock)
         self._with_info: set[tuple[LockKey, TableRef]] = set()
@@ -88,9 +102,34 @@ class LockKeeper:
         return list(self._locks)
 
     def drop_lock(self, key: LockKey) -> None:
-        """Forget a lock (after its records were removed from etcd)."""
+        """Forget a lock (after its records were removed from etcd, and its remnants written:
+        ``remnant_writes``, kept for the target's next lock)."""
         self._locks.pop(key, None)
         self._members_current.discard(key)
+
+    def remnant_writes(self, key: LockKey) -> tuple[list[Remnant], list[TableRef]]:
+        """What the caller writes before removing lock ``key`` (``Store.put_remnants``): the
+        remnant of each table that left it and the stored remnants of tables that are members
+        again.  From then on they are the target's stored remnants (a removal deferred by a newer
+        Info leaves them written: the tables did leave)."""
+        lock = self._locks.get(key)
+        if lock is None:
+            return [], []
+        stored = self._remnants.get(key, {})
+        now = {t: Left(s, tuple(sorted(c for c, per in lock.dropped_columns.items() if t in per)))
+               for t, s in lock.departed.items()}
+        puts = [Remnant.of(key, t, x.schema.to_json(), x.dropped) for t, x in now.items()
+                if t not in stored or stored[t].key() != x.key()]
+        deletes = [t for t in stored if t not in now]
+        if now:
+            self._remnants[key] = now
+        else:
+            self._remnants.pop(key, None)
+        return puts, deletes
+
+    def remnants(self, key: LockKey) -> Mapping[TableRef, Left]:
+        """The stored remnants of target ``key`` (tables that left one of its locks)."""
+        return self._remnants.get(key, {})
 
     # ------------------------------------------------------------------ source tables
     def update_source_tables(self, st: SourceTables, deleted: bool = False) -> list[LockChange]:
@@ -225,6 +264,10 @@ class LockKeeper:
             lock = Lock(key, init)
             for dc in self._preload.pop(key, []):
                 lock.preload_dropped(dc.column, TableRef(dc.source, dc.up_schema, dc.up_table), DroppedStage(dc.stage))
+            for t, left in self._remnants.get(key, {}).items():
+                lock.note_departed(t, left.schema)
+                for col in left.dropped:
+                    lock.preload_dropped(col, t, DroppedStage.PARTIAL)
             self._locks[key] = lock
         return lock
 
@@ -429,6 +472,7 @@ class LockKeeper:
     @classmethod
     def rebuild(cls, infos: Iterable[Info], operations: Iterable[Operation],
                 source_tables: Iterable[SourceTables], dropped_columns: Iterable[DroppedColumn],
-                bad: Iterable[RecordError] = (), schema_source: SchemaSource | None = None) -> Rebuilt:
+                bad: Iterable[RecordError] = (), schema_source: SchemaSource | None = None,
+                remnants: Iterable[Remnant] = ()) -> Rebuilt:
         """All locks from etcd listings (``coordinator.lock.rebuild``)."""
-        return rebuild(cls, infos, operations, source_tables, dropped_columns, bad, schema_source)
+        return rebuild(cls, infos, operations, source_tables, dropped_columns, bad, schema_source, remnants)

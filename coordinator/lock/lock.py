@@ -128,7 +128,21 @@ class Lock(LockState):
                 continue
             if cmp(join2(prev, t) or t, post) in (0, 1):
                 return True
-        return False
+        return self._left_behind(prev, post) is not None
+
+    def _left_behind(self, prev: TableSchema, post: TableSchema) -> TableRef | None:
+        """A table that left the lock had already added, by ordinary statements that ran
+        downstream, every column this rename brings (or redefined it so): the downstream has
+        them, so the rename cannot run there.  It need not have dropped the old column first
+        (a member must, to count: until then the others' rename is simply agreed later)."""
+        came = change_sig(prev, post)[1]
+        if not came or not change_sig(prev, post)[0]:
+            return None
+        for t, s in sorted(self._departed.items(), key=lambda x: str(x[0])):
+            if all((c := s.column(k)) is not None and (prev.column(k) is None or c.lattice_key() == v)
+                   for k, v in came):
+                return t
+        return None
 
     def resolve(self, caller: TableRef | None, executed: bool = False) -> None:
         """All pending conflicting DDLs agree and every table reached the new shape: accept them.
@@ -304,6 +318,37 @@ class Lock(LockState):
         if order >= 0:
             drops = [_col(prev, x).name for x in sorted(prev_cols - post_cols)]
         return None, drops
+
+    def _onto_left_behind(self, m: Member, sql: str, prev: TableSchema, post: TableSchema) -> tuple[str | None, str]:
+        """An ADD COLUMN, run downstream, of a column no member has but a table that left the
+        lock added by ordinary statements (so the downstream has it, with that table's
+        definition): wider here, the MODIFY that widens it (the ADD would fail as a duplicate and
+        keep the narrower type); the same or narrower, the ADD as it is (a duplicate, ignored);
+        incompatible, refused as DM refuses two definitions of one column.  Returns (error or
+        None, the statement to run)."""
+        if not self._departed:
+            return None, sql
+        added = post.column_keys() - prev.column_keys()
+        if len(added) != 1 or not prev.column_keys() <= post.column_keys():
+            return None, sql
+        [k] = added
+        mine = _col(post, k)
+        theirs = [(t, c) for t, s in sorted(self._departed.items(), key=lambda x: str(x[0]))
+                  if (c := s.column(k)) is not None]
+        if not theirs or any(x.column(k) is not None for x in self._normal.distinct_except(m.schema)):
+            return None, sql        # a member has it: its own ADD settled the downstream column
+        widen = False
+        for t, c in theirs:
+            order = cmp(TableSchema((c,)), TableSchema((mine,)))
+            if order is None:
+                return (f"ADD COLUMN `{mine.name}` as {mine.type.sql()} but {t}, which left the lock, added it "
+                        f"downstream as {c.type.sql()}; downstream keeps that definition (make the definitions "
+                        "equal upstream, or change the downstream column by hand and skip this DDL)"), sql
+            widen = widen or order < 0
+        if not widen:
+            return None, sql
+        return None, (f"ALTER TABLE {quote_ident(self.key.down_schema)}.{quote_ident(self.key.down_table)} "
+                      f"MODIFY COLUMN {render_column(mine)}")
 
     # ------------------------------------------------------------------ one Info
     def receive(self, m: Member, info: Info) -> bool:
@@ -525,6 +570,8 @@ class Lock(LockState):
                     msg = f"there will be conflicts if DDLs {sql} are applied to the downstream: {msg}"
                 break
             err, drops = self._check_add_drop(m, prev, post, dropped_here, sql)
+            if err is None and r.changed:
+                err, sql = self._onto_left_behind(m, sql, prev, post)
             if err:
                 stage, msg = Stage.ERROR, err
                 break
@@ -751,7 +798,8 @@ class Lock(LockState):
         narrows the downstream below another table (a DROP of a column another still has, a
         narrowing MODIFY) is left out -- the table that drops it last runs it -- and an ADD of a
         column the downstream already has becomes the MODIFY that gives it the joined definition
-        (an ADD would fail as a duplicate and keep the narrower type).  A conflicting change
+        (an ADD would fail as a duplicate and keep the narrower type), also when a table that
+        left the lock added it (``_onto_left_behind``).  A conflicting change
         (rename, retype) runs as written: that is the exit's point."""
         if a.before is None or len(a.afters) != len(a.info.ddls):
             return list(a.info.ddls)
@@ -767,7 +815,12 @@ class Lock(LockState):
             elif now is None or order is None:
                 out.append(sql)
             else:
-                out.extend(self._exec_widening(sql, post, now, before_join))
+                run = self._exec_widening(sql, post, now, before_join)
+                if run == [sql]:
+                    # onto a column a departed table left downstream: widened, not added twice
+                    _, sql = self._onto_left_behind(m, sql, prev, post)
+                    run = [sql]
+                out.extend(run)
             prev = post
         return out
 

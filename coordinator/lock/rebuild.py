@@ -9,8 +9,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
-from coordinator.etcdproto import (DroppedColumn, DroppedStage, Info, LockKey, Operation, RecordError, SourceTables,
-                                   Stage, TableRef)
+from coordinator.etcdproto import (DroppedColumn, DroppedStage, Info, LockKey, Operation, RecordError, Remnant,
+                                   SourceTables, Stage, TableRef)
 from coordinator.schema import SchemaError, TableSchema
 
 from .lock import Effects
@@ -36,13 +36,16 @@ class Rebuilt:
 
 def rebuild(cls: type[LockKeeper], infos: Iterable[Info], operations: Iterable[Operation],
             source_tables: Iterable[SourceTables], dropped_columns: Iterable[DroppedColumn],
-            bad: Iterable[RecordError] = (), schema_source: SchemaSource | None = None) -> Rebuilt:
+            bad: Iterable[RecordError] = (), schema_source: SchemaSource | None = None,
+            remnants: Iterable[Remnant] = ()) -> Rebuilt:
     """Rebuild all locks from etcd listings (master start, docs/lock-algorithm.md).  A table whose
     stored Operation answers its current Info gets that answer back (``_restore``: the
     resolution and its runner are persisted, never re-decided); the other Infos are then
     decided in revision order; done Operations restore done flags; operator unlocks are
-    re-applied.
+    re-applied.  A lock created here starts with its target's remnants (tables that left an
+    earlier lock), as the live keeper's does.
     Never raises for bad data: the affected lock is marked ``error`` with the reason (dm#1185)."""
+    from .keeper import Left
     k = cls(schema_source)
     errors: list[str] = []
     for st in source_tables:
@@ -52,6 +55,12 @@ def rebuild(cls: type[LockKeeper], infos: Iterable[Info], operations: Iterable[O
         lk = LockKey(dc.task, dc.down_schema, dc.down_table)
         k._preload.setdefault(lk, []).append(dc)
         persisted[(lk, dc.column.lower(), TableRef(dc.source, dc.up_schema, dc.up_table))] = DroppedStage(dc.stage)
+    for rem in remnants:
+        try:
+            k._remnants.setdefault(rem.lock, {})[rem.table] = Left(TableSchema.from_json(rem.schema),
+                                                                     tuple(sorted(c.lower() for c in rem.dropped)))
+        except (KeyError, TypeError, ValueError, SchemaError) as e:
+            errors.append(f"{rem.lock.id}: the remnant of {rem.table} is unreadable: {e}")
     known_sources = set(k._source_tables)
     ops: dict[tuple[LockKey, TableRef], Operation] = {}
     for o in operations:

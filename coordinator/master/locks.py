@@ -59,16 +59,16 @@ class Locks:
             self.batch.flush()
 
     # ------------------------------------------------------------------ rebuild
-    def rebuild(self, sts: Listing, infos: Listing, ops: Listing, dcs: Listing) -> dict:
+    def rebuild(self, sts: Listing, infos: Listing, ops: Listing, dcs: Listing, rems: Listing | None = None) -> dict:
         """Replay etcd into a fresh keeper and re-persist what the replay decided.  Stored
         Operations that already carry the same answer are left alone, so a restarted master
         writes no duplicate Operation and a done one is never re-issued (docs/lock-algorithm.md, rebuild)."""
-        bad = [*sts.bad, *infos.bad, *ops.bad, *dcs.bad]
+        bad = [*sts.bad, *infos.bad, *ops.bad, *dcs.bad, *(rems.bad if rems is not None else [])]
         for e in bad:
             metrics.BAD_RECORDS.inc()
             self.log.error("unreadable record; its lock is marked error", etcd_key=e.etcd_key, error=e.message)
         r = LockKeeper.rebuild(infos.items, ops.items, sts.items, dcs.items, bad=bad,
-                               schema_source=self.schema_source)
+                               schema_source=self.schema_source, remnants=rems.items if rems is not None else ())
         self.keeper = r.keeper
         for err in r.errors:
             self.log.error("rebuild problem", error=err)
@@ -179,12 +179,22 @@ class Locks:
             self.store.delete_dropped_column(self.fence, lk, col)
 
     def _remove(self, lk: LockKey, handled_revision: int) -> int:
+        self._write_remnants(lk)
         if self.store.remove_lock(self.fence, lk, handled_revision):
             self.keeper.drop_lock(lk)
             self.log.info("lock resolved and removed", lock_id=lk.id)
             return 1
         self.log.info("lock removal deferred: a newer Info arrived", lock_id=lk.id)
         return 0
+
+    def _write_remnants(self, lk: LockKey) -> None:
+        """Before a lock's records go: the tables that left it stay known to the target's next
+        lock (``Remnant``)."""
+        puts, deletes = self.keeper.remnant_writes(lk)
+        if puts or deletes:
+            self.store.put_remnants(self.fence, lk, puts, deletes)
+            self.log.info("remnants recorded", lock_id=lk.id, tables=sorted(str(r.table) for r in puts),
+                          forgotten=sorted(str(t) for t in deletes))
 
     # ------------------------------------------------------------------ views and operator exits
     def states(self) -> list[str]:
@@ -248,6 +258,7 @@ class Locks:
         checked = "schema check skipped (--no-check)"
         if not no_check:
             checked = self._check_downstream(lock, lock_id, exp)
+        self._write_remnants(lock)
         if not self.store.remove_lock(self.fence, lock, _ALL):
             raise RequestError(f"lock {lock_id} was not removed: etcd refused the delete; retry", lock_id=lock_id)
         view = self.keeper.force_remove(lock)

@@ -195,7 +195,8 @@ class Optimist:
         infos = self.store.list_infos()
         ops = self.store.list_operations()
         dcs = self.store.list_dropped_columns()
-        stats = engine.rebuild(sts, infos, ops, dcs)
+        rems = self.store.list_remnants()
+        stats = engine.rebuild(sts, infos, ops, dcs, rems)
         metrics.REBUILDS.inc()
 
         def forward(ev) -> None:

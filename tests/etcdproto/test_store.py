@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from coordinator.etcdproto import (Fenced, GarbageRecord, Info, LockKey, Operation, SourceTables, Stage,
+from coordinator.etcdproto import (Fenced, GarbageRecord, Info, LockKey, Operation, Remnant, SourceTables, Stage,
                                    StaleOperation, Store, TableRef, UnknownVersion, DroppedStage,
                                    OperationWaitTimeout)
 
@@ -213,6 +213,29 @@ def test_lock_removal_refused_when_newer_info_exists(store, fence, etcd_client):
     assert store.list_operations(LOCK.task).items == []
     assert store.list_dropped_columns(LOCK).items == []
     assert etcd_client.get_prefix_response(store.keys.lock_prefix("done", LOCK)).kvs == []
+
+
+def test_remnants_outlive_their_lock_and_go_with_the_task(store, fence):
+    """What a departed table left downstream is kept past the lock's removal (the target's next
+    lock starts with it) and deleted with the task (whole, or its source's tables)."""
+    ia = _info(A)
+    ra = store.put_info(ia)
+    store.put_operation(fence, _op(ia, ra))
+    schema = {"columns": [{"name": "c2"}]}
+    store.put_remnants(fence, LOCK, [Remnant.of(LOCK, B, schema, ["c1"]), Remnant.of(LOCK, C, schema)])
+    assert store.remove_lock(fence, LOCK, ra) is True
+    assert store.list_infos(LOCK.task).items == []
+    rems = store.list_remnants().items
+    assert sorted((str(r.lock.id), str(r.table)) for r in rems) == sorted((LOCK.id, str(t)) for t in (B, C))
+    assert all(r.schema == schema for r in rems)
+    assert {str(r.table): r.dropped for r in rems} == {str(B): ["c1"], str(C): []}
+    store.put_remnants(fence, LOCK, {}, [C])                 # C is a member again
+    assert [r.table for r in store.list_remnants().items] == [B]
+    store.put_remnants(fence, LOCK, [Remnant.of(LOCK, C, schema)])
+    store.delete_task(fence, LOCK.task, sources=["s2"])        # B's source
+    assert [r.table for r in store.list_remnants().items] == [C]
+    store.delete_task(fence, LOCK.task)
+    assert store.list_remnants().items == []
 
 
 def test_garbage_and_unknown_version_name_the_key(store, etcd_client):

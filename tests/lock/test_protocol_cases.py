@@ -4,7 +4,7 @@ engine did before (docs/lock-algorithm.md, "Invariants").  Each of these failed 
 before the fix it names."""
 from __future__ import annotations
 
-from coordinator.etcdproto import DroppedColumn, DroppedStage, Info, SourceTables, Stage
+from coordinator.etcdproto import DroppedColumn, DroppedStage, Info, SourceTables, Stage, TableRef
 from coordinator.lock import LockKeeper
 from coordinator.schema.ddl import apply_ddl
 
@@ -497,3 +497,74 @@ def test_a_rebuilt_master_still_knows_the_type_a_widened_column_was_added_as():
     rb = _rebuild(h)
     out = rb.keeper.handle_info(h.make_info("B", "ALTER TABLE t ADD COLUMN w INT"))
     assert out.operation.stage is Stage.NONE, out.operation.message
+
+
+# ---------------------------------------------------------------------------- what a departed table left
+def _lock_removed(h: Harness, gone: str) -> list:
+    """The master's removal of a resolved lock whose table ``gone`` left (dropped upstream): the
+    remnants written first, then the lock forgotten; ``gone`` is no longer in its SourceTables.
+    Returns the Remnant records etcd then holds."""
+    assert h.lock.is_resolved()
+    puts, deletes = h.k.remnant_writes(LOCK)
+    assert [r.table for r in puts] == [h.refs[gone]] and deletes == []
+    h.k.drop_lock(LOCK)
+    del h.refs[gone]
+    h.publish_source_tables()
+    return puts
+
+
+def test_what_a_departed_table_left_downstream_is_known_to_the_target_s_next_lock():
+    """C adds c2 (it runs downstream) and leaves, before or after dropping c1 (a drop that did not
+    run: A and B have c1); its lock resolves and is removed.  A and B then rename c1 to c2: the
+    downstream already has C's c2, so the rename cannot run there -- detected (values cannot be
+    carried), with the exits that names; once the last table skips, no member has c1 and C's drop
+    completes.  Before, the next lock knew nothing of C: both renames were agreed and the
+    runner's failed with a duplicate column (and, had it not, c1 stayed downstream for good).  A
+    rebuild from etcd (the remnant records) decides the same."""
+    for first in ((), ("ALTER TABLE t DROP COLUMN c1",)):
+        h = Harness(T, tables=("A", "B", "C"))
+        for stmt in first:
+            assert ddls(h.send("C", stmt)) == []
+        assert ddls(h.send("C", "ALTER TABLE t ADD COLUMN c2 INT")) == ["ALTER TABLE t ADD COLUMN c2 INT"]
+        h.k.remove_table(LOCK.id, h.refs["C"])
+        remnants = _lock_removed(h, "C")
+        assert [r.dropped for r in remnants] == [["c1"] if first else []]
+        for n in ("A", "B"):
+            out = h.send(n, RENAME, done=False)
+            assert out.operation.stage is Stage.DETECTED, n
+            assert "values cannot be carried" in out.operation.message, out.operation.message
+        rb = LockKeeper.rebuild([h.infos["A"], h.infos["B"]], [h.last["A"], h.last["B"]], _source_tables(h), [],
+                                remnants=remnants)
+        again = rb.keeper.find(LOCK)
+        assert set(again.departed) == {TableRef("s1", "db", "c")}
+        assert [again.members[h.refs[n]].answer.stage for n in ("A", "B")] == [Stage.DETECTED] * 2
+        assert ddls(h.unlock("A", "skip")) == []                 # B still has c1
+        assert ddls(h.unlock("B", "skip")) == (["ALTER TABLE `db`.`t` DROP COLUMN `c1`"] if first else [])
+
+
+def test_an_add_of_a_column_a_departed_table_left_narrower_widens_it():
+    """C adds c9 SMALLINT (it runs downstream) and leaves.  A later ADD c9 INT would be a duplicate
+    column downstream, ignored, and INT values would then be truncated into the SMALLINT: it runs
+    as the MODIFY that widens the column.  The same definition runs as written (a duplicate,
+    ignored); an incompatible one is refused, naming the table that left.  The operator's
+    ``exec`` of an ADD refused while C was a member widens the column too.  Before, both ran
+    the ADD and the column stayed SMALLINT (found by tests/sim)."""
+    widen = "ALTER TABLE `db`.`t` MODIFY COLUMN `c9` int(11) DEFAULT NULL"
+    h = Harness(T, tables=("A", "B", "C", "D"))
+    assert ddls(h.send("C", "ALTER TABLE t ADD COLUMN c9 SMALLINT")) == ["ALTER TABLE t ADD COLUMN c9 SMALLINT"]
+    refused = h.send("D", "ALTER TABLE t ADD COLUMN c9 INT", done=False)
+    assert refused.operation.stage is Stage.ERROR          # DM's rule while C is a member
+    h.k.remove_table(LOCK.id, h.refs["C"])
+    assert ddls(h.unlock("D", "exec")) == [widen]
+    h = Harness(T, tables=("A", "B", "C"))
+    h.send("C", "ALTER TABLE t ADD COLUMN c9 SMALLINT")
+    h.k.remove_table(LOCK.id, h.refs["C"])
+    _lock_removed(h, "C")
+    assert ddls(h.send("A", "ALTER TABLE t ADD COLUMN c9 INT")) == [widen]
+    assert ddls(h.send("B", "ALTER TABLE t ADD COLUMN c9 INT")) == ["ALTER TABLE t ADD COLUMN c9 INT"]
+    h = Harness(T, tables=("A", "B", "C"))
+    h.send("C", "ALTER TABLE t ADD COLUMN c9 SMALLINT")
+    h.k.remove_table(LOCK.id, h.refs["C"])
+    out = h.send("B", "ALTER TABLE t ADD COLUMN c9 VARCHAR(5)", done=False)
+    assert out.operation.stage is Stage.ERROR and "which left the lock" in out.operation.message
+    assert ddls(h.send("A", "ALTER TABLE t ADD COLUMN c9 TINYINT")) == ["ALTER TABLE t ADD COLUMN c9 TINYINT"]

@@ -194,6 +194,8 @@ def test_manual_exits_remove_table_force_remove_and_stop_task(leader, store, cap
     assert rc == 0, doc
     assert store.get_info(LOCK, B) is None
     wait_for(lambda: not store.list_infos("t1").items, what="lock resolved after remove-table")
+    # what B left downstream outlives the lock: the target's next lock starts with it
+    assert [r.table for r in store.list_remnants().items] == [B]
 
     # a new lock, force-removed as a whole
     _, rc2 = send(store, A, "ALTER TABLE `shop`.`orders` ADD COLUMN `e` INT")
@@ -213,6 +215,7 @@ def test_manual_exits_remove_table_force_remove_and_stop_task(leader, store, cap
     rc, doc, _ = run_cli(capsys, leader, "stop-task", "t1")
     assert rc == 0 and "leftover shard DDL metadata (1 lock(s))" in doc["msg"], doc
     assert store.list_infos("t1").items == [] and store.list_source_tables("t1").items == []
+    assert store.list_remnants().items == []
 
 
 def test_bad_record_marks_lock_error_and_master_stays_up(masters, store, etcd_client, capsys):

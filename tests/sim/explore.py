@@ -15,7 +15,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from .run import _ordinary_rename, apply
+from .run import apply
 from .store import Violation
 from .world import LOCK, World
 
@@ -140,7 +140,7 @@ def _enabled(world: World, action: str) -> bool:
     kind, _, idx = action.rpartition("-w")
     w = world.workers[int(idx)]
     if kind == "leave":
-        return not w.gone and not _ordinary_rename(w.events)    # the known limit run.py leaves out
+        return not w.gone
     if kind == "skip":
         return world.can_skip(w)
     if kind == "watch":

@@ -3,7 +3,6 @@ failing trace to a minimal replay."""
 from __future__ import annotations
 
 import random
-import re
 from dataclasses import dataclass, field
 
 from . import grammar, scripts
@@ -86,22 +85,6 @@ def apply(world: World, action: str) -> bool:
     return world.worker_step(w)
 
 
-def _may_leave(world: World, i: int) -> bool:
-    """The departure fault, except for a table that reaches another table's rename by ordinary
-    statements (ADD the new column, DROP the old): the lock forgets what a departed table did
-    downstream, so the others' rename then meets its column (known limit, docs/lock-algorithm.md)."""
-    return not _ordinary_rename(world.workers[i].events)
-
-
-def _ordinary_rename(events: list[list[str]]) -> bool:
-    stmts = [s.upper() for ev in events for s in ev]
-    return any(" ADD COLUMN B2 " in s + " " or _RENAME_TARGET_ADDED.search(s) for s in stmts)
-
-
-# the grammar's rename targets are named `<column>_rn` (tests/sim/grammar.py)
-_RENAME_TARGET_ADDED = re.compile(r" ADD (?:COLUMN )?\w+_RN\b")
-
-
 def state_key(world: World) -> tuple:
     """What distinguishes two states of the protocol (for counting the distinct states covered)."""
     lock = world.keeper.find(LOCK)
@@ -158,8 +141,8 @@ def run_seed(seed: int, cfg: Config, trace: list[str] | None = None, collect: bo
                     a, mc = "crash-m", mc - 1
                 elif r < 0.6 and wc:
                     a, wc = f"crash-w{rng.randrange(n)}", wc - 1
-                elif r < 0.7 and dc and _may_leave(world, i := rng.randrange(n)):
-                    a, dc = f"leave-w{i}", dc - 1
+                elif r < 0.7 and dc:
+                    a, dc = f"leave-w{rng.randrange(n)}", dc - 1
                 else:
                     a = f"watch-w{rng.randrange(n)}"
                 _act(world, out, a)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from coordinator.etcdproto import (DoneMark, DroppedColumn, DroppedStage, Info, LockKey, Operation, SourceTables,
-                                   TableRef)
+from coordinator.etcdproto import (DoneMark, DroppedColumn, DroppedStage, Info, LockKey, Operation, Remnant,
+                                   SourceTables, TableRef)
 
 
 class Violation(Exception):
@@ -34,6 +34,7 @@ class SimStore:
         self.unran: set[tuple[LockKey, TableRef, int]] = set()     # done marks with ran=False (binlog skip)
         self.dropped: dict[tuple[LockKey, str, TableRef], DroppedStage] = {}
         self.dropped_rev: dict[tuple[LockKey, str, TableRef], int] = {}   # each record's mod revision
+        self.remnants: dict[tuple[LockKey, TableRef], Remnant] = {}   # tables that left a removed lock
         self.events: list[tuple[str, object]] = []                # the master's watch, in order
 
     def fork(self, consumed: int) -> "SimStore":
@@ -45,6 +46,7 @@ class SimStore:
         new.infos, new.ops, new.marks = dict(self.infos), dict(self.ops), dict(self.marks)
         new.unran = set(self.unran)
         new.dropped, new.dropped_rev = dict(self.dropped), dict(self.dropped_rev)
+        new.remnants = dict(self.remnants)
         new.events = self.events[consumed:]
         return new
 
@@ -137,6 +139,13 @@ class SimStore:
         self._next()
         return True
 
+    def put_remnants(self, lock: LockKey, puts: list[Remnant], deletes: list[TableRef]) -> None:
+        for r in puts:
+            self.remnants[(lock, r.table)] = r
+        for t in deletes:
+            self.remnants.pop((lock, t), None)
+        self._next()
+
     def depart_table(self, lock: LockKey, t: TableRef, schema: dict | None) -> None:
         """As the real store's: the Operation and done mark go, the Info becomes the departed
         one (the master's watch sees it, as etcd's would)."""
@@ -154,6 +163,9 @@ class SimStore:
         for d in (self.infos, self.ops, self.marks):
             d.pop((lock, t), None)
         self._next()
+
+    def remnant_listing(self) -> list[Remnant]:
+        return list(self.remnants.values())
 
     def listing(self) -> tuple[list[Info], list[Operation], list[DroppedColumn]]:
         ops = [self.get_operation(*k) for k in self.ops]

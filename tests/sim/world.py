@@ -200,8 +200,13 @@ class World:
         for t in out.removed_tables:
             self.store.depart_table(out.lock, t, out.departed.get(t))
         if out.lock is not None and (out.resolved or out.empty):
-            if self.store.remove_lock(out.lock, out.handled_revision):
-                self.keeper.drop_lock(out.lock)
+            self._remove_lock(out.lock, out.handled_revision)
+
+    def _remove_lock(self, lk: LockKey, handled_revision: int) -> None:
+        """As the master's: the remnants first, then the lock's records, then the lock."""
+        self.store.put_remnants(lk, *self.keeper.remnant_writes(lk))
+        if self.store.remove_lock(lk, handled_revision):
+            self.keeper.drop_lock(lk)
 
     def master_step(self) -> bool:
         if self.cursor >= len(self.store.events):
@@ -225,7 +230,8 @@ class World:
         live = _lock_signature(self.keeper) if self.cursor >= len(self.store.events) else None
         infos, ops, dcs = self.store.listing()
         listed = len(self.store.events)       # the new leader watches from the listing on, its own writes included
-        r = LockKeeper.rebuild(infos, ops, self._source_tables(), dcs, schema_source=self._checkpoint_schema)
+        r = LockKeeper.rebuild(infos, ops, self._source_tables(), dcs, schema_source=self._checkpoint_schema,
+                               remnants=self.store.remnant_listing())
         if live is not None and self.check_rebuild:
             rebuilt = _lock_signature(r.keeper)
             if rebuilt != live:
@@ -245,8 +251,7 @@ class World:
             self.store.depart_table(lk, t, r.keeper.departed_json(lk, t))
         for lk in r.resolved:
             lock = self.keeper.find(lk)
-            if self.store.remove_lock(lk, lock.handled_revision if lock else 0):
-                self.keeper.drop_lock(lk)
+            self._remove_lock(lk, lock.handled_revision if lock else 0)
         self.cursor = listed
 
     def operator_unlock(self) -> bool:
@@ -591,9 +596,10 @@ def _lock_signature(keeper) -> tuple:
     """What a lock would answer from: per member its schema, its pending conflict and its
     current answer (stage and statements)."""
     lock = keeper.find(LOCK)
+    kept = tuple(sorted((f"remnant {t}", x.key()) for t, x in keeper.remnants(LOCK).items()))
     if lock is None:
-        return ()
-    return tuple(sorted((str(t), m.schema.lattice_key(), m.conflict.lattice_key() if m.conflict is not None else None,
+        return kept
+    return kept + tuple(sorted((str(t), m.schema.lattice_key(), m.conflict.lattice_key() if m.conflict is not None else None,
                          m.answer.stage.value if m.answer else "", tuple(m.answer.ddls) if m.answer else ())
                         for t, m in lock.members.items())) + tuple(
         sorted((f"departed {t}", s.lattice_key()) for t, s in lock.departed.items()))
