@@ -55,6 +55,17 @@ class Info(TableRecord):
     # row sits between them and this one, so the lock may ask for one of them first
     # (``Operation.first``) when other tables are held on it
     rest: list[str] = field(default_factory=list)
+    # a held table's later changes its worker has read past (the changes of the statements after
+    # this one, routed like ``ddls``; rows sit between statements): the worker re-puts its Info
+    # as it reads them, and the lock may ask the table to coordinate some of them together with
+    # this one (``Operation.combine``) when other tables make the same changes in another order
+    ahead: list[str] = field(default_factory=list)
+    # the worker reads past this table while it is held and sends ``ahead``, and follows
+    # ``Operation.combine``; the lock asks only such tables to combine changes
+    reads_ahead: bool = False
+    # this Info repeats the table's Info of that revision with more ``ahead`` (the worker read
+    # further while held): the same DDL, so its answer stands, live and at a rebuild
+    extends: int = 0
     revision: int = _meta()
     version: int = _meta()
 

@@ -8,12 +8,13 @@ worker watching its Operations never receives its own done marks (a 4,096-table 
 such echoes before).  Readers see the same thing as before: ``Operation.done`` is true when
 the table's done mark names the Operation's current mod revision, so any rewrite of the
 Operation (a new answer) is not done, as with DM's in-place flag."""
+import dataclasses
 import queue
 import threading
 import time
 import typing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import etcd3
 from etcd3 import transactions as T
@@ -61,6 +62,14 @@ class Operation(TableRecord):
     # on a ``skip-and-wait`` answering a change whose Info has ``rest``: coordinate this later
     # change of the same ALTER first (other tables are held on it), then this one again
     first: str = ""
+    # on a ``skip-and-wait``: coordinate this change together with the table's next ``combine``
+    # changes (its Info's ``rest``, then ``ahead``) as one ALTER; the table's rows between them
+    # are written through the combined renames, and the statements it folded in are skipped when
+    # the stream reaches them (docs/lock-algorithm.md, "Opposite orders across statements")
+    combine: int = 0
+    # on a ``skip-and-wait``: held because the tables in the way make this rename later in their
+    # stream (another order of the same renames); the lock turns it ``detected`` once one will not
+    hopeful: bool = False
     revision: int = _meta()
     # not stored: read from the done mark with ``done`` (False: the worker marked it done without
     # running its statements, ``binlog skip``), so a rebuild hands a runner's change over as the
@@ -347,12 +356,29 @@ class OperationOps(_Base):
             if op.info_revision and not kvs:
                 return PutResult(False, rev, "info-gone")
             if op.info_revision and kvs[0].mod_revision != op.info_revision:
-                return PutResult(False, rev, "newer-info")
+                newer = self._extending(info_key, kvs[0], op.info_revision)
+                if newer is None:
+                    return PutResult(False, rev, "newer-info")
+                # the same DDL put again with more look-ahead (``Info.extends``): the answer
+                # stands for it (the lock re-states it when it reads that Info)
+                op = dataclasses.replace(op, info_revision=newer)
+                continue
             dkv = resps[1].response_range.kvs
             if op.info_revision and dkv and dkv[0].mod_revision >= op.info_revision:
                 return PutResult(False, rev, "done")
             # the Operation changed between read and write (a worker's done mark): re-decide
         raise EtcdUnavailable(f"Operation {key} kept changing while writing; retry", etcd_key=key)
+
+    def _extending(self, info_key: str, kv: Any, answered: int) -> int | None:
+        """The revision of the stored Info ``kv`` when it repeats the Info of revision
+        ``answered`` (or an earlier one of the same DDL) with more look-ahead; else None."""
+        try:
+            info = self._decode(Info, info_key, kv.value, kv)
+        except RecordError:
+            return None
+        if 0 < info.extends <= answered < kv.mod_revision:
+            return int(kv.mod_revision)
+        return None
 
     # caller: master leader (master/write_batch.py, fenced)
     def put_operations(self, fence: Fence, ops: list[Operation]) -> list[PutResult]:

@@ -27,6 +27,12 @@ from .state import Answer, Drops, LockState, Member, StepResult
 
 __all__ = ["Answer", "Drops", "Effects", "Lock", "Member", "StepResult", "new_unique_auto_increment"]
 
+# how many later changes a held table may send as look-ahead (``Info.ahead``) before the lock stops
+# hoping it makes a rename another table holds (``Lock._hope``)
+MAX_AHEAD = 8
+_HOPE = ("held: the tables holding another rename make this one later in their binlog; once every table's "
+         "next renames are the same, they are coordinated as one ALTER")
+
 # an ADD COLUMN that names its position (canonical text: `` FIRST`` / `` AFTER `c` `` at the end)
 _POSITIONED = re.compile(r"\s(?:FIRST|AFTER\s+(?:`(?:[^`]|``)+`|[\w$]+))\s*$", re.I)
 
@@ -155,10 +161,17 @@ class Lock(LockState):
             # a departure or an operator's unlock completed the agreement and nobody ran the change:
             # one held table (chosen once, persisted with the answers) replays and runs it -- unless
             # another table already reached the shape with ordinary statements (then it is as if
-            # that table's statement had completed it: values that cannot be carried)
+            # that table's statement had completed it: values that cannot be carried), or a
+            # member's answer already runs it (a rebuild that restored a hold whose redirect the
+            # store refused: the table's worker had put its Info again meanwhile)
             first = self.members[min(self._conflicts, key=str)]
+            sig = change_sig(first.schema, self._pending(first.table))
+            running = self._running_change(sig)
             by = self._reached_by_ordinary(first.schema, self._pending(first.table))
-            if by is None:
+            if running is not None:
+                runner = running
+                self._gates.add(running)
+            elif by is None:
                 runner = first.table
             else:
                 caller = by
@@ -180,6 +193,15 @@ class Lock(LockState):
                     m.applied_by_other, m.applied_by = new, runner
             self._set_conflict(m, None)
             self._set_schema(m, new)
+
+    def _running_change(self, sig: tuple) -> TableRef | None:
+        """A member whose answer runs the change ``sig`` downstream and is not done yet."""
+        for t in sorted(self._running, key=str):
+            a = self.members[t].answer
+            if a is not None and a.ddls and a.before is not None and a.afters \
+                    and change_sig(a.before, a.afters[-1]) == sig:
+                return t
+        return None
 
     def _reached_by_ordinary(self, prev: TableSchema, post: TableSchema) -> TableRef | None:
         """A member not holding this change whose schema already has the columns it brings
@@ -365,6 +387,10 @@ class Lock(LockState):
 
     def on_info(self, m: Member, info: Info, before: TableSchema, afters: list[TableSchema]) -> Effects:
         """Decide the answer to ``m``'s parsed, consistent Info and settle it."""
+        if info.extends and m.answer is not None and m.answer.info.revision >= info.extends \
+                and m.answer.info.ddls == info.ddls:
+            # the same DDL with more look-ahead: its answer stands (re-stated for this revision)
+            return self.settle(m, info, dataclasses.replace(m.answer, info=info))
         again = self._replayed_answer(m, info, before, afters)
         if again is not None:
             return self.settle(m, info, again)
@@ -386,6 +412,8 @@ class Lock(LockState):
             elif len(fx.others) > others:
                 # the tables in the way were asked for another change first: decide this one again
                 ans = self.try_sync(m, info, before, afters, fx)
+            if ans.stage is Stage.DETECTED:
+                ans = self._hopeful(m, ans)
         if (applied is not None and by is not None and by != m.table and held and self.gated_by(by)
                 and ans.stage is Stage.NONE and not ans.ddls):
             # the replay of this table's change, which ``by`` was told to run downstream and has not
@@ -471,6 +499,158 @@ class Lock(LockState):
             fx.others.append((t, ans))
         return mine
 
+    # ------------------------------------------------------------------ changes across statements
+    def _later(self, t: TableRef) -> list[tuple[str, TableSchema, TableSchema]]:
+        """``t``'s pending change, then the later ones its Info names (``rest``, then ``ahead``),
+        each as (statement, schema before, schema after); stops at one that does not apply."""
+        o = self.members[t]
+        a = o.answer
+        if a is None or a.before is None or len(a.info.ddls) != 1 or len(a.afters) != 1 or a.combine \
+                or not a.info.reads_ahead:
+            return []
+        out = [(a.info.ddls[0], a.before, a.afters[0])]
+        prev = a.afters[0]
+        for sql in [*a.info.rest, *a.info.ahead]:
+            try:
+                post = apply_ddl(prev, sql)
+            except SchemaError:
+                break
+            out.append((sql, prev, post))
+            prev = post
+        return out
+
+    def _hope(self, t: TableRef, want: tuple, pending: tuple) -> bool | None:
+        """Whether ``t`` (pending change ``pending``) makes the rename ``want`` later too: True when
+        its known later changes (``_later``) have it; False when they touch its columns otherwise,
+        or the table has sent all the look-ahead it may (``MAX_AHEAD``); None: not known yet."""
+        if pending == want:
+            return True
+        steps = self._later(t)
+        if not steps:
+            return False
+        cols = _sig_columns(want)
+        for _, prev, post in steps[1:]:
+            sig = change_sig(prev, post)
+            if sig == want:
+                return True
+            if _sig_columns(sig) & cols:
+                return False
+        a = self.members[t].answer
+        return False if a is None or len(a.info.ahead) >= MAX_AHEAD else None
+
+    def _hopeful(self, m: Member, ans: Answer) -> Answer:
+        """``ans`` (``detected``: another table holds a different change) unless every table in the
+        way makes ``m``'s change later too -- a rename, read past in its stream (``Info.ahead``) or
+        later in its ALTER -- and nothing ``m`` is known to do contradicts theirs: then a hold,
+        while the tables read further, until ``_combine`` finds the same renames at the head of
+        every table's list (or ``_hope_lost`` finds one never will).  A rename in one order here
+        and the other order there is two tables' same migration, not a conflict."""
+        if len(ans.info.ddls) != 1 or ans.before is None or len(ans.afters) != 1 or ans.info.ignore_conflict \
+                or not ans.info.reads_ahead:
+            return ans
+        want = change_sig(ans.before, ans.afters[0])
+        if not _pure_rename(want):
+            return ans
+        blockers = [t for t in (self._conflicts | self._detected) - {m.table} if self._later(t)]
+        if len(blockers) != len((self._conflicts | self._detected) - {m.table}):
+            return ans
+        ahead = False
+        prev_answer, m.answer = m.answer, ans          # ``_hope`` reads ``m``'s list from its answer
+        try:
+            for t in blockers:
+                steps = self._later(t)
+                theirs = change_sig(steps[0][1], steps[0][2])
+                if theirs == want:
+                    continue
+                if not _pure_rename(theirs) or self._hope(t, want, theirs) is not True \
+                        or self._hope(m.table, theirs, want) is False:
+                    return ans
+                ahead = True
+        finally:
+            m.answer = prev_answer
+        if not ahead:
+            return ans
+        self._set_conflict(m, ans.afters[0])
+        self._set_schema(m, ans.before)
+        return Answer(ans.info, Stage.SKIP_AND_WAIT, [], _HOPE, [], set(), ans.afters, ans.before, hopeful=True)
+
+    def _hope_lost(self, fx: Effects) -> None:
+        """A table held in hope (``_hopeful``) whose hope is gone -- a table in the way, or the
+        held one itself, turned out to touch the other's columns otherwise, or read all it may
+        without the change -- is ``detected`` after all, with DM's message and exits."""
+        hoping = sorted((t for t in self._conflicts if (a := self.members[t].answer) is not None and a.hopeful),
+                        key=str)
+        for t in hoping:
+            m = self.members[t]
+            a = m.answer
+            assert a is not None and a.before is not None
+            want = change_sig(a.before, a.afters[0])
+            lost = ""
+            for o in sorted(self._conflicts - {t}, key=str):
+                steps = self._later(o)
+                theirs = change_sig(steps[0][1], steps[0][2]) if steps else None
+                if theirs == want:
+                    continue
+                if theirs is None or not _pure_rename(theirs) or self._hope(o, want, theirs) is False \
+                        or self._hope(t, theirs, want) is False:
+                    lost = str(o)
+                    break
+            if not lost:
+                continue
+            self._set_conflict(m, None)
+            self._set_schema(m, a.before)
+            ans = Answer(a.info, Stage.DETECTED, [], (
+                f"there will be conflicts if DDLs {'; '.join(a.info.ddls)} are applied to the downstream: it conflicts "
+                f"with the pending conflicting DDL of {lost}, which does not make this rename later (or this table "
+                "does not make its change); the two changes disagree"), [], set(), a.afters, a.before)
+            self._set_answer(m, ans)
+            self._set_done(m, False)
+            if fx.answer is not None and fx.answer.info.table == t:
+                fx.answer = ans
+            else:
+                fx.others.append((t, ans))
+
+    def _combine(self, fx: Effects) -> None:
+        """Every member holds a rename (or is blocked on one), and the first ``k`` changes of every
+        table's list (``_later``) are the same ``k`` renames in some order, from the same schema
+        to the same schema: each table is asked to coordinate its first ``k`` as one ALTER
+        (``Answer.combine``).  Its own change is withdrawn until the combined one arrives, which
+        the lock then agrees as one change (each table's rows between its renames are written
+        through them: renames touch no value).  The smallest such ``k`` wins."""
+        blocked = self._conflicts | self._detected
+        if len(blocked) < 2 or len(blocked) != len(self.members):
+            return
+        lists = {t: self._later(t) for t in sorted(blocked, key=str)}
+        if any(len(x) < 2 for x in lists.values()):
+            return
+        first = next(iter(lists.values()))
+        if any(x[0][1].lattice_key() != first[0][1].lattice_key() for x in lists.values()):
+            return
+        for k in range(2, min(len(x) for x in lists.values()) + 1):
+            sets = [[change_sig(prev, post) for _, prev, post in x[:k]] for x in lists.values()]
+            if not all(_pure_rename(g) for g in sets[0]) or len(set(sets[0])) != k:
+                continue
+            if any(set(g) != set(sets[0]) for g in sets) or any(
+                    x[k - 1][2].lattice_key() != first[k - 1][2].lattice_key() for x in lists.values()):
+                continue
+            for t in lists:
+                o = self.members[t]
+                a = o.answer
+                assert a is not None
+                self._set_conflict(o, None)
+                self._set_schema(o, a.before or o.schema)
+                ans = Answer(a.info, Stage.SKIP_AND_WAIT, [], (
+                    f"coordinating this rename together with the table's next {k - 1} (every table of the lock "
+                    "makes the same renames, in another order): the worker sends them as one ALTER"),
+                    [], set(), a.afters, a.before, combine=k - 1)
+                self._set_answer(o, ans)
+                self._set_done(o, False)
+                if fx.answer is not None and fx.answer.info.table == t:
+                    fx.answer = ans
+                else:
+                    fx.others.append((t, ans))
+            return
+
     def _ordered(self, m: Member, ans: Answer) -> Answer:
         """``ans`` unless it runs statements that change a column or index another member's
         still-running answer changes: then a hold until that answer is done.  The two workers run
@@ -525,8 +705,9 @@ class Lock(LockState):
                 x.lattice_key() != y.lattice_key() for x, y in zip(a.afters, afters)):
             return None
         if a.stage is Stage.SKIP_AND_WAIT:
-            # still held on the same pending change: the same hold (a resolved one is re-decided)
-            return dataclasses.replace(a, info=info) if m.conflict is not None else None
+            # still held on the same pending change: the same hold (a resolved one is re-decided);
+            # asked to combine it with its next changes: the same request until the combined one comes
+            return dataclasses.replace(a, info=info) if m.conflict is not None or a.combine else None
         if m.done:
             return Answer(info, Stage.NONE, [], "already in effect: this DDL was answered and done before",
                           [], set(), afters, before)
@@ -671,6 +852,8 @@ class Lock(LockState):
                 redo = Effects()
                 ans = self.try_sync(m, a.info, a.before, a.afters, redo)
                 if ans.stage is Stage.DETECTED:
+                    ans = self._hopeful(m, ans)
+                if ans.stage is Stage.DETECTED:
                     continue
                 ans = self._ordered(m, ans)
                 self._set_answer(m, ans)
@@ -681,6 +864,9 @@ class Lock(LockState):
                 progressed = True
             if not progressed:
                 break
+        if len(self._conflicts) > 1:
+            self._hope_lost(fx)
+            self._combine(fx)
 
     def drain_redirects(self, fx: Effects) -> None:
         """Redirect the resolved tables whose resolving table has run its DDLs downstream (or runs
@@ -891,9 +1077,19 @@ class Lock(LockState):
             self._follow_up(fx)
         return fx
 
+    def recheck(self) -> Effects:
+        """After a rebuild: the detected tables are asked again, and held renames looked at, as
+        the live lock did after the last record it read (an Info repeating a held one with more
+        look-ahead is restored, not decided, so nothing else asks)."""
+        fx = Effects()
+        if self.members:
+            self._follow_up(fx)
+        return fx
+
     def restore(self, m: Member, info: Info, before: TableSchema, afters: list[TableSchema],
                 stage: Stage, ddls: list[str], message: str, cols: list[str], runner: TableRef | None,
-                done: bool, runs_after: TableRef | None = None, first: str = "") -> None:
+                done: bool, runs_after: TableRef | None = None, first: str = "", combine: int = 0,
+                hopeful: bool = False) -> None:
         """Take the stored answer to ``info`` as ``m``'s answer: the persisted resolution stands
         (invariant 2) instead of being re-decided by a replay whose order would pick another runner."""
         post = afters[-1]
@@ -911,9 +1107,9 @@ class Lock(LockState):
             self._set_schema(m, before)               # released from an ordering hold: as live
         elif stage in (Stage.NONE, Stage.RESOLVED):
             self._set_schema(m, post)
-        elif stage is Stage.SKIP_AND_WAIT and (runs_after is not None or first):
+        elif stage is Stage.SKIP_AND_WAIT and (runs_after is not None or first or combine):
             # held for ordering only (decided afresh on replay), or asked to send a later change
-            # of its ALTER first (its own change withdrawn until then)
+            # of its ALTER first or its next changes with this one (its own change withdrawn until then)
             self._set_schema(m, before)
             if runs_after is not None:
                 self._queue_redirect(m.table, runs_after)
@@ -935,7 +1131,8 @@ class Lock(LockState):
             self._accepted.add(change_sig(before, post))
         exec_drops = _dropped_columns(ddls)
         self._set_answer(m, Answer(info, stage, list(ddls), message, list(cols), exec_drops, afters,
-                                  before, runner=runner, runs_after=runs_after, first=first))
+                                  before, runner=runner, runs_after=runs_after, first=first, combine=combine,
+                                  hopeful=hopeful))
         self._set_done(m, done)
         if stage is Stage.UNLOCKED:
             self._set_note(m, f"unlocked with {'exec' if ddls else 'skip'}")
@@ -973,6 +1170,24 @@ def _first_in_rest(prev: TableSchema, new: TableSchema, sql: str, rest: list[str
             return None
         return r
     return None
+
+
+def _sig_columns(sig: tuple) -> frozenset[str]:
+    """The columns (keys) a ``change_sig`` removes, adds or redefines."""
+    return frozenset(k for k, _ in sig[0] | sig[1])
+
+
+def _pure_rename(sig: tuple) -> bool:
+    """``change_sig`` of a change rows pass through: it renames one column and changes nothing
+    else about it, or changes one column's default only (and no index) -- rows written under
+    the old name fit the new one, and a row event carries every value whatever the default."""
+    gone, came, ix_gone, ix_came = sig
+    if len(gone) != 1 or len(came) != 1 or ix_gone or ix_came:
+        return False
+    (old, okey), (new, nkey) = next(iter(gone)), next(iter(came))
+    if old != new:
+        return okey[1:] == nkey[1:]
+    return okey[:3] == nkey[:3] and okey[4:] == nkey[4:]
 
 
 def _index_ddls(sql: str, old: TableSchema, new: TableSchema) -> list[str]:

@@ -81,7 +81,10 @@ def rebuild(cls: type[LockKeeper], infos: Iterable[Info], operations: Iterable[O
             gone.append((info.lock, info.table))
         stored = ops.get((info.lock, info.table))
         try:
-            restored = stored is not None and stored.info_revision == info.revision and k._restore(info, stored)
+            # (an Info that repeats an answered one with more look-ahead keeps that answer too)
+            answers = stored is not None and (stored.info_revision == info.revision or (
+                0 < info.extends <= stored.info_revision < info.revision))
+            restored = answers and stored is not None and k._restore(info, stored)
             if stored is not None and stored.stage is Stage.RESOLVED and stored.info_revision < info.revision:
                 # the replay of a redirect (a worker sends nothing else after one): the redirect
                 # is restored onto the DDL it replays, so the replay is decided as the leader that
@@ -138,6 +141,7 @@ def rebuild(cls: type[LockKeeper], infos: Iterable[Info], operations: Iterable[O
             k.remove_table(lk, t, reason="table left the task while no leader watched")
     for lock in k._locks.values():
         lock.settle_departures()
+        lock.recheck()
     for dc in dropped_columns:
         # a not-done drop of a table whose worker has sent a later DDL since: its done mark was
         # missed by a master restart (the later Info overwrote the answer it marked)

@@ -39,6 +39,8 @@ class Answer:
     runner: TableRef | None = None      # held/redirected: the table that runs the agreed change
     runs_after: TableRef | None = None  # held until this table's running answer is done (ordering)
     first: str = ""                     # held: coordinate this later change of the ALTER first (``Lock._reorder``)
+    combine: int = 0                    # held: coordinate this change with the next ``combine`` ones (``Lock._combine``)
+    hopeful: bool = False               # held in hope another order agrees (``Lock._hopeful``), not a plain hold
 
 
 @dataclass

@@ -44,6 +44,10 @@ CONFIGS: dict[str, list[list[list[str]]]] = {
     # two renames packed in one ALTER in opposite orders (the lock asks one table for its later
     # rename first), and a third table making them one per statement
     "packed-opposite-renames": [[[_R, _R2]], [[_R2, _R]], [[_R], [_R2]]],
+    # two renames in opposite orders, each its own statement (rows between): the held tables read
+    # ahead and the lock asks each to coordinate both as one ALTER
+    "separate-opposite-renames": [[[_R], [_R2]], [[_R2], [_R]]],
+    "separate-opposite-renames-3": [[[_R], [_R2]], [[_R2], [_R]], [[_R, _R2]]],
     # CI's short form: two tables, the rename against DROP+ADD
     "small": [[[_R]], [[A + "DROP COLUMN b"], [A + "ADD COLUMN b2 INT"]]],
 }
@@ -92,7 +96,9 @@ def full_key(world: World) -> tuple:
         done = op is not None and (op.done or store.marks.get((LOCK, w.t)) == op.revision)
         irev = info.revision if info else 0
         orev = op.revision if op else 0
-        ws.append((w.pos, w.phase, w.met == w.pos, w.ran == w.pos, w.intent, w.gone, w.skipped,
+        ws.append((w.pos, w.phase, w.met == w.pos, w.ran == w.pos, w.intent, w.gone, w.skipped, w.read_ahead,
+                   len(w.events), None if info is None else (tuple(info.ahead), info.extends > 0),
+                   None if op is None else (op.combine, op.hopeful),
                    _rel(w.rev, irev), _rel(w.seen, orev),
                    None if w.info is None else (tuple(w.info.ddls), _fp(w.info.before)),
                    None if w.op is None else (w.op.stage.value, tuple(w.op.ddls), _rel(w.op.revision, orev)),
@@ -156,6 +162,8 @@ def _enabled(world: World, action: str) -> bool:
         if op is not None and op.info_revision == w.rev and op.revision > w.seen:
             return True
         cur = world.store.get_info(LOCK, w.t)
+        if w.phase == "held":
+            return world.can_read_ahead(w)
         return w.phase == "wait" and (cur is None or cur.revision != w.rev)
     if w.phase == "run" and w.pos >= len(w.events) and w.ran != w.pos:
         world.worker_step(w)      # a finished worker's rows are checked (may raise); nothing changes

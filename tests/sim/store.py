@@ -109,7 +109,11 @@ class SimStore:
             if info is None:
                 return Put(False, "info-gone")
             if info.revision != op.info_revision:
-                return Put(False, "newer-info")
+                if not 0 < info.extends <= op.info_revision < info.revision:
+                    return Put(False, "newer-info")
+                op = dataclasses.replace(op, info_revision=info.revision)   # as the real store's
+                if skip_done and cur is not None and cur.done and cur.info_revision == op.info_revision:
+                    return Put(False, "done")
         if cur is not None and cur.done and cur.info_revision == op.info_revision and not cur.same_answer(op):
             raise Violation("done-rewritten", f"the done Operation of {op.table} (stage {cur.stage.value}) "
                                               f"was overwritten with stage {op.stage.value} {op.ddls}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import enum
+import re
 import types
 from collections import Counter
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from .scripts import BASE
 from .store import SimStore, Violation
 
 LOCK = LockKey("task", "db", "t")
+READ_AHEAD = 4        # how many later events a held table's stream reads past (Info.ahead)
 
 # Values nothing mutates once made (frozen dataclasses, and the etcd records: every change stores
 # a new one), shared by ``World.fork`` instead of copied: copying them was 95% of the explorer's time.
@@ -96,6 +98,7 @@ class Worker:
     # of the upstream sits between two changes of one statement)
     rows_at: frozenset[int] | None = None
     skip_to: int = 0                    # a skip of the statement: the checkpoint moves to its end
+    read_ahead: int = 0                 # held: how many later events its stream has read past (sent as Info.ahead)
 
 
     def rows_here(self) -> bool:
@@ -278,7 +281,7 @@ class World:
         return Info(task=LOCK.task, source=w.t.source, up_schema=w.t.schema, up_table=w.t.table,
                     down_schema=LOCK.down_schema, down_table=LOCK.down_table, ddls=list(w.events[w.pos]),
                     before=before, afters=list(afters),
-                    rest=[s for ev in w.events[w.pos + 1:self._statement_end(w)] for s in ev])
+                    rest=[s for ev in w.events[w.pos + 1:self._statement_end(w)] for s in ev], reads_ahead=True)
 
     @staticmethod
     def _statement_end(w: Worker) -> int:
@@ -296,6 +299,38 @@ class World:
         w.schemas = [*w.schemas[:w.pos], *schemas, *w.schemas[end + 1:]]
         w.jsons = [*w.jsons[:w.pos], *jsons, *w.jsons[end:]]
         self.log.append(f"{w.t}: {first} coordinated first")
+
+    def can_read_ahead(self, w: Worker) -> bool:
+        return w.info is not None and w.read_ahead < READ_AHEAD and \
+            self._statement_end(w) + w.read_ahead < len(w.events)
+
+    def _read_ahead(self, w: Worker) -> bool:
+        """Held, the worker's stream reads past the table (its rows are dropped, re-read after the
+        redirect) and meets its next statement: the Info is put again with it in ``ahead``."""
+        end = self._statement_end(w)
+        if not self.can_read_ahead(w):
+            return False
+        w.read_ahead += 1
+        ahead = [s for ev in w.events[end:end + w.read_ahead] for s in ev]
+        w.info = dataclasses.replace(w.info, ahead=ahead, extends=w.info.extends or w.rev)
+        w.rev, w.seen = self.store.put_info(w.info), 0
+        return True
+
+    def _combine(self, w: Worker, n: int) -> None:
+        """The lock asked for the change at ``w.pos`` and the next ``n`` as one ALTER (handler:
+        ``Combine``): the worker sends them as one statement; its tracker takes the renames at
+        once, so the rows between are written through them, and the statements folded in are
+        skipped when the stream reaches them (the real worker persists that with its checkpoint)."""
+        stmts = [s for ev in w.events[w.pos:w.pos + n + 1] for s in ev]
+        combined = stmts[0] + "".join(", " + _clauses(s) for s in stmts[1:])
+        rows = w.rows_at
+        w.events = [*w.events[:w.pos], [combined], *w.events[w.pos + n + 1:]]
+        if rows is not None:
+            w.rows_at = frozenset({p for p in rows if p <= w.pos} | {p - n for p in rows if p > w.pos + n})
+        schemas, jsons = _walk(w.schemas[w.pos], w.events[w.pos:])
+        w.schemas = [*w.schemas[:w.pos], *schemas]
+        w.jsons = [*w.jsons[:w.pos], *jsons]
+        self.log.append(f"{w.t}: {combined} coordinated as one")
 
     def worker_step(self, w: Worker) -> bool:
         """One atomic action of ``w``'s worker; False when it cannot progress now."""
@@ -341,15 +376,21 @@ class World:
                 if w.phase == "wait" and (cur is None or cur.revision != w.rev):   # the recheck re-puts
                     w.rev, w.seen = self.store.put_info(w.info), 0
                     return True
+                if w.phase == "held":
+                    return self._read_ahead(w)
                 return False
             w.seen = op.revision
             if op.first:
                 self._reorder(w, op.first)
-                w.phase = "run"
+                w.phase, w.read_ahead = "run", 0
+                return True
+            if op.combine:
+                self._combine(w, op.combine)
+                w.phase, w.read_ahead = "run", 0
                 return True
             if w.phase == "held":
                 if redirected(op):
-                    w.phase = "run"              # rewind: replay from the held DDL (a new Info)
+                    w.phase, w.read_ahead = "run", 0     # rewind: replay from the held DDL (a new Info)
                 return True
             v = on_operation(op, strict=False)
             if isinstance(v, Replay):
@@ -389,7 +430,7 @@ class World:
 
     def worker_crash(self, w: Worker) -> None:
         """SIGKILL: everything but the checkpoint and the intent row is lost."""
-        w.phase, w.info, w.rev, w.seen, w.op = "run", None, 0, 0, None
+        w.phase, w.info, w.rev, w.seen, w.op, w.read_ahead = "run", None, 0, 0, None, 0
 
     def table_dropped(self, w: Worker) -> bool:
         """Issue 28 case 5, an abrupt departure: ``w``'s table leaves the lock at any point
@@ -572,6 +613,11 @@ def _apply_ddl(s: TableSchema, stmt: str) -> TableSchema:
     if isinstance(e[1], SchemaError):
         raise e[1]
     return e[1]  # type: ignore[return-value]
+
+
+def _clauses(stmt: str) -> str:
+    """An ALTER's clauses, without ``ALTER TABLE name``."""
+    return re.sub(r"^\s*ALTER\s+TABLE\s+(?:`[^`]+`|\w+)\s+", "", stmt, flags=re.I)
 
 
 def _renames(stmt: str) -> bool:

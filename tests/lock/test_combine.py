@@ -1,0 +1,99 @@
+"""Two renames in opposite orders, each its own statement (rows between them): a held table's
+worker reads past it and sends its later changes (``Info.ahead``); a table whose rename would be
+``detected`` against another's is held instead while the one in the way makes it later
+(``Answer.hopeful``), and once every table's next renames are the same ones the lock asks each
+to coordinate them as one ALTER (``Operation.combine``), which it then agrees as one change.
+Before, the second rename was ``detected`` and the exit the lock named lost one column's values
+(as in DM).  Each test but the last failed on the engine before."""
+from __future__ import annotations
+
+import dataclasses
+
+from coordinator.etcdproto import Stage
+from coordinator.lock import LockKeeper
+
+from .harness import LOCK, Harness
+
+T = "CREATE TABLE t (id INT PRIMARY KEY, v INT, a INT, b INT)"
+RA, RB = "ALTER TABLE t RENAME COLUMN a TO a2", "ALTER TABLE t RENAME COLUMN b TO b2"
+
+
+def send(h: Harness, name: str, ddl: str, ahead=(), done: bool = True, extends: int = 0):
+    """``name``'s Info for ``ddl`` from a worker that reads ahead; ``extends``: the revision of
+    the Info it repeats with more look-ahead."""
+    info = dataclasses.replace(h.make_info(name, ddl), ahead=list(ahead), reads_ahead=True, extends=extends)
+    return h.send(name, info=info, done=done)
+
+
+def read_further(h: Harness, name: str, ahead):
+    """The held table's worker read past it to ``ahead``: the same Info again, with them."""
+    held = h.infos[name]
+    info = dataclasses.replace(held, ahead=list(ahead), revision=next(h.rev), extends=held.extends or held.revision)
+    return h.send(name, info=info, done=False)
+
+
+def test_two_renames_in_opposite_orders_across_statements_are_coordinated_as_one_alter():
+    h = Harness(T)
+    assert send(h, "A", RA).operation.stage is Stage.SKIP_AND_WAIT
+    b = send(h, "B", RB, done=False)
+    assert b.operation.stage is Stage.DETECTED            # nothing known yet of A's later changes
+    out = read_further(h, "A", [RB])
+    assert out.operation.stage is Stage.SKIP_AND_WAIT and out.operation.info_revision == h.infos["A"].revision
+    [(bop)] = [o for o in out.others if o.table == h.refs["B"]]
+    assert bop.stage is Stage.SKIP_AND_WAIT and bop.hopeful     # A renames b later: B waits for it
+    assert "coordinated as one ALTER" in h.lock.waiting_for(h.refs["B"])
+    out = read_further(h, "B", [RA])
+    asked = {o.table.table: o.combine for o in [out.operation, *out.others] if o.combine}
+    assert asked == {"a": 1, "b": 1}
+    assert "together with its next 1 change" in h.lock.waiting_for(h.refs["A"])
+    both_a = "ALTER TABLE t RENAME COLUMN a TO a2, RENAME COLUMN b TO b2"
+    both_b = "ALTER TABLE t RENAME COLUMN b TO b2, RENAME COLUMN a TO a2"
+    assert send(h, "A", both_a).operation.stage is Stage.SKIP_AND_WAIT
+    out = send(h, "B", both_b)
+    assert out.operation.ddls == [both_b]                  # the last to make them runs them, once
+    a = h.last["A"]
+    assert a.stage is Stage.RESOLVED
+    assert send(h, "A", both_a).operation.ddls == []        # A's replay catches up
+    assert h.lock.is_resolved()
+
+
+def test_a_table_in_the_way_that_does_something_else_with_the_column_leaves_it_detected():
+    """A's later change drops `b` instead of renaming it: B's rename of `b` stays detected with
+    DM's exits.  A table held in hope is detected once it reads further itself and turns out
+    not to make the other table's rename (it drops that column); a later change touching
+    neither column keeps the hope."""
+    h = Harness(T)
+    send(h, "A", RA, ahead=["ALTER TABLE t DROP COLUMN b"])
+    assert send(h, "B", RB, done=False).operation.stage is Stage.DETECTED
+    h = Harness(T)
+    send(h, "A", RA, ahead=[RB])
+    b = send(h, "B", RB, done=False)
+    assert b.operation.stage is Stage.SKIP_AND_WAIT and b.operation.hopeful
+    read_further(h, "B", ["ALTER TABLE t ADD COLUMN z INT"])
+    assert h.last["B"].stage is Stage.SKIP_AND_WAIT and h.last["B"].hopeful
+    read_further(h, "B", ["ALTER TABLE t ADD COLUMN z INT", "ALTER TABLE t DROP COLUMN a"])
+    assert h.last["B"].stage is Stage.DETECTED and "does not make this rename later" in h.last["B"].message
+
+
+def test_a_rebuild_keeps_the_holds_and_the_requests_to_combine():
+    """A master restart while the tables are asked to combine: the requests stand (a rebuild
+    restores them), and an Info repeated with more look-ahead keeps the answer it extends."""
+    h = Harness(T)
+    send(h, "A", RA)
+    send(h, "B", RB, done=False)
+    read_further(h, "A", [RB])
+    read_further(h, "B", [RA])
+    ops = {n: h.last[n] for n in ("A", "B")}
+    assert {o.combine for o in ops.values()} == {1}
+    from .test_protocol_cases import _source_tables
+    rb = LockKeeper.rebuild(list(h.infos.values()), list(ops.values()), _source_tables(h), [])
+    again = rb.keeper.find(LOCK)
+    assert {t.table: (m.answer.stage, m.answer.combine) for t, m in again.members.items()} == {
+        "a": (Stage.SKIP_AND_WAIT, 1), "b": (Stage.SKIP_AND_WAIT, 1)}
+
+
+def test_workers_that_do_not_read_ahead_keep_dm_s_answer():
+    """An Info without ``reads_ahead`` (a worker that cannot combine) is decided as before."""
+    h = Harness(T)
+    h.send("A", info=dataclasses.replace(h.make_info("A", RA), ahead=[RB]))
+    assert h.send("B", RB, done=False).operation.stage is Stage.DETECTED
