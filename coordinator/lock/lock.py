@@ -515,6 +515,8 @@ class Lock(LockState):
                 post = apply_ddl(prev, sql)
             except SchemaError:
                 break
+            if post is None:            # a DROP TABLE: the table's list ends there
+                break
             out.append((sql, prev, post))
             prev = post
         return out
