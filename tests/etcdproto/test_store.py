@@ -215,6 +215,25 @@ def test_lock_removal_refused_when_newer_info_exists(store, fence, etcd_client):
     assert etcd_client.get_prefix_response(store.keys.lock_prefix("done", LOCK)).kvs == []
 
 
+def test_an_answer_to_an_info_repeated_with_more_look_ahead_is_written_for_the_repeat(store, fence):
+    """A held table's worker puts its Info again with more look-ahead (``extends``) while the
+    leader writes an answer to the first one: the answer is written for the repeat (the same
+    DDL), so the worker waiting on the new revision gets it and a rebuild finds it; a newer Info
+    that does not extend it still makes the answer obsolete."""
+    import dataclasses
+    first = _info(A)
+    r1 = store.put_info(first)
+    r2 = store.put_info(dataclasses.replace(first, ahead=["ALTER TABLE `shop`.`orders` ADD COLUMN c2 INT"],
+                                            reads_ahead=True, extends=r1))
+    res = store.put_operation(fence, _op(first, r1, stage=Stage.SKIP_AND_WAIT, ddls=[]))
+    assert res.put
+    op = store.get_operation(LOCK, A)
+    assert op.info_revision == r2 and op.stage is Stage.SKIP_AND_WAIT
+    store.put_info(_info(A, ["ALTER TABLE `shop`.`orders` ADD COLUMN c3 INT"]))
+    res = store.put_operation(fence, _op(first, r2, stage=Stage.RESOLVED, ddls=[]))
+    assert not res.put and res.reason == "newer-info"
+
+
 def test_remnants_outlive_their_lock_and_go_with_the_task(store, fence):
     """What a departed table left downstream is kept past the lock's removal (the target's next
     lock starts with it) and deleted with the task (whole, or its source's tables)."""
