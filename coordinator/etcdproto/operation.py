@@ -62,11 +62,12 @@ class Operation(TableRecord):
     # on a ``skip-and-wait`` answering a change whose Info has ``rest``: coordinate this later
     # change of the same ALTER first (other tables are held on it), then this one again
     first: str = ""
-    # on a ``skip-and-wait``: coordinate this change together with the table's next ``combine``
-    # changes (its Info's ``rest``, then ``ahead``) as one ALTER; the table's rows between them
-    # are written through the combined renames, and the statements it folded in are skipped when
-    # the stream reaches them (docs/lock-algorithm.md, "Opposite orders across statements")
-    combine: int = 0
+    # on a ``skip-and-wait``: coordinate this change together with these later changes (indexes
+    # into the Info's ``rest`` then ``ahead``) as one ALTER; the changes between them touch none
+    # of their columns and stay where they are.  The table's rows between are written through the
+    # combined renames, and the changes it folded in are skipped when the stream reaches them
+    # (docs/lock-algorithm.md, "Opposite orders across statements")
+    combine: list[int] = field(default_factory=list)
     # on a ``skip-and-wait``: held because the tables in the way make this rename later in their
     # stream (another order of the same renames); the lock turns it ``detected`` once one will not
     hopeful: bool = False

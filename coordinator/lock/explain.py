@@ -78,7 +78,7 @@ def waiting_for(lock: LockState, t: TableRef, ready: dict[TableRef, bool] | None
         return (f"asked for a later change of its ALTER first: {a.first} (other tables are held on it); "
                 f"waiting for the worker to send it, then {a.info.ddls} again")
     if a is not None and a.stage is Stage.SKIP_AND_WAIT and a.combine:
-        return (f"asked to coordinate its DDL {a.info.ddls} together with its next {a.combine} change(s) as one "
+        return (f"asked to coordinate its DDL {a.info.ddls} together with {len(a.combine)} later change(s) as one "
                 "ALTER (the other tables make the same renames in another order); waiting for the worker to send it")
     if a is not None and a.stage is Stage.SKIP_AND_WAIT:
         return (f"skip-and-wait: its DDL {a.info.ddls} was skipped; {a.message}. Exit: "

@@ -293,7 +293,7 @@ class LockKeeper:
                          stage=a.stage, message=a.message, done=False, cols=list(a.cols),
                          runner=str(a.runner) if a.runner is not None else "",
                          runs_after=str(a.runs_after) if a.runs_after is not None else "", first=a.first,
-                         combine=a.combine, hopeful=a.hopeful)
+                         combine=list(a.combine), hopeful=a.hopeful)
 
     @staticmethod
     def _op(key: LockKey, t: TableRef, info: Info, stage: Stage, ddls: list[str], msg: str) -> Operation:
@@ -467,7 +467,7 @@ class LockKeeper:
         # a done mark that says the statements did not run (``binlog skip``) is applied after the
         # restore, by ``rebuild``'s ``mark_done``: it hands a runner's change over
         lock.restore(m, info, before, afters, op.stage, list(op.ddls), op.message, list(op.cols), runner,
-                     op.done and op.ran, runs_after=after, first=op.first, combine=op.combine,
+                     op.done and op.ran, runs_after=after, first=op.first, combine=tuple(op.combine),
                      hopeful=op.hopeful)
         return True
 

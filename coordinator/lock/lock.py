@@ -613,45 +613,58 @@ class Lock(LockState):
                 fx.others.append((t, ans))
 
     def _combine(self, fx: Effects) -> None:
-        """Every member holds a rename (or is blocked on one), and the first ``k`` changes of every
-        table's list (``_later``) are the same ``k`` renames in some order, from the same schema
-        to the same schema: each table is asked to coordinate its first ``k`` as one ALTER
-        (``Answer.combine``).  Its own change is withdrawn until the combined one arrives, which
-        the lock then agrees as one change (each table's rows between its renames are written
-        through them: renames touch no value).  The smallest such ``k`` wins."""
+        """Every member is blocked on a rename (or held in hope), and every table's list
+        (``_later``) has each of the pending renames, with only changes touching none of their
+        columns between them: each table is asked to coordinate its renames of that set as one
+        ALTER (``Answer.combine``: which of its later changes to fold into the pending one).  Its
+        own change is withdrawn until the combined one arrives, which the lock then agrees as one
+        change; the changes between stay where they are (they touch other columns).  Each
+        table's rows between its renames are written through them (renames touch no value)."""
         blocked = self._conflicts | self._detected
         if len(blocked) < 2 or len(blocked) != len(self.members):
             return
         lists = {t: self._later(t) for t in sorted(blocked, key=str)}
-        if any(len(x) < 2 for x in lists.values()):
+        if any(not x for x in lists.values()):
             return
-        first = next(iter(lists.values()))
-        if any(x[0][1].lattice_key() != first[0][1].lattice_key() for x in lists.values()):
+        want = {change_sig(x[0][1], x[0][2]) for x in lists.values()}
+        if len(want) < 2 or not all(_pure_rename(w) for w in want):
             return
-        for k in range(2, min(len(x) for x in lists.values()) + 1):
-            sets = [[change_sig(prev, post) for _, prev, post in x[:k]] for x in lists.values()]
-            if not all(_pure_rename(g) for g in sets[0]) or len(set(sets[0])) != k:
-                continue
-            if any(set(g) != set(sets[0]) for g in sets) or any(
-                    x[k - 1][2].lattice_key() != first[k - 1][2].lattice_key() for x in lists.values()):
-                continue
-            for t in lists:
-                o = self.members[t]
-                a = o.answer
-                assert a is not None
-                self._set_conflict(o, None)
-                self._set_schema(o, a.before or o.schema)
-                ans = Answer(a.info, Stage.SKIP_AND_WAIT, [], (
-                    f"coordinating this rename together with the table's next {k - 1} (every table of the lock "
-                    "makes the same renames, in another order): the worker sends them as one ALTER"),
-                    [], set(), a.afters, a.before, combine=k - 1)
-                self._set_answer(o, ans)
-                self._set_done(o, False)
-                if fx.answer is not None and fx.answer.info.table == t:
-                    fx.answer = ans
-                else:
-                    fx.others.append((t, ans))
+        cols = frozenset().union(*(_sig_columns(w) for w in want))
+        # the same columns before the renames (tables may differ elsewhere: an index one added)
+        scope: tuple[frozenset[str], frozenset[str]] = (cols, frozenset())
+        pre = _project(next(iter(lists.values()))[0][1], scope)
+        if any(_project(x[0][1], scope).lattice_key() != pre.lattice_key() for x in lists.values()):
             return
+        plan: dict[TableRef, tuple[int, ...]] = {}
+        for t, steps in lists.items():
+            found: list[int] = []
+            for i, (_, prev, post) in enumerate(steps):
+                sig = change_sig(prev, post)
+                if sig in want and i not in found:
+                    found.append(i)
+                    if len(found) == len(want):
+                        break
+                elif _sig_columns(sig) & cols:
+                    return          # something else done to these columns first: not a reordering
+            if len(found) != len(want) or len({change_sig(steps[i][1], steps[i][2]) for i in found}) != len(want):
+                return
+            plan[t] = tuple(i - 1 for i in found[1:])
+        for t, idx in plan.items():
+            o = self.members[t]
+            a = o.answer
+            assert a is not None
+            self._set_conflict(o, None)
+            self._set_schema(o, a.before or o.schema)
+            ans = Answer(a.info, Stage.SKIP_AND_WAIT, [], (
+                f"coordinating this rename together with {len(idx)} later one(s) of the table (every table of "
+                "the lock makes the same renames, in another order): the worker sends them as one ALTER"),
+                [], set(), a.afters, a.before, combine=idx)
+            self._set_answer(o, ans)
+            self._set_done(o, False)
+            if fx.answer is not None and fx.answer.info.table == t:
+                fx.answer = ans
+            else:
+                fx.others.append((t, ans))
 
     def _ordered(self, m: Member, ans: Answer) -> Answer:
         """``ans`` unless it runs statements that change a column or index another member's
@@ -1090,7 +1103,7 @@ class Lock(LockState):
 
     def restore(self, m: Member, info: Info, before: TableSchema, afters: list[TableSchema],
                 stage: Stage, ddls: list[str], message: str, cols: list[str], runner: TableRef | None,
-                done: bool, runs_after: TableRef | None = None, first: str = "", combine: int = 0,
+                done: bool, runs_after: TableRef | None = None, first: str = "", combine: tuple[int, ...] = (),
                 hopeful: bool = False) -> None:
         """Take the stored answer to ``info`` as ``m``'s answer: the persisted resolution stands
         (invariant 2) instead of being re-decided by a replay whose order would pick another runner."""

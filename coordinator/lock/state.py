@@ -39,7 +39,7 @@ class Answer:
     runner: TableRef | None = None      # held/redirected: the table that runs the agreed change
     runs_after: TableRef | None = None  # held until this table's running answer is done (ordering)
     first: str = ""                     # held: coordinate this later change of the ALTER first (``Lock._reorder``)
-    combine: int = 0                    # held: coordinate this change with the next ``combine`` ones (``Lock._combine``)
+    combine: tuple[int, ...] = ()       # held: coordinate this change with these later ones (``Lock._combine``)
     hopeful: bool = False               # held in hope another order agrees (``Lock._hopeful``), not a plain hold
 
 

@@ -98,7 +98,7 @@ def full_key(world: World) -> tuple:
         orev = op.revision if op else 0
         ws.append((w.pos, w.phase, w.met == w.pos, w.ran == w.pos, w.intent, w.gone, w.skipped, w.read_ahead,
                    len(w.events), None if info is None else (tuple(info.ahead), info.extends > 0),
-                   None if op is None else (op.combine, op.hopeful),
+                   None if op is None else (tuple(op.combine), op.hopeful),
                    _rel(w.rev, irev), _rel(w.seen, orev),
                    None if w.info is None else (tuple(w.info.ddls), _fp(w.info.before)),
                    None if w.op is None else (w.op.stage.value, tuple(w.op.ddls), _rel(w.op.revision, orev)),

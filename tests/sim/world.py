@@ -316,17 +316,20 @@ class World:
         w.rev, w.seen = self.store.put_info(w.info), 0
         return True
 
-    def _combine(self, w: Worker, n: int) -> None:
-        """The lock asked for the change at ``w.pos`` and the next ``n`` as one ALTER (handler:
-        ``Combine``): the worker sends them as one statement; its tracker takes the renames at
-        once, so the rows between are written through them, and the statements folded in are
-        skipped when the stream reaches them (the real worker persists that with its checkpoint)."""
-        stmts = [s for ev in w.events[w.pos:w.pos + n + 1] for s in ev]
-        combined = stmts[0] + "".join(", " + _clauses(s) for s in stmts[1:])
+    def _combine(self, w: Worker, idx: list[int]) -> None:
+        """The lock asked for the change at ``w.pos`` and the later ones ``idx`` (0: the next) as
+        one ALTER (handler: ``Combine``): the worker sends them as one statement; its tracker
+        takes the renames at once, so the rows between are written through them, the changes
+        between (other columns) stay where they are, and the ones folded in are skipped when the
+        stream reaches them (the real worker persists that with its checkpoint)."""
+        folded = [w.pos + 1 + i for i in idx]
+        combined = w.events[w.pos][0] + "".join(", " + _clauses(w.events[p][0]) for p in folded)
+        keep = [p for p in range(w.pos + 1, len(w.events)) if p not in folded]
         rows = w.rows_at
-        w.events = [*w.events[:w.pos], [combined], *w.events[w.pos + n + 1:]]
+        w.events = [*w.events[:w.pos], [combined], *[w.events[p] for p in keep]]
         if rows is not None:
-            w.rows_at = frozenset({p for p in rows if p <= w.pos} | {p - n for p in rows if p > w.pos + n})
+            # a boundary after position p moves back by the folded changes before it
+            w.rows_at = frozenset(p - sum(1 for f in folded if f < p) for p in rows)
         schemas, jsons = _walk(w.schemas[w.pos], w.events[w.pos:])
         w.schemas = [*w.schemas[:w.pos], *schemas]
         w.jsons = [*w.jsons[:w.pos], *jsons]
@@ -385,7 +388,7 @@ class World:
                 w.phase, w.read_ahead = "run", 0
                 return True
             if op.combine:
-                self._combine(w, op.combine)
+                self._combine(w, list(op.combine))
                 w.phase, w.read_ahead = "run", 0
                 return True
             if w.phase == "held":
