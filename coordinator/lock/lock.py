@@ -580,9 +580,7 @@ class Lock(LockState):
         """A table held in hope (``_hopeful``) whose hope is gone -- a table in the way, or the
         held one itself, turned out to touch the other's columns otherwise, or read all it may
         without the change -- is ``detected`` after all, with DM's message and exits."""
-        hoping = sorted((t for t in self._conflicts if (a := self.members[t].answer) is not None and a.hopeful),
-                        key=str)
-        for t in hoping:
+        for t in sorted(self._hoping & self._conflicts, key=str):
             m = self.members[t]
             a = m.answer
             assert a is not None and a.before is not None
@@ -879,9 +877,10 @@ class Lock(LockState):
                 progressed = True
             if not progressed:
                 break
-        if len(self._conflicts) > 1:
+        if self._hoping:
             self._hope_lost(fx)
-            self._combine(fx)
+        if len(self.members) > 1 and len(self._conflicts) + len(self._detected) >= len(self.members):
+            self._combine(fx)      # (counted first: a big lock's Infos stay at a flat cost)
 
     def drain_redirects(self, fx: Effects) -> None:
         """Redirect the resolved tables whose resolving table has run its DDLs downstream (or runs

@@ -118,6 +118,8 @@ class LockState:
         # so a member reaching that shape by a rename still meets it.  Never part of a join or
         # an agreement (persisted as the departed Info, ``Info.departed``)
         self._departed: dict[TableRef, TableSchema] = {}
+        # members held in hope that another order of the same renames agrees (``Answer.hopeful``)
+        self._hoping: set[TableRef] = set()
 
     # ------------------------------------------------------------------ membership
     def add_member(self, t: TableRef, schema: TableSchema | None, joining: bool = False) -> Member:
@@ -156,6 +158,7 @@ class LockState:
         self._finals.remove(m.final)
         self._conflicts.discard(t)
         self._detected.discard(t)
+        self._hoping.discard(t)
         self._not_done.discard(t)
         self._running.discard(t)
         self._noted.discard(t)
@@ -190,6 +193,7 @@ class LockState:
     def _set_answer(self, m: Member, a: Answer | None) -> None:
         m.answer = a
         (self._detected.add if a is not None and a.stage is Stage.DETECTED else self._detected.discard)(m.table)
+        (self._hoping.add if a is not None and a.hopeful else self._hoping.discard)(m.table)
         self._track_running(m)
 
     def _set_done(self, m: Member, done: bool) -> None:
