@@ -20,6 +20,7 @@ from coordinator.schema import SchemaError, TableSchema
 
 from .errors import BadAction, LockNotFound, TableNotInLock, UnlockRefused
 from .lock import Answer, Effects, Lock, Member
+from .state import Left
 from .rebuild import Rebuilt, rebuild
 from .schema_bag import eq
 from .views import Expectation, LockOwner, LockSummary, LockView, expectation, lock_state, lock_view
@@ -48,17 +49,6 @@ class LockChange:
     @property
     def operations(self) -> list[Operation]:
         return ([self.operation] if self.operation is not None else []) + self.others
-
-
-@dataclass(frozen=True)
-class Left:
-    """What a table that left one of a target's locks left downstream (its ``Remnant`` record):
-    its schema, and the columns it dropped whose DROP never ran there."""
-    schema: TableSchema
-    dropped: tuple[str, ...] = ()
-
-    def key(self) -> tuple:
-        return self.schema.lattice_key(), self.dropped
 
 
 class LockKeeper:

@@ -14,6 +14,7 @@ from coordinator.etcdproto import (DroppedColumn, DroppedStage, Info, LockKey, O
 from coordinator.schema import SchemaError, TableSchema
 
 from .lock import Effects
+from .state import Left
 
 if TYPE_CHECKING:
     from .keeper import LockKeeper, SchemaSource
@@ -45,7 +46,6 @@ def rebuild(cls: type[LockKeeper], infos: Iterable[Info], operations: Iterable[O
     re-applied.  A lock created here starts with its target's remnants (tables that left an
     earlier lock), as the live keeper's does.
     Never raises for bad data: the affected lock is marked ``error`` with the reason (dm#1185)."""
-    from .keeper import Left
     k = cls(schema_source)
     errors: list[str] = []
     for st in source_tables:

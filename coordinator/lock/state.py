@@ -43,6 +43,17 @@ class Answer:
     hopeful: bool = False               # held in hope another order agrees (``Lock._hopeful``), not a plain hold
 
 
+@dataclass(frozen=True)
+class Left:
+    """What a table that left one of a target's locks left downstream (its ``Remnant`` record):
+    its schema, and the columns it dropped whose DROP never ran there."""
+    schema: TableSchema
+    dropped: tuple[str, ...] = ()
+
+    def key(self) -> tuple:
+        return self.schema.lattice_key(), self.dropped
+
+
 @dataclass
 class Member:
     table: TableRef
