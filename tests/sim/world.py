@@ -318,7 +318,8 @@ class World:
 
     def _combine(self, w: Worker, idx: list[int]) -> None:
         """The lock asked for the change at ``w.pos`` and the later ones ``idx`` (0: the next) as
-        one ALTER (handler: ``Combine``): the worker sends them as one statement; its tracker
+        one ALTER (what the worker must do; ``worker/`` does not yet, docs/lock-algorithm.md): it
+        sends them as one statement; its tracker
         takes the renames at once, so the rows between are written through them, the changes
         between (other columns) stay where they are, and the ones folded in are skipped when the
         stream reaches them (the real worker persists that with its checkpoint)."""
