@@ -319,10 +319,10 @@ class World:
     def _combine(self, w: Worker, idx: list[int]) -> None:
         """The lock asked for the change at ``w.pos`` and the later ones ``idx`` (0: the next) as
         one ALTER (what the worker must do; ``worker/`` does not yet, docs/lock-algorithm.md): it
-        sends them as one statement; its tracker
-        takes the renames at once, so the rows between are written through them, the changes
-        between (other columns) stay where they are, and the ones folded in are skipped when the
-        stream reaches them (the real worker persists that with its checkpoint)."""
+        sends them as one statement; its tracker takes the renames at once, so the rows between
+        are written through them, the changes between (other columns) stay where they are, and
+        the ones folded in are skipped when the stream reaches them (persisted with the
+        checkpoint)."""
         folded = [w.pos + 1 + i for i in idx]
         combined = w.events[w.pos][0] + "".join(", " + _clauses(w.events[p][0]) for p in folded)
         keep = [p for p in range(w.pos + 1, len(w.events)) if p not in folded]
