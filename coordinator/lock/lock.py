@@ -500,11 +500,11 @@ class Lock(LockState):
         return mine
 
     # ------------------------------------------------------------------ changes across statements
-    def _later(self, t: TableRef) -> list[tuple[str, TableSchema, TableSchema]]:
-        """``t``'s pending change, then the later ones its Info names (``rest``, then ``ahead``),
-        each as (statement, schema before, schema after); stops at one that does not apply."""
-        o = self.members[t]
-        a = o.answer
+    @staticmethod
+    def _later(a: Answer | None) -> list[tuple[str, TableSchema, TableSchema]]:
+        """The pending change answered by ``a``, then the later ones its Info names (``rest``,
+        then ``ahead``), each as (statement, schema before, schema after); stops at one that does
+        not apply."""
         if a is None or a.before is None or len(a.info.ddls) != 1 or len(a.afters) != 1 or a.combine \
                 or not a.info.reads_ahead:
             return []
@@ -521,13 +521,14 @@ class Lock(LockState):
             prev = post
         return out
 
-    def _hope(self, t: TableRef, want: tuple, pending: tuple) -> bool | None:
-        """Whether ``t`` (pending change ``pending``) makes the rename ``want`` later too: True when
-        its known later changes (``_later``) have it; False when they touch its columns otherwise,
-        or the table has sent all the look-ahead it may (``MAX_AHEAD``); None: not known yet."""
+    @staticmethod
+    def _hope(a: Answer | None, steps: list, want: tuple, pending: tuple) -> bool | None:
+        """Whether the table answered by ``a`` (pending change ``pending``, list ``steps`` from
+        ``_later``) makes the rename ``want`` later too: True when its known later changes have
+        it; False when they touch its columns otherwise, or the table has sent all the
+        look-ahead it may (``MAX_AHEAD``); None: not known yet."""
         if pending == want:
             return True
-        steps = self._later(t)
         if not steps:
             return False
         cols = _sig_columns(want)
@@ -537,7 +538,6 @@ class Lock(LockState):
                 return True
             if _sig_columns(sig) & cols:
                 return False
-        a = self.members[t].answer
         return False if a is None or len(a.info.ahead) >= MAX_AHEAD else None
 
     def _hopeful(self, m: Member, ans: Answer) -> Answer:
@@ -553,23 +553,20 @@ class Lock(LockState):
         want = change_sig(ans.before, ans.afters[0])
         if not _pure_rename(want):
             return ans
-        blockers = [t for t in (self._conflicts | self._detected) - {m.table} if self._later(t)]
-        if len(blockers) != len((self._conflicts | self._detected) - {m.table}):
-            return ans
+        mine = self._later(ans)
         ahead = False
-        prev_answer, m.answer = m.answer, ans          # ``_hope`` reads ``m``'s list from its answer
-        try:
-            for t in blockers:
-                steps = self._later(t)
-                theirs = change_sig(steps[0][1], steps[0][2])
-                if theirs == want:
-                    continue
-                if not _pure_rename(theirs) or self._hope(t, want, theirs) is not True \
-                        or self._hope(m.table, theirs, want) is False:
-                    return ans
-                ahead = True
-        finally:
-            m.answer = prev_answer
+        for t in (self._conflicts | self._detected) - {m.table}:
+            o = self.members[t].answer
+            steps = self._later(o)
+            if not steps:
+                return ans
+            theirs = change_sig(steps[0][1], steps[0][2])
+            if theirs == want:
+                continue
+            if not _pure_rename(theirs) or self._hope(o, steps, want, theirs) is not True \
+                    or self._hope(ans, mine, theirs, want) is False:
+                return ans
+            ahead = True
         if not ahead:
             return ans
         self._set_conflict(m, ans.afters[0])
@@ -586,13 +583,15 @@ class Lock(LockState):
             assert a is not None and a.before is not None
             want = change_sig(a.before, a.afters[0])
             lost = ""
+            mine = self._later(a)
             for o in sorted(self._conflicts - {t}, key=str):
-                steps = self._later(o)
+                oa = self.members[o].answer
+                steps = self._later(oa)
                 theirs = change_sig(steps[0][1], steps[0][2]) if steps else None
                 if theirs == want:
                     continue
-                if theirs is None or not _pure_rename(theirs) or self._hope(o, want, theirs) is False \
-                        or self._hope(t, theirs, want) is False:
+                if theirs is None or not _pure_rename(theirs) or self._hope(oa, steps, want, theirs) is False \
+                        or self._hope(a, mine, theirs, want) is False:
                     lost = str(o)
                     break
             if not lost:
@@ -603,12 +602,7 @@ class Lock(LockState):
                 f"there will be conflicts if DDLs {'; '.join(a.info.ddls)} are applied to the downstream: it conflicts "
                 f"with the pending conflicting DDL of {lost}, which does not make this rename later (or this table "
                 "does not make its change); the two changes disagree"), [], set(), a.afters, a.before)
-            self._set_answer(m, ans)
-            self._set_done(m, False)
-            if fx.answer is not None and fx.answer.info.table == t:
-                fx.answer = ans
-            else:
-                fx.others.append((t, ans))
+            self._reanswer(m, ans, fx)
 
     def _combine(self, fx: Effects) -> None:
         """Every member is blocked on a rename (or held in hope), and every table's list
@@ -621,7 +615,7 @@ class Lock(LockState):
         blocked = self._conflicts | self._detected
         if len(blocked) < 2 or len(blocked) != len(self.members):
             return
-        lists = {t: self._later(t) for t in sorted(blocked, key=str)}
+        lists = {t: self._later(self.members[t].answer) for t in sorted(blocked, key=str)}
         if any(not x for x in lists.values()):
             return
         want = {change_sig(x[0][1], x[0][2]) for x in lists.values()}
@@ -657,12 +651,17 @@ class Lock(LockState):
                 f"coordinating this rename together with {len(idx)} later one(s) of the table (every table of "
                 "the lock makes the same renames, in another order): the worker sends them as one ALTER"),
                 [], set(), a.afters, a.before, combine=idx)
-            self._set_answer(o, ans)
-            self._set_done(o, False)
-            if fx.answer is not None and fx.answer.info.table == t:
-                fx.answer = ans
-            else:
-                fx.others.append((t, ans))
+            self._reanswer(o, ans, fx)
+
+    def _reanswer(self, m: Member, ans: Answer, fx: Effects) -> None:
+        """``m``'s answer changed outside its own Info's decision: it is the caller's answer when
+        ``fx`` is for ``m``'s Info, else one of the others to write."""
+        self._set_answer(m, ans)
+        self._set_done(m, False)
+        if fx.answer is not None and fx.answer.info.table == m.table:
+            fx.answer = ans
+        else:
+            fx.others.append((m.table, ans))
 
     def _ordered(self, m: Member, ans: Answer) -> Answer:
         """``ans`` unless it runs statements that change a column or index another member's
