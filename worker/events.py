@@ -119,6 +119,11 @@ class DDLEvent:
     # those after ``change``, in the statement's order).  The lock may ask for a later change
     # first (``Operation.first``): the changes of one statement have no upstream row between them
     rest: tuple[int, ...] | None = None
+    # a held statement run together with later statements of its table (``Operation.combine``):
+    # ``query`` is the combined ALTER and these are the statements it folded in, each
+    # ``{"at": end position, "statement": upstream text, "renames": [[old, new], ...]}``
+    # (checkpoint rule 11)
+    folds: tuple = ()
 
     @property
     def later(self) -> tuple[int, ...]:

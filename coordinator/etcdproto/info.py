@@ -66,6 +66,9 @@ class Info(TableRecord):
     # this Info repeats the table's Info of that revision with more ``ahead`` (the worker read
     # further while held): the same DDL, so its answer stands, live and at a rebuild
     extends: int = 0
+    # where each ``ahead`` statement ends in the table's binlog (``Position.to_json``): the worker's
+    # own bookkeeping, so a restart can tell which statements a ``combine`` answer folds in
+    ahead_at: list[dict] = field(default_factory=list)
     revision: int = _meta()
     version: int = _meta()
 

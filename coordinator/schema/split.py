@@ -2,6 +2,7 @@
 them to another table (the lock engine works per change, like DM)."""
 from __future__ import annotations
 
+from .errors import SchemaError
 from .render import table_ref
 from .kinds import ClauseKind, StatementKind
 from .statement import parse_statement
@@ -26,3 +27,16 @@ def split_ddl(sql: str, target=None) -> list[str]:
         return [st.sql[:a] + ref + st.sql[b:]]
     head = st.sql[:a]
     return [f"{head}{ref} {c.text}" for c in st.clauses if c.kind is not ClauseKind.NOOP]
+
+
+def combine_ddls(first: str, later: list[str]) -> str:
+    """One ALTER TABLE of ``first`` followed by the clauses of the ``later`` ALTERs of the same
+    table (the lock's ``Operation.combine``: changes the other shards make in another order, run
+    as one statement).  Raises ``SchemaError`` for a statement that is not an ALTER TABLE."""
+    clauses = []
+    for sql in later:
+        st = parse_statement(sql)
+        if st.kind is not StatementKind.ALTER_TABLE:
+            raise SchemaError(f"only ALTER TABLE changes can be combined, not {sql!r}")
+        clauses += [c.text for c in st.clauses if c.kind is not ClauseKind.NOOP]
+    return ", ".join([first.rstrip().rstrip(";"), *clauses])

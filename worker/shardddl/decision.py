@@ -31,6 +31,7 @@ class TableDDL:
     end: str = ""               # binlog position after the event (names the statement to `binlog skip`)
     change: int | None = None   # which change of a multi-change ALTER this is (None: the whole statement)
     rest: tuple[int, ...] = ()  # that ALTER's changes still to come after this one, in their order
+    combined: bool = False      # a held statement with later ones folded in (``DDLEvent.folds``): one change
 
 
 _NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
@@ -96,15 +97,26 @@ class Reorder:
     message: str
 
 
+@dataclass(frozen=True)
+class Combine:
+    """Other tables make this table's held rename and some of its later ones (``Info.ahead``) in
+    another order: run the held statement together with the later ones ``indexes`` names, as
+    one ALTER (docs/lock-algorithm.md, "Opposite orders across statements")."""
+    indexes: tuple[int, ...]
+    message: str
+
+
 # What one Operation means for the worker's waiting DDL (the master wrote it from the lock engine's
 # ``coordinator.lock.Answer``; the handler turns it into the syncer's ``DDLDecision``)
-OperationOutcome = Execute | Hold | Pause | Fail | Replay | Reorder
+OperationOutcome = Execute | Hold | Pause | Fail | Replay | Reorder | Combine
 
 
 def on_operation(op: Operation, *, strict: bool) -> OperationOutcome:
     """What an Operation answering our Info means for the waiting DDL."""
     if op.stage is Stage.SKIP_AND_WAIT and op.first:
         return Reorder(op.first, op.message)
+    if op.stage is Stage.SKIP_AND_WAIT and op.combine:
+        return Combine(tuple(op.combine), op.message)
     if op.stage is Stage.RESOLVED:
         return Replay(op.message or "conflict resolved: replay")
     if op.stage in (Stage.NONE, Stage.UNLOCKED):
@@ -119,5 +131,6 @@ def on_operation(op: Operation, *, strict: bool) -> OperationOutcome:
 
 def redirected(op: Operation) -> bool:
     """A held table's Operation was rewritten so that the table can replay from its DDL (with a
-    later change of its ALTER first, for ``Operation.first``)."""
-    return op.stage in (Stage.RESOLVED, Stage.UNLOCKED, Stage.NONE) or bool(op.first)
+    later change of its ALTER first, for ``Operation.first``, or with later statements folded in,
+    for ``Operation.combine``)."""
+    return op.stage in (Stage.RESOLVED, Stage.UNLOCKED, Stage.NONE) or bool(op.first) or bool(op.combine)

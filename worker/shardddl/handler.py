@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 from coordinator.etcdproto import Info, LockKey, Operation, Stage, Store, TableRef, lock_id
+from coordinator.lock.lock import MAX_AHEAD
 from coordinator.obs import logger
 from coordinator.routing import TableMapper, Target
 from coordinator.schema.canonical import canonical_ddl, tidy_ddl
 from coordinator.schema.ddl import apply_ddl
+from coordinator.schema.model import TableSchema
 from coordinator.schema.errors import SchemaError
 from coordinator.schema.kinds import ClauseKind, StatementKind, Track, parse_ddl
 from coordinator.shell import shardctl, unlock_choice
@@ -39,7 +41,8 @@ from worker.events import DDLEvent
 from worker.schema_tracker import Preview, SchemaTracker, SchemaTrackError, schema_to_json
 from worker.status import StatusReporter
 
-from .decision import Execute, Fail, Hold, Pause, Reorder, Replay, Route, TableDDL, on_operation, redirected, route_kind
+from .decision import (Combine, Execute, Fail, Hold, Pause, Reorder, Replay, Route, TableDDL, on_operation, redirected,
+                       route_kind)
 from .errors import CoordinationStopped, ShardDDLError, StrictConflict, UnsupportedShardDDL
 from .lock_client import LockClient, strs
 from .source_tables import SourceTablesWriter
@@ -99,6 +102,32 @@ class _First:
     message: str
 
 
+@dataclass(frozen=True)
+class _Combine:
+    """The lock asks for the held statement to run with later ones folded in (``DDLEvent.folds``)."""
+    folds: list[dict]
+    message: str
+
+
+@dataclass
+class _Held:
+    """A table held on its lock: the Info it waits with, which grows as the stream reads past the
+    table (``Info.ahead``) until a statement that cannot be folded in, or ``MAX_AHEAD``."""
+    info: Info
+    rev: int
+    ctx: dict
+    target: Target
+    closed: bool = False
+
+
+def column_renames(prev: TableSchema, post: TableSchema) -> list[list[str]]:
+    """``[[old, new]]`` when one statement took ``prev`` to ``post`` by renaming one column (the
+    names a row written before it carries, and the ones the downstream has after it); else []."""
+    pn, qn = {c.name.lower(): c.name for c in prev.columns}, {c.name.lower(): c.name for c in post.columns}
+    gone, came = [pn[k] for k in pn if k not in qn], [qn[k] for k in qn if k not in pn]
+    return [[gone[0], came[0]]] if len(gone) == 1 and len(came) == 1 else []
+
+
 class OptimisticDDLHandler:
     """``worker.sync.ddl_handler.DDLHandler`` for a task in optimistic shard mode (one task+source)."""
 
@@ -125,6 +154,7 @@ class OptimisticDDLHandler:
         # tracked schema already has); a skip of the statement applies only the others
         self._partial: dict[tuple[str, str], tuple[str, frozenset[int]]] = {}
         self._waiters: dict[tuple[str, str], threading.Thread] = {}
+        self._held: dict[tuple[str, str], _Held] = {}
         self._cancel = threading.Event()
 
     def _text(self, event: DDLEvent) -> str:
@@ -150,6 +180,7 @@ class OptimisticDDLHandler:
         self._pending.clear()
         self._partial.clear()
         self._waiters.clear()
+        self._held.clear()
         for (s, t) in self.tracker.tables():
             self.tracker.forget(s, t)
         for (s, t), text in table_infos.items():
@@ -182,7 +213,7 @@ class OptimisticDDLHandler:
         is the same live, after a handover, an unlock and a rebuild; no row of the upstream sits
         between two changes of one statement, so nothing is written in the schemas between."""
         kind = StatementKind(event.kind)
-        if event.table is None or event.target_table is None or not kind.on_table \
+        if event.table is None or event.target_table is None or not kind.on_table or event.folds \
                 or not ctx.is_sharded(event.schema, event.table):
             return [event]
         text = self._text(event)
@@ -204,13 +235,16 @@ class OptimisticDDLHandler:
                 self._track_direct(event, event.table, kind)
             return direct_decision(event, ctx)
         ddl = TableDDL(self._text(event), event.schema, event.table, kind, str(event.start), event.timestamp or None,
-                       str(event.end), event.change, event.later)
+                       str(event.end), event.change, event.later, combined=bool(event.folds))
         key = (event.schema, event.table)
+        self._held.pop(key, None)
         p = self._decide(ddl, event.start)
         if isinstance(p, Hold):
             return DDLDecision(hold=True, note=p.message)
         if isinstance(p, _First):
             return DDLDecision(first=p.change, note=p.message)
+        if isinstance(p, _Combine):
+            return DDLDecision(combine=p.folds, note=p.message)
         self._pending[key] = p
         return DDLDecision(execute=list(p.statements), skip=not p.statements,
                            note=f"lock {lock_id(self.task, p.target.schema, p.target.table)}",
@@ -341,7 +375,7 @@ class OptimisticDDLHandler:
         return dict(task=self.task, source=self.source, table=f"{ddl.schema}.{ddl.table}",
                     position=ddl.position, lock_id=lock_id(self.task, target.schema, target.table))
 
-    def _decide(self, ddl: TableDDL, start=None) -> _Pending | Hold | _First:
+    def _decide(self, ddl: TableDDL, start=None) -> _Pending | Hold | _First | _Combine:
         """Everything before downstream execution; blocks while the lock answers."""
         target = self.mapper.target(ddl.schema, ddl.table)
         if target is None:
@@ -367,7 +401,7 @@ class OptimisticDDLHandler:
             return _Pending(ddl, target, [stmt])
         like = route is Route.CREATE and create_like_source(ddl.sql) is not None
         try:
-            statements = [ddl.sql] if like else split_ddl(ddl.sql)
+            statements = [ddl.sql] if like or ddl.combined else split_ddl(ddl.sql)
         except SchemaError as e:
             raise UnsupportedShardDDL(f"cannot split DDL {tidy_ddl(ddl.sql)!r}: {e}; run it on the target by hand if "
                                       f"needed, then {skip} skips it here", **ctx) from e
@@ -395,7 +429,7 @@ class OptimisticDDLHandler:
         return self._coordinate(ddl, target, statements, ctx, start, later)
 
     def _coordinate(self, ddl: TableDDL, target: Target, statements: list[str], ctx: dict,
-                    start=None, later: list[tuple[int, str]] | None = None) -> _Pending | Hold | _First:
+                    start=None, later: list[tuple[int, str]] | None = None) -> _Pending | Hold | _First | _Combine:
         p = self._preview(ddl, statements, ctx)
         if p.before is None or any(a is None for a in p.afters):
             raise ShardDDLError(f"`{ddl.schema}`.`{ddl.table}` is not tracked and not found upstream; "
@@ -405,12 +439,17 @@ class OptimisticDDLHandler:
                     ddls=routed_ddls(statements, target),
                     before=p.before.to_json(), afters=[a.to_json() for a in p.afters if a is not None],
                     timestamp=int(ddl.timestamp or 0),     # the binlog event's time: the lock's column order
-                    rest=routed_ddls([s for _, s in later or []], target))
+                    rest=routed_ddls([s for _, s in later or []], target),
+                    # a statement handled whole: the stream reads past it while it is held, and
+                    # its later statements can be folded in (``Operation.combine``)
+                    reads_ahead=ddl.change is None)
         stored = self.client.stored(info)
         op = self.client.unlocked_answer(info, stored, ctx)
         if op is not None:
             return _Pending(ddl, target, list(op.ddls or []), preview=p, operation=op, info=info)
         rev, after = self.client.stored_info(info, stored, ctx), 0
+        if rev and stored is not None and stored[0] is not None:
+            info = stored[0]         # with what the stream had read past it (``ahead``) before
         just_put = not rev
         if just_put:
             rev = self.client.put_info(info, ctx)
@@ -451,10 +490,16 @@ class OptimisticDDLHandler:
                 _log.info("the lock asks for a later change of this ALTER first", first=answer.first,
                           info_revision=rev, **strs(ctx))
                 return _First(k, answer.message)
+            if isinstance(answer, Combine):
+                folds = self._folds(ddl, info, op, p, ctx)
+                _log.info("the lock asks for later statements of this table to run with this one",
+                          folded=len(folds), info_revision=rev, **strs(ctx))
+                return _Combine(folds, answer.message)
             if isinstance(answer, Hold):
                 self._waiting(f"redirect for lock {ctx['lock_id']}: {owner} is held on {info.ddls} until the "
                               "other shards make the same change (other tables keep replicating)", ctx)
-                self._start_waiter((ddl.schema, ddl.table), info, op, ctx)
+                held = self._held[(ddl.schema, ddl.table)] = _Held(info, rev, ctx, target)
+                self._start_waiter((ddl.schema, ddl.table), held, op)
                 return Hold(f"skip-and-wait on lock {op.lock_id}")
             if isinstance(answer, Fail):
                 tables = self.client.pending_tables(info.lock, owner)
@@ -527,16 +572,17 @@ class OptimisticDDLHandler:
             return Preview(ddl.schema, ddl.table, tuple(statements), None, (after,))
 
     # ------------------------------------------------------------------ held tables
-    def _start_waiter(self, key, info: Info, op: Operation, ctx: dict) -> None:
+    def _start_waiter(self, key, held: _Held, op: Operation) -> None:
         """Wait in the background for the held table's redirect, then ask the syncer to rewind
-        (the held table replays from its DDL; the replay finds the new answer)."""
-        cancel = self._cancel
+        (the held table replays from its DDL; the replay finds the new answer).  The Info waited
+        on is the latest one :meth:`read_ahead` put."""
+        cancel, info, ctx = self._cancel, held.info, held.ctx
 
         def run():
             cur = op
             try:
                 while True:
-                    cur = self.client.wait_rewrite(info, cur, ctx, cancel)
+                    cur = self.client.wait_rewrite(info, cur, ctx, cancel, revision=lambda: held.rev)
                     if cur is None or cancel.is_set():
                         return
                     if redirected(cur):
@@ -554,6 +600,62 @@ class OptimisticDDLHandler:
         th = threading.Thread(target=run, name=f"redirect-{key[0]}.{key[1]}", daemon=True)
         self._waiters[key] = th
         th.start()
+
+    def read_ahead(self, event: DDLEvent) -> None:
+        """A later statement of a held table, read past while it waits: an ALTER of the table is
+        added to the held Info's ``ahead`` (put again, ``extends`` naming the first revision), so
+        the lock can ask for it to be folded in (``Operation.combine``) when other tables make
+        the same renames in another order.  Anything else (a CREATE or DROP of the table, a
+        statement that renames it, one the parser refuses) ends the look-ahead: what follows it
+        cannot be folded in before it."""
+        h = self._held.get((event.schema, event.table or ""))
+        if h is None or h.closed or not h.info.reads_ahead or len(h.info.ahead) >= MAX_AHEAD:
+            return
+        at = event.end.to_json()
+        if at in h.info.ahead_at:
+            return          # read again after a restart: the stored Info has it already
+        text = self._text(event)
+        kind = StatementKind(event.kind)
+        try:
+            ok = kind is StatementKind.ALTER_TABLE and route_kind(kind, text) is Route.COORDINATE \
+                and not _renames_table(text)
+            routed = routed_ddls([text], h.target)[0] if ok else ""
+        except SchemaError:
+            ok = False
+        if not ok:
+            h.closed = True
+            return
+        h.info = dataclasses.replace(h.info, ahead=[*h.info.ahead, routed], ahead_at=[*h.info.ahead_at, at],
+                                     extends=h.info.extends or h.rev)
+        h.rev = self.client.put_info(h.info, h.ctx)
+        _log.info("held table's later statement sent as look-ahead", statement=routed, ahead=len(h.info.ahead),
+                  info_revision=h.rev, **strs(h.ctx))
+
+    def _folds(self, ddl: TableDDL, info: Info, op: Operation, p: Preview, ctx: dict) -> list[dict]:
+        """The later statements an ``Operation.combine`` folds into ``ddl`` (``DDLEvent.folds``),
+        each with the renames rows written before it need."""
+        want = sorted({int(i) - len(info.rest) for i in op.combine})
+        if info.rest or not want or want[0] < 0 or want[-1] >= min(len(info.ahead), len(info.ahead_at)) \
+                or p.afters[-1] is None:
+            raise ShardDDLError(f"the lock asks to fold changes {op.combine} into {info.ddls}, which are not "
+                                f"statements this worker read past ({info.ahead}); the master and this worker "
+                                f"disagree on the table's stream: "
+                                f"`{shardctl('binlog', 'skip', self.task, '-s', self.source)}` skips the DDL",
+                                stage=op.stage.value, **ctx)
+        out, prev = [], p.afters[-1]
+        for j in range(want[-1] + 1):
+            try:
+                post = apply_ddl(prev, info.ahead[j])
+            except SchemaError as e:
+                raise ShardDDLError(f"look-ahead statement {info.ahead[j]!r} does not apply to the table's "
+                                    f"schema: {e}", **ctx) from e
+            if post is None:
+                raise ShardDDLError(f"look-ahead statement {info.ahead[j]!r} drops the table", **ctx)
+            if j in want:
+                out.append({"at": info.ahead_at[j], "statement": rename_ddl_table(info.ahead[j], (ddl.schema, ddl.table)),
+                            "renames": column_renames(prev, post)})
+            prev = post
+        return out
 
     # ------------------------------------------------------------------ helpers
     def _waiting(self, what: str, ctx: dict, after: float = 0.0) -> None:

@@ -121,14 +121,19 @@ class LockClient:
                 if new != rev:
                     rev, after = new, 0
 
-    def wait_rewrite(self, info: Info, op: Operation, ctx: dict, cancel: threading.Event) -> Operation | None:
+    def wait_rewrite(self, info: Info, op: Operation, ctx: dict, cancel: threading.Event,
+                     revision: Callable[[], int] | None = None) -> Operation | None:
         """For a held table: the next Operation for the same Info after ``op``; None when
-        ``cancel`` is set (the syncer restarted: the replayed DDL gets a new Info)."""
-        after = op.revision
+        ``cancel`` is set (the syncer restarted: the replayed DDL gets a new Info).  ``revision``:
+        the Info revision to wait on now (the held table's Info is put again as the stream reads
+        past it, and the lock answers the newest), asked about once a second."""
         while not cancel.is_set():
+            rev = revision() if revision is not None else op.info_revision
             try:
-                return self.store.wait_operation(info.lock, info.table, op.info_revision, after_revision=after,
-                                                 timeout=min(self.recheck_interval, 5.0), stop=self.stop)
+                return self.store.wait_operation(info.lock, info.table, rev,
+                                                 after_revision=op.revision if rev == op.info_revision else 0,
+                                                 timeout=1.0 if revision is not None else min(self.recheck_interval, 5.0),
+                                                 stop=self.stop)
             except OperationWaitTimeout:
                 if self.stop.is_set():
                     raise CoordinationStopped("subtask stopping while a table waited for its redirect",

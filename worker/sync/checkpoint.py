@@ -53,6 +53,14 @@ Rules (tested in tests/worker/test_checkpoint.py and the syncer tests):
    legitimately identical row), so the apply transaction of a keyless table's changes also
    moves that table's row here (``worker.sync.apply._save_points``, never back): committed,
    rule 6 skips them on replay; rolled back, they are applied again.  No duplicate, no loss.
+11. **Folded statements go with the point.**  When the lock asks a held table to run some of its
+   later statements together with the held one (``Operation.combine``), the statement that ran
+   records them in its intent row (``combine``); once it is done, the table's row lists them in
+   ``folded`` (end position, statement, the renames it makes), written with the point in one
+   flush.  Until the point passes a folded statement the table's rows are written through its
+   renames, and when the stream reaches it nothing runs (its change is downstream and tracked
+   already); the point then passes it and the list loses it in the same flush
+   (docs/lock-algorithm.md, "Opposite orders across statements").
 
 Why not one transaction per table for DML + checkpoint: a keyed table's changes are spread over
 several Spark tasks by key hash, each committing on its own; rule 7 makes their replay exact.
@@ -87,6 +95,8 @@ class TablePoint:
     table_info: str | None = None            # JSON text or None
     ddl_intent: dict | None = None
     dirty: bool = False
+    # later statements of the table a combined DDL already ran (rule 11), in binlog order
+    folded: list = field(default_factory=list)
 
 
 @dataclass
@@ -115,6 +125,7 @@ class CheckpointStore(MetaStore):
         exit_safe_binlog_gtid TEXT,
         table_info LONGTEXT,
         ddl_intent LONGTEXT,
+        folded LONGTEXT,
         is_global TINYINT(1) NOT NULL DEFAULT 0,
         create_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP,
         update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
@@ -138,13 +149,15 @@ class CheckpointStore(MetaStore):
     # Each method is one ``_transaction``; ``rollback_on`` names the errors a method rolls back
     # explicitly (the server discards any other's transaction when the connection closes).
     def _upgrade(self, cur: Cursor) -> None:
-        # tables made before fencing get the column; looked up first, because MySQL has no
-        # ADD COLUMN IF NOT EXISTS (a MySQL downstream)
-        cur.execute("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
-                    "AND COLUMN_NAME = %s", (self.meta_schema, table_name(self.task), FENCE_COLUMN))
-        if not cur.fetchone()[0]:
+        # tables made by an earlier release get the columns it did not have; looked up first,
+        # because MySQL has no ADD COLUMN IF NOT EXISTS (a MySQL downstream)
+        for name, definition in ((FENCE_COLUMN, "BIGINT NOT NULL DEFAULT 0"), ("folded", "LONGTEXT")):
+            cur.execute("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                        "AND TABLE_NAME = %s AND COLUMN_NAME = %s", (self.meta_schema, table_name(self.task), name))
+            if cur.fetchone()[0]:
+                continue
             try:
-                cur.execute(f"ALTER TABLE {self.fq} ADD COLUMN {FENCE_COLUMN} BIGINT NOT NULL DEFAULT 0")
+                cur.execute(f"ALTER TABLE {self.fq} ADD COLUMN {name} {definition}")
             except pymysql.err.OperationalError as e:
                 if not (e.args and e.args[0] == 1060):    # another source's store added it meanwhile
                     raise
@@ -179,7 +192,7 @@ class CheckpointStore(MetaStore):
             with self._transaction() as cur:
                 cur.execute(f"SELECT cp_schema, cp_table, binlog_name, binlog_pos, binlog_gtid, "
                             f"exit_safe_binlog_name, exit_safe_binlog_pos, exit_safe_binlog_gtid, "
-                            f"table_info, ddl_intent, is_global FROM {self.fq} WHERE id = %s",
+                            f"table_info, ddl_intent, folded, is_global FROM {self.fq} WHERE id = %s",
                             (self.source_id,))
                 rows = cur.fetchall()
         except pymysql.MySQLError as e:
@@ -187,13 +200,14 @@ class CheckpointStore(MetaStore):
                                   source=self.source_id) from e
         self.global_pos, self.safe_until, self.tables, self.holds = None, None, {}, {}
         self.global_dirty = False
-        for s, t, bn, bp, bg, sn, sp, sg, info, intent, is_global in rows:
+        for s, t, bn, bp, bg, sn, sp, sg, info, intent, folded, is_global in rows:
             if is_global:
                 self.global_pos = Position(bn, int(bp), bg or "") if bn else None
                 self.safe_until = Position(sn, int(sp), sg or "") if sn else None
             else:
                 self.tables[(s, t)] = TablePoint(Position(bn, int(bp), bg or ""), info,
-                                                 json.loads(intent) if intent else None)
+                                                 json.loads(intent) if intent else None,
+                                                 folded=json.loads(folded) if folded else [])
         return Loaded(self.global_pos, self.safe_until, dict(self.tables))
 
     # ------------------------------------------------------------------ in-memory saves
@@ -202,8 +216,9 @@ class CheckpointStore(MetaStore):
         return tp.pos if tp else None
 
     def save_table(self, schema: str, table: str, pos: Position, table_info: str | None = None,
-                   keep_info: bool = True) -> bool:
-        """Advance one table's point (rule 3: an older position is refused)."""
+                   keep_info: bool = True, folded: list | None = None) -> bool:
+        """Advance one table's point (rule 3: an older position is refused); ``folded`` (None:
+        kept) replaces the table's folded statements (rule 11), stored with the point."""
         key = (schema, table)
         tp = self.tables.get(key)
         if tp is not None and pos < tp.pos:
@@ -212,7 +227,8 @@ class CheckpointStore(MetaStore):
                         table=f"{schema}.{table}", position=str(pos), current=str(tp.pos))
             return False
         info = table_info if (table_info is not None or not keep_info or tp is None) else tp.table_info
-        self.tables[key] = TablePoint(pos, info, tp.ddl_intent if tp else None, True)
+        fold = list(folded) if folded is not None else (tp.folded if tp else [])
+        self.tables[key] = TablePoint(pos, info, tp.ddl_intent if tp else None, True, fold)
         return True
 
     def hold(self, schema: str, table: str, before: Position) -> None:
@@ -281,7 +297,7 @@ class CheckpointStore(MetaStore):
                                 source=self.source_id, table=f"{s}.{t}", position=str(tp.pos),
                                 stored=str(old))
                     continue
-                self._upsert(cur, s, t, tp.pos, tp.table_info, 0)
+                self._upsert(cur, s, t, tp.pos, tp.table_info, 0, tp.folded)
             if self.global_dirty and self.global_pos is not None:
                 old = stored.get(("", ""))
                 if old is None or not old.file or old <= self.global_pos:
@@ -291,14 +307,16 @@ class CheckpointStore(MetaStore):
                     log.warning("stored global checkpoint is newer; keeping it", task=self.task,
                                 source=self.source_id, position=str(self.global_pos), stored=str(old))
 
-    def _upsert(self, cur, s, t, pos: Position, info, is_global) -> None:
+    def _upsert(self, cur, s, t, pos: Position, info, is_global, folded: list | None = None) -> None:
         cur.execute(f"""INSERT INTO {self.fq} (id, cp_schema, cp_table, binlog_name, binlog_pos,
-                        binlog_gtid, table_info, is_global) VALUES (%s,%s,%s,%s,%s,%s,%s,%s)
+                        binlog_gtid, table_info, folded, is_global) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)
                         ON DUPLICATE KEY UPDATE binlog_name = VALUES(binlog_name),
                         binlog_pos = VALUES(binlog_pos), binlog_gtid = VALUES(binlog_gtid),
-                        table_info = IF(%s, table_info, VALUES(table_info))""",
+                        table_info = IF(%s, table_info, VALUES(table_info)),
+                        folded = IF(%s, folded, VALUES(folded))""",
                     (self.source_id, s, t, pos.file, pos.pos, pos.gtid,
-                     info if info is not None else "null", is_global, int(bool(is_global))))
+                     info if info is not None else "null", json.dumps(folded) if folded else None, is_global,
+                     int(bool(is_global)), int(bool(is_global))))
 
     def write_safe_until(self, pos: Position) -> None:
         """Rule 7: store the end of the batch about to be applied (only ever raised)."""

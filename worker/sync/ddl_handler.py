@@ -117,6 +117,10 @@ class DDLDecision:
     # the lock asks for this later change of the statement (its index) to be coordinated before
     # this one (``Operation.first``): nothing ran; the syncer sends that change next
     first: int | None = None
+    # the lock asks for this held statement to run together with later statements of its table
+    # (``Operation.combine``): nothing ran; the syncer records them and sends the combined
+    # statement next (checkpoint rule 11), each ``DDLEvent.folds``' form
+    combine: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -158,6 +162,11 @@ class DDLHandler(Protocol):
     def restore(self, table_infos: dict[tuple[str, str], str | None]) -> list[tuple[str, str]]: ...
 
     def changes(self, event: DDLEvent, ctx: DDLContext) -> list[DDLEvent]: ...
+
+    def read_ahead(self, event: DDLEvent) -> None:
+        """A later statement of a table held on its lock, read past while it waits (nothing of
+        it runs now; the table replays it after its redirect)."""
+        ...
 
     def handle_ddl(self, event: DDLEvent, ctx: DDLContext) -> DDLDecision: ...
 
@@ -209,6 +218,9 @@ class DirectDDLHandler:
 
     def attach(self, rewind: Callable[[], None], find_skip: FindSkip | None = None) -> None:
         """Nothing to attach: no table is ever held, no DDL waits for an operator's record."""
+
+    def read_ahead(self, event: DDLEvent) -> None:
+        """Never called: no table is ever held."""
 
     def close(self) -> None:
         """Nothing runs in the background."""

@@ -23,6 +23,7 @@ from worker.schema_tracker import schema_from_json
 from worker.sync.checkpoint import CheckpointStore
 from worker.sync.ddl_exec import run_ddls, server_error
 from worker.sync.ddl_handler import DDLContext, DDLDecision, DDLHandler, has_if_not_exists
+from worker.sync.folds import combined_event, folded_after
 from worker.sync.errors import DownstreamDDLRejected, SyncError
 from worker.upstream import show_create
 
@@ -51,10 +52,27 @@ class DDLIntent:
         self.handler.resume_finished(ev, ctx)
         if ev.last_change:
             self.store.save_table(ev.schema, table, ev.end, self.handler.table_info(ev.schema, table),
-                                  keep_info=False)
+                                  keep_info=False, folded=folded_after(self.store, ev))
         self.log.info("DDL finished before a restart; not coordinated again", table=ev.upstream,
                       position=str(ev.end), change=ev.change)
         return True
+
+    def record_combine(self, ev: DDLEvent, folds: list[dict]) -> DDLEvent:
+        """The lock asks for ``ev`` to run with later statements folded in: recorded in the
+        table's intent row before anything else happens (a restart meets ``ev`` again and hands
+        it over combined), and the combined event returned (checkpoint rule 11)."""
+        assert ev.table is not None
+        self.store.write_ddl_intent(ev.schema, ev.table, {"pos": ev.end.to_json(), "combine": folds})
+        return combined_event(ev, folds)
+
+    def combined(self, ev: DDLEvent) -> DDLEvent:
+        """``ev`` as its table's intent row says the lock asked to run it: combined with the later
+        statements it names, or as it is."""
+        tp = self.store.tables.get((ev.schema, ev.table)) if ev.table is not None and not ev.folds else None
+        intent = tp.ddl_intent if tp is not None else None
+        if not intent or not intent.get("combine") or not Position.from_json(intent["pos"]).same_point(ev.end):
+            return ev
+        return combined_event(ev, intent["combine"])
 
     def replay_order(self, changes: list[DDLEvent]) -> list[DDLEvent]:
         """The order to hand a statement's changes over in: as the handler split them, unless
@@ -80,7 +98,7 @@ class DDLIntent:
         if (decision.coordinated or decision.joins) and ev.table is not None:
             self.store.write_ddl_intent(ev.schema, ev.table, {"pos": ev.end.to_json(), "finished": True,
                                                               "statements": decision.execute, "change": ev.change,
-                                                              **_order(ev),
+                                                              **_order(ev), **_combine(ev),
                                                               "table_info": self.handler.after_info(ev)})
 
     def execute(self, ev: DDLEvent, decision: DDLDecision) -> bool:
@@ -115,7 +133,7 @@ class DDLIntent:
                 finished = _finished(ev)
                 self.store.write_ddl_intent(key_s, key_t, {"pos": ev.end.to_json(), "before": before,
                                                            "statements": decision.execute, "change": ev.change,
-                                                           "done": finished, **_order(ev),
+                                                           "done": finished, **_order(ev), **_combine(ev),
                                                            "table_info": (self.handler.table_info(key_s, key_t)
                                                                           if finished else None)})
             else:
@@ -161,6 +179,11 @@ class DDLIntent:
 def _finished(ev: DDLEvent) -> int:
     """How many changes of ``ev``'s statement are finished before it."""
     return 0 if ev.change is None else ev.changes - 1 - len(ev.later)
+
+
+def _combine(ev: DDLEvent) -> dict:
+    """The intent record's ``combine``: the later statements a combined DDL folds in (rule 11)."""
+    return {"combine": list(ev.folds)} if ev.folds else {}
 
 
 def _order(ev: DDLEvent) -> dict:

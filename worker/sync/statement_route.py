@@ -29,11 +29,14 @@ def statement_tables(parsed: ParsedDDL, m: Statement) -> list[tuple[str, str | N
 
 
 class StatementRouter:
-    """``held(schema, table)``: the table waits on its lock; ``count(action)``: the DDL metric."""
+    """``held(schema, table)``: the table waits on its lock; ``count(action)``: the DDL metric;
+    ``ahead(event)``: a held table's statement, read past (``DDLHandler.read_ahead``)."""
 
     def __init__(self, source: str, mapper: TableMapper, store: CheckpointStore,
-                 held: Callable[[str, str], bool], count: Callable[[str], None]):
+                 held: Callable[[str, str], bool], count: Callable[[str], None],
+                 ahead: Callable[[DDLEvent], None] = lambda ev: None):
         self.source, self.mapper, self.store, self._held, self._count = source, mapper, store, held, count
+        self._ahead = ahead
 
     def events(self, parsed: ParsedDDL, m: Statement) -> Iterator[DDLEvent]:
         """The statement's events, one per routed table still to handle.  Lazy: each table is
@@ -54,6 +57,8 @@ class StatementRouter:
                     self._count("already_applied")
                     continue  # rule 6
                 if self._held(schema, table):
+                    self._ahead(DDLEvent(self.source, schema, table, parsed.kind, query, tgt_s, tgt_t,
+                                         m.start, m.end, int(m.ts or 0), {"session_schema": session}))
                     continue
             yield DDLEvent(self.source, schema, table, parsed.kind, query, tgt_s, tgt_t,
                            m.start, m.end, int(m.ts or 0), {"session_schema": session})

@@ -44,6 +44,7 @@ from worker.sync.chunk_apply import ChunkApplier, merge_acks
 from worker.sync.hooks import Hooks
 from worker.sync.ddl_intent import DDLIntent
 from worker.sync.ddl_handler import DDLContext, DDLDecision, DDLHandler, DirectDDLHandler, SkipRequested
+from worker.sync.folds import fold_at, folded_after, through_folds
 from worker.sync.online_ddl import CutOver, OnlineDDL, OnlineDDLStore
 from worker.sync.operator_records import OperatorRecords
 from worker.sync.statement_route import StatementRouter
@@ -73,6 +74,12 @@ LAG = Gauge("shardmerge_worker_lag_bytes", "Upstream binlog bytes not yet read (
 class SendFirst:
     """The lock asks for change ``change`` of the statement to be handed over next."""
     change: int
+
+
+@dataclass(frozen=True)
+class SendCombined:
+    """The lock asks for the statement to run with later ones folded in: hand over ``event``."""
+    event: DDLEvent
 
 
 @dataclass
@@ -148,7 +155,8 @@ class Syncer:
         streamed = self.inst.syncer.apply_mode == "stream" and self.reader == "process"
         self.applier = ChunkApplier(spark, task=task.name, source=source.source_id, parallelism=self.parallelism,
                                     local_apply_rows=local_apply_rows, streamed=streamed, log=self.log)
-        self.route = StatementRouter(source.source_id, self.mapper, self.store, self._is_held, self._count_ddls)
+        self.route = StatementRouter(source.source_id, self.mapper, self.store, self._is_held, self._count_ddls,
+                                     self._read_ahead)
         # the operator's binlog skip / replace / inject records, and the binlog event filter's skips
         self.records = OperatorRecords(skips, task=task.name, source=source.source_id, store=self.store,
                                        mapper=self.mapper, handler=self.handler, ctx=self.ctx, log=self.log,
@@ -168,6 +176,14 @@ class Syncer:
 
     def _is_held(self, schema: str, table: str) -> bool:
         return (schema, table) in self.held
+
+    def _read_ahead(self, ev: DDLEvent) -> None:
+        """A held table's later statement (not one a combined DDL ran or the held one folds in)
+        to the handler."""
+        held = self.held.get((ev.schema, ev.table or ""))
+        if fold_at(self.store, ev) is None and not (held is not None and any(
+                Position.from_json(f["at"]).same_point(ev.end) for f in held.folds)):
+            self.handler.read_ahead(ev)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Position:
@@ -383,7 +399,7 @@ class Syncer:
         tp = time.monotonic()
         read_pos = self._position()
         points = {k: p.pos for k, p in self.store.tables.items() if p.pos > read_pos}
-        parts = self.applier.split(chunk.txns, held=set(self.held), points=points,
+        parts = self.applier.split(through_folds(self.store, chunk.txns), held=set(self.held), points=points,
                                    safe_until=self._safe_loaded, force_safe=self.inst.syncer.safe_mode)
         ta = time.monotonic()
         tm["plan"] = tm.get("plan", 0.0) + ta - tp
@@ -456,8 +472,12 @@ class Syncer:
         multi-change ALTER change by change); a held change holds the rest of the statement.
         The lock may ask for a later change first (``DDLDecision.first``): the changes of one
         statement have no upstream row between them, so their order is the table's own affair;
-        the intent row records the order from then on (``DDLIntent.replay_order``)."""
-        todo = self.intent.replay_order(self.handler.changes(ev, self.ctx))
+        the intent row records the order from then on (``DDLIntent.replay_order``).  A statement a
+        combined DDL already ran is passed over; one the lock asked to combine is handed over as
+        combined from then on (checkpoint rule 11)."""
+        if self._pass_folded(ev):
+            return
+        todo = self.intent.replay_order(self.handler.changes(self.intent.combined(ev), self.ctx))
         while todo:
             change = todo[0]
             if change.change is not None:
@@ -468,6 +488,9 @@ class Syncer:
             if out is True:
                 todo.pop(0)
                 continue
+            if isinstance(out, SendCombined):
+                todo[0] = out.event
+                continue
             j = next((i for i, c in enumerate(todo) if c.change == out.change), None)
             if j is None or j == 0:
                 raise SyncError(f"the lock asked for change {out.change} of the statement first, which is not "
@@ -475,9 +498,24 @@ class Syncer:
                                 table=ev.upstream, position=str(ev.start))
             todo.insert(0, todo.pop(j))
 
-    def _handle_change(self, ev: DDLEvent) -> bool | SendFirst:
+    def _pass_folded(self, ev: DDLEvent) -> bool:
+        """``ev`` is a statement a combined DDL already ran (rule 11): nothing runs, the tracked
+        schema has it already; the table's point passes it and its list loses it together."""
+        f = fold_at(self.store, ev)
+        if f is None or ev.table is None:
+            return False
+        tp = self.store.tables[(ev.schema, ev.table)]
+        self.store.save_table(ev.schema, ev.table, ev.end, self.handler.table_info(ev.schema, ev.table),
+                              folded=[x for x in tp.folded if x is not f])
+        self._count_ddls("folded")
+        self.log.info("statement ran downstream with an earlier one of its table (combined); passed over",
+                      table=ev.upstream, position=str(ev.start), statement=f.get("statement", ""))
+        return True
+
+    def _handle_change(self, ev: DDLEvent) -> bool | SendFirst | SendCombined:
         """One change (or whole statement) through the handler; False when its table is held,
-        ``SendFirst`` when the lock asks for a later change of the statement first."""
+        ``SendFirst`` when the lock asks for a later change of the statement first,
+        ``SendCombined`` when it asks for later statements to be folded in."""
         if self.intent.resume_finished(ev, self.ctx):
             return True
         decision: DDLDecision = self.handler.handle_ddl(ev, self.ctx)
@@ -489,6 +527,10 @@ class Syncer:
             self.log.info("the lock asks for a later change of this ALTER first", table=ev.upstream,
                           position=str(ev.start), change=ev.change, first=decision.first, note=decision.note)
             return SendFirst(decision.first)
+        if decision.combine:
+            self.log.info("the lock asks for later statements of this table to run with this one", table=ev.upstream,
+                          position=str(ev.start), folded=len(decision.combine), note=decision.note)
+            return SendCombined(self.intent.record_combine(ev, decision.combine))
         if decision.hold:
             if ev.table is None:     # contract: only a table's DDL is held
                 raise SyncError("the DDL handler held a database-level statement", task=self.task.name,
@@ -508,7 +550,7 @@ class Syncer:
         DDLS.labels(self.task.name, self.source.source_id, "execute" if executed else "skip").inc()
         if ev.table is not None and ev.last_change:
             self.store.save_table(ev.schema, ev.table, ev.end, self.handler.table_info(ev.schema, ev.table),
-                                  keep_info=False)
+                                  keep_info=False, folded=folded_after(self.store, ev))
         if ev.target_table is None or not executed:
             return True  # the downstream did not change here (a skip, or run before a restart: loaded at start)
         # a DDL may create the target, change its key or its generated columns: later chunks
