@@ -42,12 +42,13 @@ class ActingMaster:
         raise AssertionError(f"no Info newer than revision {newer_than} within {timeout}s")
 
     def answer(self, info: Info, stage: Stage = Stage.NONE, ddls=None, message: str = "",
-               info_revision: int | None = None, first: str = "") -> Operation:
+               info_revision: int | None = None, first: str = "", combine=()) -> Operation:
         op = Operation(lock_id=lock_id(info.task, info.down_schema, info.down_table), task=info.task,
                        source=info.source, up_schema=info.up_schema, up_table=info.up_table,
                        down_schema=info.down_schema, down_table=info.down_table,
                        info_revision=info.revision if info_revision is None else info_revision,
-                       ddls=list(info.ddls if ddls is None else ddls), stage=stage, message=message, first=first)
+                       ddls=list(info.ddls if ddls is None else ddls), stage=stage, message=message, first=first,
+                       combine=list(combine))
         res = self.store.put_operation(self.fence, op)
         assert res.put, res
         return op
@@ -138,7 +139,8 @@ def make_env(spark, store, source1_db, downstream_db, pool):
 
 class AutoMaster:
     """A background thread in the master's role for syncer-driven tests: answers every new
-    Info with ``policy(info) -> (Stage, ddls[, first]) | None`` (None = leave it unanswered for now).
+    Info with ``policy(info) -> (Stage, ddls[, first[, combine]]) | None`` (None = leave it
+    unanswered for now).
     ``answered`` records (info, stage, ddls) in order."""
 
     def __init__(self, store: Store, policy):
@@ -158,9 +160,10 @@ class AutoMaster:
                 decision = self.policy(info)
                 if decision is None:
                     continue
-                stage, ddls, *first = decision
+                stage, ddls, *more = decision
                 self.seen.add(info.revision)
-                self.acting.answer(info, stage, ddls, first=first[0] if first else "")
+                self.acting.answer(info, stage, ddls, first=more[0] if more else "",
+                                   combine=more[1] if len(more) > 1 else ())
                 self.answered.append((info, stage, ddls))
 
     def close(self):
