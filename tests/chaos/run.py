@@ -406,7 +406,8 @@ class Harness:
                 "DROP COLUMN g_{k}", "DROP COLUMN r_{k}", "ADD COLUMN w_{k}", "DROP COLUMN w_{k}",
                 "ADD COLUMN p_{k}", "DROP COLUMN p_{k}", "MODIFY COLUMN p_{k}", "ADD COLUMN e_{k}",
                 "ADD COLUMN f_{k}", "CHANGE COLUMN e_{k}", "CHANGE COLUMN f_{k}", "DROP COLUMN s_{k}",
-                "DROP COLUMN t_{k}")
+                "DROP COLUMN t_{k}", "ADD COLUMN a_{k}", "ADD COLUMN b_{k}", "CHANGE COLUMN a_{k}",
+                "CHANGE COLUMN b_{k}", "DROP COLUMN x_{k}", "DROP COLUMN y_{k}")
         missing = [name.format(k=k) for k in rounds for name in once if ddl_counts.get(name.format(k=k), 0) == 0]
         missing += [f"COLUMN {c}_{k}: {ddl_counts.get(f'ADD COLUMN {c}_{k}', 0)} ADD vs "
                     f"{ddl_counts.get(f'DROP COLUMN {c}_{k}', 0)} DROP" for k in rounds for c in ("g", "w", "p")
@@ -457,7 +458,7 @@ class Harness:
     def downstream_ddl_counts(self) -> tuple[Counter, list[str]]:
         """Successful DDLs on the target, from the downstream's binlog, by (action, name); and
         the types `note`'s MODIFYs set, in binlog order."""
-        pat = re.compile(r"\b(ADD|DROP|CHANGE|MODIFY)\s+(COLUMN\s+|INDEX\s+|KEY\s+)?`?([cefigjrstwpq]_\d+)`?", re.I)
+        pat = re.compile(r"\b(ADD|DROP|CHANGE|MODIFY)\s+(COLUMN\s+|INDEX\s+|KEY\s+)?`?([abcefigjrstwpqxy]_\d+)`?", re.I)
         note = re.compile(r"\bMODIFY\s+(?:COLUMN\s+)?`?note`?\s+(varchar\(\d+\))", re.I)
         counts: Counter = Counter()
         note_seq: list[str] = []         # `note`'s MODIFY types in binlog order

@@ -7,7 +7,7 @@ shard DDLs, with exact bookkeeping so losses and duplicates can be counted after
   deleted row resurrected by a replay), a row missing downstream is lost, a row with other
   values downstream lost an update.  Operations: single-row INSERT / UPDATE / DELETE, key-changing
   UPDATEs (``SET id = new``) and small multi-shard transactions.  Only committed work is counted.
-* DDLs: rounds ``k`` of twenty-one steps, each step run on all 8 shards one by one in a random order with
+* DDLs: rounds ``k`` of twenty-four steps, each step run on all 8 shards one by one in a random order with
   pauses, covering every DDL kind the lock treats differently: ``ADD COLUMN c_k`` with a default,
   ``ADD INDEX i_k (c_k)``, ``RENAME INDEX i_k TO j_k``, ``DROP INDEX j_k``, a rename ``CHANGE c_k r_k``, a type change
   ``MODIFY r_k BIGINT``, a generated column ``ADD COLUMN g_k ... AS (r_k + 1) VIRTUAL`` and its
@@ -16,7 +16,8 @@ shard DDLs, with exact bookkeeping so losses and duplicates can be counted after
   ``p_k`` and its index ``q_k`` (added together, widened and unindexed together, narrowed back on
   some shards, dropped); two columns ``e_k``, ``f_k`` added in one ALTER, renamed to ``s_k``, ``t_k``
   in one ALTER whose two changes each shard makes in its own drawn order (opposite orders race),
-  dropped in one; and ``note`` widened to
+  dropped in one; the same with ``a_k``, ``b_k`` renamed to ``x_k``, ``y_k`` in two statements
+  with rows between, each shard in its drawn order; and ``note`` widened to
   ``VARCHAR(60)`` and narrowed back to ``VARCHAR(40)`` on all (the narrowing runs once per round, by
   the last shard; a column every shard has, so no lagging worker adds it after the others narrowed
   it, which would be a real conflict).  Every other statement names a column/index used by no other round, so
@@ -54,6 +55,12 @@ STEPS = ("ADD COLUMN c_{k} INT DEFAULT {k}", "ADD INDEX i_{k} (c_{k})", "RENAME 
          "ADD COLUMN e_{k} INT DEFAULT {k}, ADD COLUMN f_{k} INT DEFAULT {k}",
          "~CHANGE e_{k} s_{k} INT DEFAULT {k}, CHANGE f_{k} t_{k} INT DEFAULT {k}",
          "DROP COLUMN s_{k}, DROP COLUMN t_{k}",
+         # the same two renames as separate statements, rows between, each shard in its drawn
+         # order ("^"): a held table reads past its first rename and the lock asks the tables to
+         # run both as one ALTER (Operation.combine); each rename runs once
+         "ADD COLUMN a_{k} INT DEFAULT {k}, ADD COLUMN b_{k} INT DEFAULT {k}",
+         "^CHANGE a_{k} x_{k} INT DEFAULT {k}, CHANGE b_{k} y_{k} INT DEFAULT {k}",
+         "DROP COLUMN x_{k}, DROP COLUMN y_{k}",
          "MODIFY note VARCHAR(60)", "MODIFY note VARCHAR(40)")
 
 
@@ -197,7 +204,7 @@ class DDLStream(threading.Thread):
             while not self.stop_event.is_set():
                 self.round += 1
                 for n_step, step in enumerate(STEPS):
-                    stmt = step.lstrip("?~").format(k=self.round)
+                    stmt = step.lstrip("?~^").format(k=self.round)
                     order = [(sid, t) for sid in self.dbs for t in SHARDS]
                     self.rng.shuffle(order)
                     if step.startswith("?"):        # only some shards take this step
@@ -214,6 +221,13 @@ class DDLStream(threading.Thread):
                             parts = stmt.split(", ")
                             self.rng.shuffle(parts)
                             self._alter(conns, sid, t, ", ".join(parts))
+                        elif step.startswith("^"):     # one statement each, in this shard's order
+                            parts = stmt.split(", ")
+                            self.rng.shuffle(parts)
+                            for i, part in enumerate(parts):
+                                if i and not self.stop_event.is_set():
+                                    self.stop_event.wait(self.rng.uniform(0.1, 0.5))   # rows between
+                                self._alter(conns, sid, t, part)
                         else:
                             self._alter(conns, sid, t, stmt)
                         # finishing a round after stop: no more pauses

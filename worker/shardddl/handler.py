@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from coordinator.etcdproto import Info, LockKey, Operation, Stage, Store, TableRef, lock_id
@@ -118,6 +118,8 @@ class _Held:
     ctx: dict
     target: Target
     closed: bool = False
+    # set when the Info is put again: the redirect waiter then waits on the new revision
+    wake: threading.Event = field(default_factory=threading.Event)
 
 
 def column_renames(prev: TableSchema, post: TableSchema) -> list[list[str]]:
@@ -582,7 +584,8 @@ class OptimisticDDLHandler:
             cur = op
             try:
                 while True:
-                    cur = self.client.wait_rewrite(info, cur, ctx, cancel, revision=lambda: held.rev)
+                    cur = self.client.wait_rewrite(info, cur, ctx, cancel, revision=lambda: held.rev,
+                                                   wake=held.wake)
                     if cur is None or cancel.is_set():
                         return
                     if redirected(cur):
@@ -628,6 +631,7 @@ class OptimisticDDLHandler:
         h.info = dataclasses.replace(h.info, ahead=[*h.info.ahead, routed], ahead_at=[*h.info.ahead_at, at],
                                      extends=h.info.extends or h.rev)
         h.rev = self.client.put_info(h.info, h.ctx)
+        h.wake.set()
         _log.info("held table's later statement sent as look-ahead", statement=routed, ahead=len(h.info.ahead),
                   info_revision=h.rev, **strs(h.ctx))
 

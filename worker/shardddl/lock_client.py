@@ -122,18 +122,20 @@ class LockClient:
                     rev, after = new, 0
 
     def wait_rewrite(self, info: Info, op: Operation, ctx: dict, cancel: threading.Event,
-                     revision: Callable[[], int] | None = None) -> Operation | None:
+                     revision: Callable[[], int] | None = None,
+                     wake: threading.Event | None = None) -> Operation | None:
         """For a held table: the next Operation for the same Info after ``op``; None when
         ``cancel`` is set (the syncer restarted: the replayed DDL gets a new Info).  ``revision``:
         the Info revision to wait on now (the held table's Info is put again as the stream reads
-        past it, and the lock answers the newest), asked about once a second."""
+        past it, and the lock answers the newest); ``wake`` is set when it changes."""
         while not cancel.is_set():
+            if wake is not None:
+                wake.clear()         # before reading the revision: a put after it wakes the wait
             rev = revision() if revision is not None else op.info_revision
             try:
                 return self.store.wait_operation(info.lock, info.table, rev,
                                                  after_revision=op.revision if rev == op.info_revision else 0,
-                                                 timeout=1.0 if revision is not None else min(self.recheck_interval, 5.0),
-                                                 stop=self.stop)
+                                                 timeout=min(self.recheck_interval, 5.0), stop=wake or self.stop)
             except OperationWaitTimeout:
                 if self.stop.is_set():
                     raise CoordinationStopped("subtask stopping while a table waited for its redirect",
