@@ -318,8 +318,8 @@ class World:
 
     def _combine(self, w: Worker, idx: list[int]) -> None:
         """The lock asked for the change at ``w.pos`` and the later ones ``idx`` (0: the next) as
-        one ALTER (what the worker must do; ``worker/`` does not yet, docs/lock-algorithm.md): it
-        sends them as one statement; its tracker takes the renames at once, so the rows between
+        one ALTER (as ``worker/sync/folds.py`` does, docs/lock-algorithm.md): it sends them as one
+        statement; its tracker takes the renames at once, so the rows between
         are written through them, the changes between (other columns) stay where they are, and
         the ones folded in are skipped when the stream reaches them (persisted with the
         checkpoint)."""
