@@ -7,6 +7,7 @@ that its lock had already answered (and the downstream refused) gets its Operati
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from prometheus_client import REGISTRY
@@ -228,5 +229,69 @@ def test_skip_of_a_multi_change_alter_refused_at_its_second_change(spark, etcd_c
         assert "`a`" in create and "uv" not in create and "`c`" not in create
         cols = [c["name"] for c in json.loads(_points(down, task)["orders_1"][1])["columns"]]
         assert cols == ["id", "v", "a", "c"]                          # the tracker follows the upstream
+    finally:
+        master.close()
+
+
+def test_skip_of_a_combined_ddl_the_downstream_refused_finishes_its_operation_and_passes_what_it_folded(
+        spark, etcd_client, etcd_prefix, source1_db, downstream_db, positions):
+    """``RENAME a TO a2`` is held; the lock asks for the later ``RENAME b TO b2`` to be folded in
+    (``Operation.combine``) and the combined ALTER fails downstream.  The operator fixes the
+    target by hand and skips the statement: the skip covers the combined statement (the
+    Operation is marked done, not run; the tracker takes both renames), and the folded
+    statement is passed over when the stream reaches it (not coordinated, nothing run)."""
+    db, down = source1_db, downstream_db
+    (p0,) = positions(db)
+    task, srcs, _ = make_task(down, {"s1": db}, start={"s1": p0})
+    store = Store(etcd_client, etcd_prefix)
+
+    def policy(info):
+        text = " ".join(info.ddls)
+        if info.ignore_conflict:
+            return None
+        if "a2" in text and "b2" in text:                  # the combined ALTER: refused downstream
+            return Stage.NONE, [f"ALTER TABLE `{down.name}`.`orders` RENAME COLUMN `nope` TO `a2`"]
+        if "a2" in text:
+            k = next((i for i, s in enumerate(info.ahead) if "b2" in s), None)
+            return (Stage.SKIP_AND_WAIT, []) if k is None else (Stage.SKIP_AND_WAIT, [], "", [k])
+        return Stage.NONE, info.ddls
+    master = AutoMaster(store, policy)
+    try:
+        db.execute("CREATE TABLE orders_1 (id INT PRIMARY KEY, v INT, a INT, b INT)")
+        db.execute("INSERT INTO orders_1 VALUES (1, 1, 1, 1)")
+        (at,) = positions(db)
+        db.execute("ALTER TABLE orders_1 RENAME COLUMN a TO a2")
+        db.execute("ALTER TABLE orders_1 RENAME COLUMN b TO b2")
+        db.execute("INSERT INTO orders_1 VALUES (2, 2, 20, 21)")
+        s1 = optimistic_syncer(spark, store, task, srcs["s1"])
+        try:
+            s1.sync_until_caught_up()                         # held; the combine answer rewinds it
+            assert s1.held
+            for _ in range(100):
+                if s1.rewind_requested():
+                    break
+                time.sleep(0.1)
+            with pytest.raises(SyncError, match="nope"):
+                s1.sync_until_caught_up()
+        finally:
+            s1.close()
+        (info,) = store.list_infos(task.name).items
+        assert "b2" in " ".join(info.ddls) and not store.get_operation(info.lock, info.table).done
+        answered = len(master.answered)
+
+        down.execute("ALTER TABLE orders RENAME COLUMN a TO a2, RENAME COLUMN b TO b2")   # the operator's fix
+        store.put_binlog_skip(master.acting.fence, BinlogSkip(task.name, "s1", at.file, at.pos, gtid=at.gtid))
+        s2 = optimistic_syncer(spark, store, task, srcs["s1"])
+        try:
+            s2.sync_until_caught_up()
+        finally:
+            s2.close()
+        assert store.get_operation(info.lock, info.table).done        # the lock is not left waiting
+        assert len(master.answered) == answered                      # RENAME b not coordinated again
+        assert down.execute("SELECT id, a2, b2 FROM orders ORDER BY id") == [(1, 1, 1), (2, 20, 21)]
+        cols = [c["name"] for c in json.loads(_points(down, task)["orders_1"][1])["columns"]]
+        assert cols == ["id", "v", "a2", "b2"]                        # the tracker follows the upstream
+        assert not s2.store.tables[(db.name, "orders_1")].folded      # passed over, and gone from the list
+        assert store.get_binlog_skip(task.name, "s1", at.file, at.pos).state == "done"
     finally:
         master.close()

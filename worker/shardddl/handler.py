@@ -695,7 +695,8 @@ class OptimisticDDLHandler:
         not finished, which the lock never saw, are told to it as the table's forced schema.
         ``done``: the changes ``before`` (the tracked schema before the skip) already has."""
         try:
-            statements = split_ddl(self._text(event))
+            # a combined statement was described to the lock as one change
+            statements = [self._text(event)] if event.folds else split_ddl(self._text(event))
         except SchemaError:
             return                               # never described to the lock
         target = self.mapper.target(event.schema, up_table)

@@ -23,7 +23,7 @@ from worker.schema_tracker import schema_from_json
 from worker.sync.checkpoint import CheckpointStore
 from worker.sync.ddl_exec import run_ddls, server_error
 from worker.sync.ddl_handler import DDLContext, DDLDecision, DDLHandler, has_if_not_exists
-from worker.sync.folds import combined_event, folded_after
+from worker.sync.folds import as_combined, combined_event, folded_after
 from worker.sync.errors import DownstreamDDLRejected, SyncError
 from worker.upstream import show_create
 
@@ -66,13 +66,8 @@ class DDLIntent:
         return combined_event(ev, folds)
 
     def combined(self, ev: DDLEvent) -> DDLEvent:
-        """``ev`` as its table's intent row says the lock asked to run it: combined with the later
-        statements it names, or as it is."""
-        tp = self.store.tables.get((ev.schema, ev.table)) if ev.table is not None and not ev.folds else None
-        intent = tp.ddl_intent if tp is not None else None
-        if not intent or not intent.get("combine") or not Position.from_json(intent["pos"]).same_point(ev.end):
-            return ev
-        return combined_event(ev, intent["combine"])
+        """``ev`` as its table's intent row says the lock asked to run it (``folds.as_combined``)."""
+        return as_combined(self.store, ev)
 
     def replay_order(self, changes: list[DDLEvent]) -> list[DDLEvent]:
         """The order to hand a statement's changes over in: as the handler split them, unless

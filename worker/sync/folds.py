@@ -25,6 +25,23 @@ def combined_event(ev: DDLEvent, folds: list[dict]) -> DDLEvent:
                                folds=tuple(folds), change=None, changes=1, rest=None)
 
 
+def as_combined(store: CheckpointStore, ev: DDLEvent) -> DDLEvent:
+    """``ev`` as its table's intent row says the lock asked to run it: combined with the later
+    statements it names (``DDLIntent.record_combine``), or as it is."""
+    tp = store.tables.get((ev.schema, ev.table)) if ev.table is not None and not ev.folds else None
+    intent = tp.ddl_intent if tp is not None else None
+    if not intent or not intent.get("combine") or not Position.from_json(intent["pos"]).same_point(ev.end):
+        return ev
+    return combined_event(ev, intent["combine"])
+
+
+def skipped_folds(store: CheckpointStore, ev: DDLEvent) -> list | None:
+    """``folded_after`` for a combined statement the operator skipped (``binlog skip``): its
+    folded statements are still passed over (the tracked schema has them), but nothing ran
+    downstream, so rows keep the names they were written with."""
+    return folded_after(store, dataclasses.replace(ev, folds=tuple({**f, "renames": []} for f in ev.folds)))
+
+
 def fold_at(store: CheckpointStore, ev: DDLEvent) -> dict | None:
     """The folded statement ``ev`` is (the table's list names its end position), or None."""
     tp = store.tables.get((ev.schema, ev.table)) if ev.table is not None else None

@@ -24,6 +24,7 @@ from worker.binlog.contract import Statement
 from worker.events import DDLEvent, Position
 from worker.sync.binlog_skip import BinlogSkips
 from worker.sync.checkpoint import CheckpointStore
+from worker.sync.folds import as_combined, skipped_folds
 from worker.sync.ddl_handler import DDLContext, DDLHandler
 from worker.sync.statement_route import statement_tables
 
@@ -176,9 +177,10 @@ class OperatorRecords:
             todo.append((DDLEvent(self.source, schema, table, parsed.kind, query, tgt.schema, tgt.table,
                                   m.start, m.end, int(m.ts or 0), {"session_schema": session}), table))
         for ev, table in todo:
+            ev = as_combined(self.store, ev)       # a held statement the lock had combined: skipped whole
             self.handler.ddl_skipped(ev, self.ctx)
             self.store.save_table(ev.schema, table, ev.end, self.handler.table_info(ev.schema, table),
-                                  keep_info=False)
+                                  keep_info=False, folded=skipped_folds(self.store, ev))
         self._count("filter_ignore" if skip is None else "operator_skip", 1)
         self.log.warning("statement ignored by a binlog event filter (filter-rules)" if skip is None else
                          "statement skipped on the operator's binlog skip: not executed, not coordinated",
