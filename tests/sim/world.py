@@ -482,15 +482,9 @@ class World:
             return False
         assert w.op is not None
         self.store.mark_done(w.op, ran=False)
-        end = self._statement_end(w)
-        if end > w.pos + 1:
-            # the skip covers the statement: its later changes, never sent, are told to the lock
-            # as the table's schema (handler._tell_rest)
-            info = self._info(w)
-            self.store.put_info(dataclasses.replace(
-                info, ddls=[s for ev in w.events[w.pos + 1:end] for s in ev], before=w.schemas[w.pos + 1].to_json(),
-                afters=[w.schemas[p].to_json() for p in range(w.pos + 2, end + 1)], ignore_conflict=True))
-        w.ran, w.skipped, w.phase, w.skip_to = w.pos, True, "advance", end
+        # the skip covers the change that failed; the statement's later changes, never sent, are
+        # coordinated as usual (handler: the skipped change is recorded finished, the rest follow)
+        w.ran, w.skipped, w.phase, w.skip_to = w.pos, True, "advance", w.pos + 1
         return True
 
     def broken_watch(self, w: Worker) -> None:

@@ -685,6 +685,62 @@ class OptimisticDDLHandler:
                          table=f"{event.schema}.{table}", error=str(e))
             self.tracker.forget(event.schema, table)
 
+    def skip_change(self, event: DDLEvent, ctx: DDLContext) -> dict | None:
+        """``binlog skip`` of a multi-change ALTER whose change the lock had answered "run" and the
+        downstream refused, with changes after it the lock has not seen: the skip covers that
+        change only.  Its done mark is given (not run: the lock hands a resolution it ran over);
+        the intent record returned says it is finished and which changes are still to come, so
+        the syncer hands those over as usual (docs/lock-algorithm.md, "One change at a time").
+        Skipping them too would change the lock's join with nothing run downstream (an index
+        or a widening the merged table then never gets).  None: not such a statement (the
+        skip covers the whole statement, :meth:`ddl_skipped`)."""
+        if event.table is None or event.folds or not ctx.is_sharded(event.schema, event.table):
+            return None
+        found = self._answered_change(event, event.table)
+        if found is None:
+            return None
+        info, op, statements, at, target, c = found
+        routed = [routed_ddls([x], target)[0] for x in statements]
+        unsent = list(dict.fromkeys(k for r in info.rest for k in range(len(statements)) if k != at and routed[k] == r))
+        if len(statements) < 2 or at is None or not unsent or op is None or op.done \
+                or op.info_revision != info.revision or op.stage not in (Stage.NONE, Stage.UNLOCKED):
+            return None
+        self.client.mark_done(op, c, ran=False)
+        _log.warning("skipped change's Operation marked done for its lock; it did NOT run downstream; the "
+                     "statement's later changes are coordinated as usual", ddls="; ".join(op.ddls),
+                     still_to_come=len(unsent), **strs(c))
+        return {"pos": event.end.to_json(), "finished": True, "statements": [], "change": at, "rest": unsent,
+                "skipped": True}
+
+    def _answered_change(self, event: DDLEvent, up_table: str):
+        """(Info, Operation, the statement's changes, which one the Info is, target, ctx) when the
+        table's current Info is ``event``'s statement (``at`` its last change) or one change of
+        it; else None."""
+        try:
+            # a combined statement was described to the lock as one change
+            statements = [self._text(event)] if event.folds else split_ddl(self._text(event))
+        except SchemaError:
+            return None                          # never described to the lock
+        target = self.mapper.target(event.schema, up_table)
+        if target is None:
+            return None
+        lock = LockKey(self.task, target.schema, target.table)
+        ctx = self._ctx(TableDDL(self._text(event), event.schema, up_table, StatementKind.ALTER_TABLE,
+                                 str(event.start)), target)
+        table = TableRef(self.source, event.schema, up_table)
+        info = self.store.get_info(lock, table)
+        if info is None:
+            return None
+        if info.ddls == routed_ddls(statements, target):
+            at = len(statements) - 1
+        else:
+            one = next((j for j in range(len(statements) - 1, -1, -1)
+                        if info.ddls == routed_ddls(statements[j:j + 1], target)), None)
+            if one is None or len(statements) < 2:
+                return None
+            at = one
+        return info, self.store.get_operation(lock, table), statements, at, target, ctx
+
     def _finish_answered(self, event: DDLEvent, up_table: str, done: frozenset[int] = frozenset(),
                          before=None) -> None:
         """A skipped DDL that was already described to the lock and answered "execute" (its
@@ -694,30 +750,10 @@ class OptimisticDDLHandler:
         change of it (a multi-change ALTER is coordinated change by change): then the changes
         not finished, which the lock never saw, are told to it as the table's forced schema.
         ``done``: the changes ``before`` (the tracked schema before the skip) already has."""
-        try:
-            # a combined statement was described to the lock as one change
-            statements = [self._text(event)] if event.folds else split_ddl(self._text(event))
-        except SchemaError:
-            return                               # never described to the lock
-        target = self.mapper.target(event.schema, up_table)
-        if target is None:
+        found = self._answered_change(event, up_table)
+        if found is None:
             return
-        lock = LockKey(self.task, target.schema, target.table)
-        ctx = self._ctx(TableDDL(self._text(event), event.schema, up_table, StatementKind.ALTER_TABLE,
-                                 str(event.start)), target)
-        table = TableRef(self.source, event.schema, up_table)
-        info = self.store.get_info(lock, table)
-        if info is None:
-            return
-        if info.ddls == routed_ddls(statements, target):
-            at = len(statements) - 1
-        else:
-            one = next((j for j in range(len(statements) - 1, -1, -1)
-                        if info.ddls == routed_ddls(statements[j:j + 1], target)), None)
-            if one is None or len(statements) < 2:
-                return
-            at = one
-        op = self.store.get_operation(lock, table)
+        info, op, statements, at, target, ctx = found
         if op is not None and not op.done and op.info_revision == info.revision:
             if op.stage not in (Stage.NONE, Stage.UNLOCKED):
                 _log.warning("skipped DDL is still pending in its lock; unlock it with `shardctl shard-ddl-lock "

@@ -170,6 +170,11 @@ class DDLHandler(Protocol):
 
     def handle_ddl(self, event: DDLEvent, ctx: DDLContext) -> DDLDecision: ...
 
+    def skip_change(self, event: DDLEvent, ctx: DDLContext) -> dict | None:
+        """``binlog skip`` of a statement stopped at one of its changes: the intent record that
+        makes the skip cover that change only (the rest are handed over as usual), or None."""
+        ...
+
     def ddl_executed(self, event: DDLEvent, decision: DDLDecision, ctx: DDLContext) -> None: ...
 
     def ddl_skipped(self, event: DDLEvent, ctx: DDLContext) -> None: ...
@@ -221,6 +226,10 @@ class DirectDDLHandler:
 
     def read_ahead(self, event: DDLEvent) -> None:
         """Never called: no table is ever held."""
+
+    def skip_change(self, event: DDLEvent, ctx: DDLContext) -> dict | None:
+        """A statement is skipped whole: no change of it was coordinated."""
+        return None
 
     def close(self) -> None:
         """Nothing runs in the background."""

@@ -145,6 +145,23 @@ class OperatorRecords:
             self._records().used(rec, m.query, note=f"replaced by: {instead}")
         return True
 
+    def _skip_change(self, m: Statement, skip: BinlogSkip, ev: DDLEvent, intent: dict) -> bool:
+        """The skip covers the change the downstream refused (``DDLHandler.skip_change``): its
+        intent record says it is finished, the record is used, and the statement is handed over
+        again: the changes before it and it are taken as finished (rule 8b), the later ones are
+        coordinated as usual (held, the table replays the statement after its redirect)."""
+        assert ev.table is not None
+        self.store.write_ddl_intent(ev.schema, ev.table, intent)
+        self._count("operator_skip", 1)
+        self.log.warning("change skipped on the operator's binlog skip: not executed; the statement's later "
+                         "changes are coordinated", position=str(m.start), end=str(m.end), statement=_short(m.query),
+                         change=intent.get("change"), still_to_come=len(intent.get("rest") or []))
+        self._records().used(skip, m.query, note=f"change {intent.get('change')} of the statement skipped; "
+                                                 f"the {len(intent.get('rest') or [])} after it coordinated")
+        self._handle(m)
+        self._advance(m.end)
+        return True
+
     def _skip(self, m: Statement, skip: BinlogSkip | None) -> bool:
         """``shardctl binlog skip`` (or, with ``skip`` None, a binlog event filter that ignores
         ``m``): do not execute nor coordinate ``m`` (no Info in optimistic
@@ -176,6 +193,8 @@ class OperatorRecords:
                 continue  # rule 6: already behind this table's point
             todo.append((DDLEvent(self.source, schema, table, parsed.kind, query, tgt.schema, tgt.table,
                                   m.start, m.end, int(m.ts or 0), {"session_schema": session}), table))
+        if skip is not None and len(todo) == 1 and (part := self.handler.skip_change(todo[0][0], self.ctx)):
+            return self._skip_change(m, skip, todo[0][0], part)
         for ev, table in todo:
             ev = as_combined(self.store, ev)       # a held statement the lock had combined: skipped whole
             self.handler.ddl_skipped(ev, self.ctx)
