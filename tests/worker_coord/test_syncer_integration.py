@@ -2,6 +2,7 @@
 with a background thread in the master's role.  2 sources x 2 shard tables -> 1 target;
 ``worker.check`` is the oracle."""
 import threading
+import time
 
 import pytest
 
@@ -339,6 +340,64 @@ def test_a_held_rename_runs_with_a_later_one_folded_in_and_restarts_keep_the_fol
         assert not syncer.store.tables[(source1_db.name, "orders_01")].folded
         rep = check_task(task, srcs)
         assert rep.equal, rep.to_json()
+    finally:
+        master.close()
+        for s, st in syncers:
+            st.set()
+            s.close()
+
+
+def test_a_redirect_met_while_waiting_on_a_stored_info_with_look_ahead_is_answered_afresh(
+        spark, store, source1_db, downstream_db, positions):
+    """A restart meets a held table's DDL again and waits on its stored Info, which carries
+    look-ahead (``extends``).  When the redirect (``resolved``) arrives the DDL is sent again:
+    as a fresh Info, not as that repeat, because the lock keeps a repeat's answer and would
+    redirect it again, for ever (seen in the chaos run: 120,000 Infos in four minutes)."""
+    (p1,) = positions(source1_db)
+    task, srcs, _ = make_task(downstream_db, {"s1": source1_db}, start={"s1": p1})
+    source1_db.execute("CREATE TABLE orders_01 (id INT PRIMARY KEY, v INT, a INT)")
+    source1_db.execute("INSERT INTO orders_01 VALUES (1, 1, 1)")
+
+    def policy(info):
+        if "a2" not in " ".join(info.ddls):
+            return Stage.NONE, info.ddls
+        if info.extends:                 # as the lock: a repeat keeps the answer of what it repeats
+            if not redirected:
+                return None              # unanswered: the restart waits on it
+            repeats.append(info.revision)
+            return (Stage.RESOLVED, []) if len(repeats) < 30 else (Stage.NONE, info.ddls)
+        return (Stage.SKIP_AND_WAIT, []) if not info.revision > held_until[0] else (Stage.NONE, info.ddls)
+    redirected: list = []
+    repeats: list = []
+    held_until = [1 << 62]
+    master = AutoMaster(store, policy)
+    syncers = []
+    try:
+        syncer, _, stop = _build(spark, store, task, srcs["s1"], downstream_db)
+        syncers.append((syncer, stop))
+        syncer.sync_until_caught_up()
+        source1_db.execute("ALTER TABLE orders_01 RENAME COLUMN a TO a2")
+        source1_db.execute("ALTER TABLE orders_01 ADD COLUMN c INT")
+        source1_db.execute("INSERT INTO orders_01 VALUES (2, 2, 2, 2)")
+        syncer.sync_until_caught_up()
+        assert (source1_db.name, "orders_01") in syncer.held
+        wait_for(lambda: (i := store.list_infos(task.name).items) and i[0].extends, what="the look-ahead repeat put")
+        syncer = _restart(spark, store, task, srcs["s1"], downstream_db, syncers)
+        (stored,) = store.list_infos(task.name).items
+        held_until[0] = stored.revision                  # a fresh Info after this one runs
+
+        def redirect_later():
+            time.sleep(2)                                # while the restart waits on the stored Info
+            redirected.append(True)
+            master.acting.answer(stored, Stage.RESOLVED, [])
+        threading.Thread(target=redirect_later, daemon=True).start()
+        syncer.sync_until_caught_up()
+        assert not syncer.held
+        assert len(repeats) == 0, f"the repeat was sent again {len(repeats)} times"
+        sent = [a[0] for a in master.answered]
+        assert sent[-1].extends == 0 and not sent[-1].ahead
+        assert _down_columns(downstream_db) == ["id", "v", "a2", "c"]
+        assert downstream_db.execute("SELECT id, a2, c FROM orders ORDER BY id") == [(1, 1, None), (2, 2, 2)]
     finally:
         master.close()
         for s, st in syncers:

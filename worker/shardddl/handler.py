@@ -478,6 +478,9 @@ class OptimisticDDLHandler:
             if isinstance(answer, Replay):
                 _log.info("redirect is the first answer to this DDL; sending it again", info_revision=rev,
                           **strs(ctx))
+                # afresh: a repeat of the stored Info (``extends``) would be given the same redirect
+                # again by the lock, which keeps an extended Info's answer
+                info = dataclasses.replace(info, ahead=[], ahead_at=[], extends=0)
                 rev, after, just_put = self.client.put_info(info, ctx), 0, True
                 continue
             if isinstance(answer, Execute):
@@ -520,7 +523,8 @@ class OptimisticDDLHandler:
         """``binlog skip`` of the DDL this table is paused on: the lock learns the table's schema
         after it (the upstream made the change; the downstream does not) and stops waiting for
         the table, like DM's optimistic handle-error."""
-        self.client.put_info(dataclasses.replace(info, ignore_conflict=True), ctx)
+        # not a repeat of the held Info (``extends``): the lock must take it, not keep its answer
+        self.client.put_info(dataclasses.replace(info, ignore_conflict=True, ahead=[], ahead_at=[], extends=0), ctx)
         if self.status is not None:
             self.status.running()
         _log.warning("paused shard DDL withdrawn from its lock on the operator's binlog skip",
