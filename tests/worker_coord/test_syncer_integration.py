@@ -364,7 +364,8 @@ def test_a_redirect_met_while_waiting_on_a_stored_info_with_look_ahead_is_answer
         if info.extends:                 # as the lock: a repeat keeps the answer of what it repeats
             if not redirected:
                 return None              # unanswered: the restart waits on it
-            repeats.append(info.revision)
+            if info.revision > held_until[0]:
+                repeats.append(info.revision)     # put again after the redirect (the stored one is not)
             return (Stage.RESOLVED, []) if len(repeats) < 30 else (Stage.NONE, info.ddls)
         return (Stage.SKIP_AND_WAIT, []) if not info.revision > held_until[0] else (Stage.NONE, info.ddls)
     redirected: list = []

@@ -310,7 +310,8 @@ class OptimisticDDLHandler:
             return
         key = (event.schema, event.table)
         try:
-            statements = split_ddl(self._text(event))
+            # a combined statement was described to the lock as one change (``Operation.combine``)
+            statements = [self._text(event)] if event.folds else split_ddl(self._text(event))
             if event.change is not None:
                 statements = statements[event.change:event.change + 1]
             self.tracker.commit(self.tracker.preview(event.schema, event.table, statements, position=str(event.start)))
