@@ -20,6 +20,7 @@ class _Store:
 
     def __init__(self, tables: dict):
         self.tables = tables
+        self.folding = {k for k, tp in tables.items() if tp.folded}
 
 
 def _at(pos: int) -> dict:

@@ -497,10 +497,7 @@ class OptimisticDDLHandler:
                           info_revision=rev, **strs(ctx))
                 return _First(k, answer.message)
             if isinstance(answer, Combine):
-                folds = self._folds(ddl, info, op, p, ctx)
-                _log.info("the lock asks for later statements of this table to run with this one",
-                          folded=len(folds), info_revision=rev, **strs(ctx))
-                return _Combine(folds, answer.message)
+                return _Combine(self._folds(ddl, info, op, p, ctx), answer.message)
             if isinstance(answer, Hold):
                 self._waiting(f"redirect for lock {ctx['lock_id']}: {owner} is held on {info.ddls} until the "
                               "other shards make the same change (other tables keep replicating)", ctx)
@@ -707,15 +704,14 @@ class OptimisticDDLHandler:
         info, op, statements, at, target, c = found
         routed = [routed_ddls([x], target)[0] for x in statements]
         unsent = list(dict.fromkeys(k for r in info.rest for k in range(len(statements)) if k != at and routed[k] == r))
-        if len(statements) < 2 or at is None or not unsent or op is None or op.done \
+        if len(statements) < 2 or not unsent or op is None or op.done \
                 or op.info_revision != info.revision or op.stage not in (Stage.NONE, Stage.UNLOCKED):
             return None
         self.client.mark_done(op, c, ran=False)
         _log.warning("skipped change's Operation marked done for its lock; it did NOT run downstream; the "
                      "statement's later changes are coordinated as usual", ddls="; ".join(op.ddls),
                      still_to_come=len(unsent), **strs(c))
-        return {"pos": event.end.to_json(), "finished": True, "statements": [], "change": at, "rest": unsent,
-                "skipped": True}
+        return {"pos": event.end.to_json(), "finished": True, "statements": [], "change": at, "rest": unsent}
 
     def _answered_change(self, event: DDLEvent, up_table: str):
         """(Info, Operation, the statement's changes, which one the Info is, target, ctx) when the

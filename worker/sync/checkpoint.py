@@ -143,6 +143,8 @@ class CheckpointStore(MetaStore):
         self.safe_until: Position | None = None
         self.tables: dict[tuple[str, str], TablePoint] = {}
         self.holds: dict[tuple[str, str], Position] = {}
+        # tables whose row lists folded statements (rule 11): the apply reads only these per chunk
+        self.folding: set[tuple[str, str]] = set()
         self.rejected = 0                   # older saves refused (rule 3); exposed for tests/metrics
 
     # ------------------------------------------------------------------ storage
@@ -199,6 +201,7 @@ class CheckpointStore(MetaStore):
             raise CheckpointError(f"cannot read checkpoints from {self.fq}: {e}", task=self.task,
                                   source=self.source_id) from e
         self.global_pos, self.safe_until, self.tables, self.holds = None, None, {}, {}
+        self.folding = set()
         self.global_dirty = False
         for s, t, bn, bp, bg, sn, sp, sg, info, intent, folded, is_global in rows:
             if is_global:
@@ -208,6 +211,8 @@ class CheckpointStore(MetaStore):
                 self.tables[(s, t)] = TablePoint(Position(bn, int(bp), bg or ""), info,
                                                  json.loads(intent) if intent else None,
                                                  folded=json.loads(folded) if folded else [])
+                if self.tables[(s, t)].folded:
+                    self.folding.add((s, t))
         return Loaded(self.global_pos, self.safe_until, dict(self.tables))
 
     # ------------------------------------------------------------------ in-memory saves
@@ -229,6 +234,10 @@ class CheckpointStore(MetaStore):
         info = table_info if (table_info is not None or not keep_info or tp is None) else tp.table_info
         fold = list(folded) if folded is not None else (tp.folded if tp else [])
         self.tables[key] = TablePoint(pos, info, tp.ddl_intent if tp else None, True, fold)
+        if fold:
+            self.folding.add(key)
+        else:
+            self.folding.discard(key)
         return True
 
     def hold(self, schema: str, table: str, before: Position) -> None:

@@ -23,7 +23,7 @@ from worker.schema_tracker import schema_from_json
 from worker.sync.checkpoint import CheckpointStore
 from worker.sync.ddl_exec import run_ddls, server_error
 from worker.sync.ddl_handler import DDLContext, DDLDecision, DDLHandler, has_if_not_exists
-from worker.sync.folds import as_combined, combined_event, folded_after
+from worker.sync.folds import combined_event, folded_after
 from worker.sync.errors import DownstreamDDLRejected, SyncError
 from worker.upstream import show_create
 
@@ -64,10 +64,6 @@ class DDLIntent:
         assert ev.table is not None
         self.store.write_ddl_intent(ev.schema, ev.table, {"pos": ev.end.to_json(), "combine": folds})
         return combined_event(ev, folds)
-
-    def combined(self, ev: DDLEvent) -> DDLEvent:
-        """``ev`` as its table's intent row says the lock asked to run it (``folds.as_combined``)."""
-        return as_combined(self.store, ev)
 
     def replay_order(self, changes: list[DDLEvent]) -> list[DDLEvent]:
         """The order to hand a statement's changes over in: as the handler split them, unless

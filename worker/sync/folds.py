@@ -64,10 +64,10 @@ def folded_after(store: CheckpointStore, ev: DDLEvent) -> list | None:
 def through_folds(store: CheckpointStore, txns: list) -> list:
     """``txns`` (a chunk's ``[(position, changes)]``) with the columns of each table that has
     folded statements ahead of a row renamed as those statements rename them."""
-    folds = {k: [(Position.from_json(f["at"]), f.get("renames") or []) for f in tp.folded]
-             for k, tp in store.tables.items() if tp.folded}
-    if not folds:
-        return txns
+    if not store.folding:
+        return txns              # (every chunk comes here: nothing but this test when nothing is folded)
+    folds = {k: [(Position.from_json(f["at"]), f.get("renames") or []) for f in store.tables[k].folded]
+             for k in store.folding}
     out = []
     for pos, changes in txns:
         moved = []

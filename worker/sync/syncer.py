@@ -44,7 +44,7 @@ from worker.sync.chunk_apply import ChunkApplier, merge_acks
 from worker.sync.hooks import Hooks
 from worker.sync.ddl_intent import DDLIntent
 from worker.sync.ddl_handler import DDLContext, DDLDecision, DDLHandler, DirectDDLHandler, SkipRequested
-from worker.sync.folds import fold_at, folded_after, through_folds
+from worker.sync.folds import as_combined, fold_at, folded_after, through_folds
 from worker.sync.online_ddl import CutOver, OnlineDDL, OnlineDDLStore
 from worker.sync.operator_records import OperatorRecords
 from worker.sync.statement_route import StatementRouter
@@ -477,7 +477,7 @@ class Syncer:
         combined from then on (checkpoint rule 11)."""
         if self._pass_folded(ev):
             return
-        todo = self.intent.replay_order(self.handler.changes(self.intent.combined(ev), self.ctx))
+        todo = self.intent.replay_order(self.handler.changes(as_combined(self.store, ev), self.ctx))
         while todo:
             change = todo[0]
             if change.change is not None:
