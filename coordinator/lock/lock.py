@@ -23,7 +23,7 @@ from .explain import detected_message, readd_message, skip_message, wait_runner,
 from .schema_bag import cmp, eq, join2, try_join_all
 from .shape import (_col, _narrowed_to, _no_charset, _shape_change, change_sig, lossy, narrows_below,
                     renamed_indexes, touched)
-from .state import Answer, Drops, LockState, Member, StepResult
+from .state import Answer, Drops, LockState, Member, StepResult, _replays
 
 __all__ = ["Answer", "Drops", "Effects", "Lock", "Member", "StepResult", "new_unique_auto_increment"]
 
@@ -92,9 +92,15 @@ class Lock(LockState):
 
     @staticmethod
     def _all_larger(xs: list[TableSchema], pairs: list[tuple[TableSchema, TableSchema]]) -> bool:
-        """Every schema of the set already contains each conflict table's new shape."""
+        """Every schema of the set already contains each conflict table's new shape, or has
+        none of the columns it touches (a table that dropped the old column and has not added
+        the new one takes no side: the change runs downstream, its old rows keep their values
+        under the new name, as a DROP keeps them under the old one)."""
         for old, new in pairs:
+            touched = old.column_keys() | new.column_keys()
             for t in xs:
+                if touched and touched.isdisjoint(t.column_keys()):
+                    continue
                 k = join2(old, t) or t
                 if cmp(k, new) not in (0, 1):
                     return False
@@ -157,6 +163,13 @@ class Lock(LockState):
         agreed change once; the redirected tables' replays then run nothing (a rename must not
         run twice: the second ``CHANGE a c`` fails with "Unknown column 'a'")."""
         runner = caller if executed else None
+        self._indifferent = None
+        indifferent = None
+        if caller is not None and not executed and self._left_both(caller):
+            # the caller's ordinary statement dropped the old column without adding the new one:
+            # it no longer has either, so the held tables' change is agreed but nobody ran it --
+            # a held table runs it (values carried), as when a departure completes an agreement
+            indifferent, caller = caller, None
         if caller is None:
             # a departure or an operator's unlock completed the agreement and nobody ran the change:
             # one held table (chosen once, persisted with the answers) replays and runs it -- unless
@@ -173,6 +186,7 @@ class Lock(LockState):
                 self._gates.add(running)
             elif by is None:
                 runner = first.table
+                self._gates.add(runner)    # its replay runs the change (``_order_conflict`` waits for it)
             else:
                 caller = by
         for c in sorted(self._conflicts, key=str):
@@ -193,6 +207,17 @@ class Lock(LockState):
                     m.applied_by_other, m.applied_by = new, runner
             self._set_conflict(m, None)
             self._set_schema(m, new)
+        if indifferent is not None and runner is not None:
+            self._indifferent = (indifferent, runner)
+
+    def _left_both(self, t: TableRef) -> bool:
+        """``t`` has neither the columns the pending change removes nor those it brings (it
+        dropped the old one by an ordinary statement): it takes no side in the change."""
+        first = self.members[min(self._conflicts, key=str)]
+        gone, came = (frozenset(k for k, _ in x) for x in change_sig(first.schema, self._pending(first.table))[:2])
+        came -= gone
+        s = self.members[t].schema
+        return bool(came) and all(s.column(k) is None for k in gone | came)
 
     def _running_change(self, sig: tuple) -> TableRef | None:
         """A member whose answer runs the change ``sig`` downstream and is not done yet."""
@@ -219,6 +244,25 @@ class Lock(LockState):
                 return t          # a table that left reached it (its statements ran downstream)
         return None
 
+    def _onto_held_renames(self, by: TableRef, old: TableSchema, new: TableSchema) -> None:
+        """``by``'s ordinary statement makes the downstream add a column that another table's
+        held rename brings: that rename can no longer run downstream, and the table's values of
+        the old column cannot be carried (``shape.lossy``).  It is ``detected`` now, with the
+        exit that names (its ``skip`` is safe: the downstream has the column its rows write),
+        rather than held for an agreement that cannot come."""
+        added = new.column_keys() - old.column_keys()
+        if not added:
+            return
+        for c in sorted(self._conflicts - {by}, key=str):
+            m = self.members[c]
+            pending = self._pending(c)
+            sig = change_sig(m.schema, pending)
+            if _pure_rename(sig) and not {k for k, _ in sig[1]}.isdisjoint(added) \
+                    and {k for k, _ in sig[0]}.isdisjoint({k for k, _ in sig[1]}):
+                self._uncarried[c] = (f"cannot carry its values to the new column: {by} added it with an ordinary "
+                                     f"statement that ran downstream ({_shape_change(m.schema, pending)})")
+                self._set_conflict(m, None)
+
     def _try_resolve(self, caller: TableRef | None = None, executed: bool = False) -> bool:
         if self._conflicts and self._no_conflict(self._finals.distinct()):
             self.resolve(caller, executed)
@@ -236,12 +280,25 @@ class Lock(LockState):
             idempotent = eq(post, m.schema)
             self._set_schema(m, prev)
         order = cmp(prev, post)
+        if order is not None and idempotent and applied is not None and eq(post, applied):
+            # the replay of a DROP that completed a rename another table then ran (``resolve``,
+            # the caller that took no side): the rename took the column away downstream
+            self._set_schema(m, post)
+            return StepResult(False, Stage.NONE)
         if order is not None:
             old = self._normal.try_joined()
             self._set_schema(m, post)
             new = self._normal.try_joined()
             if new is not None:
                 if self._conflicts and self._try_resolve(m.table):
+                    if self._indifferent is not None and self._indifferent[0] == m.table:
+                        # its DROP of the old column completed a rename a held table now runs:
+                        # the column goes with that rename.  Held until the rename ran (its next
+                        # statement may add the new column), then its replay runs nothing
+                        runner = self._indifferent[1]
+                        self._queue_redirect(m.table, runner)
+                        m.applied_by_other, m.applied_by = post, runner
+                        return StepResult(False, Stage.SKIP_AND_WAIT, wait_runner(self, runner))
                     # the statement completed an agreement; what it runs downstream still follows
                     # the join as it is now (a DROP that reached a held rename's shape by ordinary
                     # statements must not run while the held table still has the column)
@@ -250,6 +307,7 @@ class Lock(LockState):
                         return StepResult(True, Stage.NONE)
                 if old is None:
                     return StepResult(True, Stage.NONE)
+                self._onto_held_renames(m.table, old, new)
                 if order > 0:
                     # a narrowing statement runs downstream only when the join narrowed the way it
                     # does: a DROP while another table still has the column (or a wider one) must not
@@ -423,8 +481,13 @@ class Lock(LockState):
             m.applied_by_other, m.applied_by = applied, by
             ans = Answer(info, Stage.SKIP_AND_WAIT, [], wait_runner(self, by), [], set(), afters, before, runner=by)
             self._queue_redirect(m.table, by)
+        elif self._indifferent is not None and self._indifferent[0] == m.table and ans.stage is Stage.SKIP_AND_WAIT:
+            # held until the runner of the rename its DROP completed ran it (``step``): persisted
+            # as a hold naming its runner, so a rebuild restores it
+            ans = dataclasses.replace(ans, runner=self._indifferent[1])
         else:
             ans = self._ordered(m, ans)
+        self._indifferent = None
         return self.settle(m, info, ans, fx)
 
     # ------------------------------------------------------------------ changes in another order
@@ -532,11 +595,18 @@ class Lock(LockState):
         if not steps:
             return False
         cols = _sig_columns(want)
+        dropped = False
         for _, prev, post in steps[1:]:
             sig = change_sig(prev, post)
             if sig == want:
                 return True
             if _sig_columns(sig) & cols:
+                reach = _ordinary_reach(sig, want)
+                if reach == "drop" and not dropped:
+                    dropped = True
+                    continue
+                if reach == "add" and dropped:
+                    return True
                 return False
         return False if a is None or len(a.info.ahead) >= MAX_AHEAD else None
 
@@ -551,7 +621,7 @@ class Lock(LockState):
                 or not ans.info.reads_ahead:
             return ans
         want = change_sig(ans.before, ans.afters[0])
-        if not _pure_rename(want):
+        if not _pure_rename(want) or self._downstream_has(want):
             return ans
         mine = self._later(ans)
         ahead = False
@@ -572,6 +642,13 @@ class Lock(LockState):
         self._set_conflict(m, ans.afters[0])
         self._set_schema(m, ans.before)
         return Answer(ans.info, Stage.SKIP_AND_WAIT, [], _HOPE, [], set(), ans.afters, ans.before, hopeful=True)
+
+    def _downstream_has(self, sig: tuple) -> bool:
+        """A rename ``sig`` whose new column the downstream already has (an ordinary ADD of
+        another table ran there): no agreement can run it, so there is nothing to hope for."""
+        joined = self._normal.try_joined()
+        came = {k for k, _ in sig[1]} - {k for k, _ in sig[0]}
+        return joined is not None and any(joined.column(k) is not None for k in came)
 
     def _hope_lost(self, fx: Effects) -> None:
         """A table held in hope (``_hopeful``) whose hope is gone -- a table in the way, or the
@@ -687,6 +764,15 @@ class Lock(LockState):
         """Another member whose answer is still running (not done) changes a column or index
         ``m``'s answer ``a`` changes (``shape.touched``)."""
         mine = touched(a.before, a.afters[-1] if a.afters else None, a.ddls)
+        # a runner still to replay the agreed change it was chosen to run (a handover, a
+        # departure, a DROP that completed the agreement): its statements run later, so an
+        # ordinary statement on the same columns (an ADD of the rename's new column) waits
+        for t in sorted(self._gates - self._running - {m.table}, key=str):
+            o = self.members.get(t)
+            r = o.answer if o is not None else None
+            if o is not None and r is not None and _replays(o) and r.before is not None and r.afters \
+                    and mine & touched(r.before, r.afters[-1], []) and not _same_change(a, r):
+                return t
         own = self._run_cols.get(m.table, frozenset())
         # counted per key (``LockState._track_running``): a big lock's thousands of running answers
         # are not walked per Info; only a real overlap looks for the table
@@ -1120,6 +1206,10 @@ class Lock(LockState):
             self._set_schema(m, before)               # released from an ordering hold: as live
         elif stage in (Stage.NONE, Stage.RESOLVED):
             self._set_schema(m, post)
+            if stage is Stage.RESOLVED and runner is None and not done and cmp(before, post) is None:
+                # released to run the agreed change in its replay (a handover, a DROP or a
+                # departure that completed the agreement): gated as live (``_order_conflict``)
+                self._gates.add(m.table)
         elif stage is Stage.SKIP_AND_WAIT and (runs_after is not None or first or combine):
             # held for ordering only (decided afresh on replay), or asked to send a later change
             # of its ALTER first or its next changes with this one (its own change withdrawn until then)
@@ -1182,6 +1272,24 @@ def _first_in_rest(prev: TableSchema, new: TableSchema, sql: str, rest: list[str
         if asis is None or swapped is None or asis.to_json() != swapped.to_json():
             return None
         return r
+    return None
+
+
+def _ordinary_reach(sig: tuple, want: tuple) -> str | None:
+    """``sig`` as a step of reaching the rename ``want`` by ordinary statements: "drop" when it
+    only drops the renamed column, "add" when it only adds the new one with the renamed
+    column's definition; None otherwise (or ``want`` is no rename)."""
+    gone, came, ix_gone, ix_came = sig
+    wgone, wcame = want[0], want[1]
+    if ix_gone or ix_came or len(wgone) != 1 or len(wcame) != 1:
+        return None
+    (old, _), (new, _) = next(iter(wgone)), next(iter(wcame))
+    if old == new:
+        return None
+    if gone == wgone and not came:
+        return "drop"
+    if came == wcame and not gone:
+        return "add"
     return None
 
 

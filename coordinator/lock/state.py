@@ -124,6 +124,9 @@ class LockState:
         # held tables whose agreed shape was reached by another table's ordinary statements: their
         # values of the renamed/retyped columns cannot be carried downstream -> a conflict with exits
         self._uncarried: dict[TableRef, str] = {}
+        # the caller of the last ``resolve`` when its DROP left it with neither column of the
+        # agreed rename (a held table runs the rename; the caller's statement runs nothing)
+        self._indifferent: tuple[TableRef, TableRef] | None = None   # (caller, runner)
         # tables that left (dropped upstream, removed by the operator) -> the schema they left
         # with: what they made downstream stays there (a column added by ordinary statements),
         # so a member reaching that shape by a rename still meets it.  Never part of a join or
@@ -268,8 +271,9 @@ class LockState:
             self._redirect_after[t] = new
             if self.members[t].applied_by == gone:
                 self.members[t].applied_by = new
-        if queued[1:]:
-            self._gates.add(new)
+        # gated even with nobody queued behind it: an ordinary statement on the same columns
+        # (``Lock._order_conflict``) waits for its replay to run the change
+        self._gates.add(new)
 
     def moved_on(self, t: TableRef, ran: bool) -> None:
         """Rebuild: ``t``'s stored Operation answers an older Info than its current one and is

@@ -441,3 +441,32 @@ def test_renames_in_opposite_orders_across_statements_with_rows_between_are_comb
     between = ID_BASE["s2"] + 900_010       # s2's second table, after its rename of b only
     assert sc.down.execute(f"SELECT a2, b2 FROM orders WHERE id = {between}") == [(between % 89,) * 2]
     sc.stop()
+
+
+def test_a_shard_that_drops_a_column_the_others_rename_takes_no_side_and_the_rename_runs(scenario):
+    """Source s1's shards rename ``a`` to ``a2``; s2's shards drop ``a`` (they will never rename
+    it).  A table that has neither column takes no side in the rename: the last DROP completes
+    the agreement, a held s1 table runs the rename (s1's values carried), and the DROPs run
+    nothing downstream.  The lock then waits only for s2's tables to get ``a2``, as for any
+    column some shards added.  Before, the renames waited for s2's tables forever (DM: a
+    conflict), s1's rows with them, and the only exits lost s1's values of ``a``."""
+    sc = scenario(columns="id INT PRIMARY KEY, v INT, a INT DEFAULT 1")
+    sc.start()
+    sc.wait_equal(columns=["id", "v", "a"])
+    old = ID_BASE["s1"] + 800_000
+    sc.insert("s1", SHARDS[0], [old], cols="id, v, a")
+    sc.start_writers()
+    sc.alter_all("RENAME COLUMN a TO a2", order=[("s1", t) for t in SHARDS],
+                 between=lambda sid, t, i: sc.insert(sid, t, [ID_BASE[sid] + 900_000 + i], cols="id, v, a2"))
+    sc.alter_all("DROP COLUMN a", order=[("s2", t) for t in SHARDS],
+                 between=lambda sid, t, i: sc.insert(sid, t, [ID_BASE[sid] + 900_000 + i]))
+    assert sc.stop_writers() > 0
+    sc.wait_running()
+    sc.wait_equal(columns=["id", "v", "a2"])
+    assert all(st["stage"] == "Running" for st in sc.subtasks().values()), sc.subtasks()
+    assert sc.down.execute(f"SELECT a2 FROM orders WHERE id = {old}") == [(old % 89,)]
+    lock = _lock(sc)
+    assert lock is not None and not lock["error"], lock
+    assert {w["waitingFor"] for w in lock["waiting"]} == {"has not added column `a2` yet (other tables have it)"}, lock
+    assert {w["table"].split("-")[0] for w in lock["waiting"]} == {"s2"}, lock
+    sc.stop()

@@ -89,8 +89,36 @@ def test_a_table_in_the_way_that_does_something_else_with_the_column_leaves_it_d
     assert b.operation.stage is Stage.SKIP_AND_WAIT and b.operation.hopeful
     read_further(h, "B", ["ALTER TABLE t ADD COLUMN z INT"])
     assert h.last["B"].stage is Stage.SKIP_AND_WAIT and h.last["B"].hopeful
+    # a DROP of `a` may be the first half of reaching `a2` by ordinary statements: still hope
     read_further(h, "B", ["ALTER TABLE t ADD COLUMN z INT", "ALTER TABLE t DROP COLUMN a"])
+    assert h.last["B"].stage is Stage.SKIP_AND_WAIT and h.last["B"].hopeful
+    # ... but `a2` added with another definition is not A's rename
+    read_further(h, "B", ["ALTER TABLE t ADD COLUMN z INT", "ALTER TABLE t DROP COLUMN a",
+                          "ALTER TABLE t ADD COLUMN a2 BIGINT"])
     assert h.last["B"].stage is Stage.DETECTED and "does not make this rename later" in h.last["B"].message
+
+
+def test_a_table_reaching_the_other_rename_by_drop_and_add_keeps_the_hope():
+    """B reaches A's rename `a -> a2` by ordinary statements (DROP a, then ADD a2 with the same
+    definition) after its own rename of `b`, A renames `b` after `a`: B is held in hope, not
+    ``detected`` (whose exit, `skip`, left B writing `b2` into a downstream without it)."""
+    h = Harness(T)
+    send(h, "A", RA, ahead=[RB])
+    b = send(h, "B", RB, ahead=["ALTER TABLE t DROP COLUMN a", "ALTER TABLE t ADD COLUMN a2 INT"], done=False)
+    assert b.operation.stage is Stage.SKIP_AND_WAIT and b.operation.hopeful
+
+
+def test_an_ordinary_add_of_a_held_renames_new_column_makes_that_rename_detected_with_a_safe_exit():
+    """C adds `a2` while A holds `a -> a2`: the ADD runs downstream, so A's rename can never run
+    there; A is ``detected`` at once (values cannot be carried), and its `skip` exit is safe
+    (the downstream has the column A's rows write).  Before, A stayed held for an agreement
+    that could not come, and the lock never resolved."""
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY, v INT, a INT, b INT)", tables=("A", "B", "C"))
+    assert send(h, "A", RA).operation.stage is Stage.SKIP_AND_WAIT
+    assert h.send("C", "ALTER TABLE t DROP COLUMN a").operation.stage is Stage.NONE
+    c = h.send("C", "ALTER TABLE t ADD COLUMN a2 INT")
+    assert c.operation.stage is Stage.NONE and c.operation.ddls
+    assert h.last["A"].stage is Stage.DETECTED and "cannot carry its values" in h.last["A"].message
 
 
 def test_a_rebuild_keeps_the_holds_and_the_requests_to_combine():
@@ -115,3 +143,19 @@ def test_workers_that_do_not_read_ahead_keep_dm_s_answer():
     h = Harness(T)
     h.send("A", info=dataclasses.replace(h.make_info("A", RA), ahead=[RB]))
     assert h.send("B", RB, done=False).operation.stage is Stage.DETECTED
+
+
+def test_a_drop_of_the_old_column_completing_a_held_rename_has_a_held_table_run_it():
+    """A holds `a -> a2`; B drops `a` (and has no `a2`): B no longer takes a side, the rename is
+    agreed and A runs it (values carried); B waits for that, then its DROP runs nothing.  Before, the DROP counted as
+    B reaching A's shape with ordinary statements: A was ``detected`` (values cannot be carried)
+    and its `skip` exit left A writing `a2` into a downstream that never got it."""
+    h = Harness(T)
+    assert send(h, "A", RA, done=False).operation.stage is Stage.SKIP_AND_WAIT
+    b = h.send("B", "ALTER TABLE t DROP COLUMN a")
+    assert b.operation.stage is Stage.SKIP_AND_WAIT and not b.operation.ddls   # until A ran it
+    assert h.last["A"].stage is Stage.RESOLVED
+    again = h.send("A", RA)
+    assert again.operation.stage is Stage.NONE and again.operation.ddls == [RA]
+    assert h.last["B"].stage is Stage.RESOLVED
+    assert h.send("B", "ALTER TABLE t DROP COLUMN a").operation.ddls == []
