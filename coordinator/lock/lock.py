@@ -96,10 +96,13 @@ class Lock(LockState):
         none of the columns it touches (a table that dropped the old column and has not added
         the new one takes no side: the change runs downstream, its old rows keep their values
         under the new name, as a DROP keeps them under the old one)."""
-        for old, new in pairs:
-            touched = old.column_keys() | new.column_keys()
+        changed = [_sig_columns(change_sig(old, new)) for old, new in pairs]
+        for i, (old, new) in enumerate(pairs):
+            # a pending change of the same column another way (`a -> c` here, `a -> d` there) is
+            # a rival, not a table without the column: its shape takes a side
+            rivals = {pairs[j][1].lattice_key() for j in range(len(pairs)) if j != i and changed[j] & changed[i]}
             for t in xs:
-                if touched and touched.isdisjoint(t.column_keys()):
+                if changed[i] and changed[i].isdisjoint(t.column_keys()) and t.lattice_key() not in rivals:
                     continue
                 k = join2(old, t) or t
                 if cmp(k, new) not in (0, 1):

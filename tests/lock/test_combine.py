@@ -159,3 +159,16 @@ def test_a_drop_of_the_old_column_completing_a_held_rename_has_a_held_table_run_
     assert again.operation.stage is Stage.NONE and again.operation.ddls == [RA]
     assert h.last["B"].stage is Stage.RESOLVED
     assert h.send("B", "ALTER TABLE t DROP COLUMN a").operation.ddls == []
+
+
+def test_two_renames_of_one_column_to_different_names_are_rivals_not_tables_without_it():
+    """A renames `a` to `c`, B and C rename it to `d` (DM_050): B's shape lacks `a` and `c`, yet it
+    does not take A's side by having neither -- it renamed the same column another way.  The
+    second rename stays a conflict; neither runs downstream.  (A first version of "a table with
+    neither column takes no side" agreed both, and the merged table got `c`, then rows of `d`.)"""
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY, a INT, b INT)", tables=("A", "B", "C"))
+    assert h.send("A", "ALTER TABLE t RENAME COLUMN a TO c").operation.stage is Stage.SKIP_AND_WAIT
+    b = h.send("B", "ALTER TABLE t RENAME COLUMN a TO d")
+    c = h.send("C", "ALTER TABLE t RENAME COLUMN a TO d")
+    assert b.operation.stage is Stage.DETECTED and not c.operation.ddls
+    assert not any(o.ddls for o in [*b.others, *c.others])
