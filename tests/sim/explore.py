@@ -48,6 +48,10 @@ CONFIGS: dict[str, list[list[list[str]]]] = {
     # ahead and the lock asks each to coordinate both as one ALTER
     "separate-opposite-renames": [[[_R], [_R2]], [[_R2], [_R]]],
     "separate-opposite-renames-3": [[[_R], [_R2]], [[_R2], [_R]], [[_R, _R2]]],
+    # a table drops b, widens r, then adds b2, while two rename b: its DROP may complete the
+    # rename (it takes no side) or come after it; its ADD waits for the rename to have run
+    "rename-dropped-then-added": [[[_R], [_W]], [[A + "DROP COLUMN b"], [_W], [A + "ADD COLUMN b2 INT"]],
+                                  [[_W], [_R]]],
     # CI's short form: two tables, the rename against DROP+ADD
     "small": [[[_R]], [[A + "DROP COLUMN b"], [A + "ADD COLUMN b2 INT"]]],
 }

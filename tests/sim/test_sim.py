@@ -32,8 +32,10 @@ def test_narrowing_by_every_shard_runs_once_in_any_interleaving():
 
 
 def test_rename_against_drop_and_add_ends_in_a_named_exit_in_any_interleaving():
-    """Issue 28 case 2, both orders: a conflict with its exit (the explorer takes it: unlock
-    --action skip), then the lock resolves and the downstream has no stale column."""
+    """Issue 28 case 2, both orders: DROP then ADD takes no side in the rename when the DROP comes
+    first (the rename runs, nothing to exit); ADD then DROP, or an ADD before the rename ran, is
+    a conflict with its exit (the explorer takes it: unlock --action skip).  Either way the lock
+    resolves and the downstream has no stale column."""
     events = [[[A + "RENAME COLUMN b TO b2"]], [[A + "DROP COLUMN b"], [A + "ADD COLUMN b2 INT"]]]
     r = explore(events, crashes=0)
     assert r.violation is None and r.complete, r.violation
