@@ -448,6 +448,7 @@ class Lock(LockState):
 
     def on_info(self, m: Member, info: Info, before: TableSchema, afters: list[TableSchema]) -> Effects:
         """Decide the answer to ``m``'s parsed, consistent Info and settle it."""
+        self._indifferent = None        # set by this Info's own ``resolve`` only
         if info.extends and m.answer is not None and m.answer.info.revision >= info.extends \
                 and m.answer.info.ddls == info.ddls:
             # the same DDL with more look-ahead: its answer stands (re-stated for this revision)
@@ -951,11 +952,16 @@ class Lock(LockState):
                 a = m.answer
                 assert a is not None and a.before is not None, "a detected member has its answer to a parsed Info"
                 redo = Effects()
+                self._indifferent = None
                 ans = self.try_sync(m, a.info, a.before, a.afters, redo)
                 if ans.stage is Stage.DETECTED:
                     ans = self._hopeful(m, ans)
                 if ans.stage is Stage.DETECTED:
                     continue
+                if self._indifferent is not None and self._indifferent[0] == m.table \
+                        and ans.stage is Stage.SKIP_AND_WAIT:
+                    ans = dataclasses.replace(ans, runner=self._indifferent[1])    # as ``on_info``
+                self._indifferent = None
                 ans = self._ordered(m, ans)
                 self._set_answer(m, ans)
                 self._set_done(m, False)
