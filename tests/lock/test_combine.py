@@ -172,3 +172,22 @@ def test_two_renames_of_one_column_to_different_names_are_rivals_not_tables_with
     c = h.send("C", "ALTER TABLE t RENAME COLUMN a TO d")
     assert b.operation.stage is Stage.DETECTED and not c.operation.ddls
     assert not any(o.ddls for o in [*b.others, *c.others])
+
+
+def test_an_add_of_the_new_column_waits_for_a_handed_over_rename_to_run():
+    """C dropped `a` (it takes no side); B runs A's and its rename, but the downstream refuses it
+    and the operator skips B's DDL: the rename is handed over to A, whose replay runs it.  C's
+    ADD of `a2` meanwhile waits for that replay: had it run first, the downstream would have
+    `a2` from C and the replay nothing to rename onto (the merged table kept `a` for good)."""
+    h = Harness(T, tables=("A", "B", "C"))
+    assert send(h, "A", RA, done=False).operation.stage is Stage.SKIP_AND_WAIT
+    assert h.send("C", "ALTER TABLE t DROP COLUMN a").operation.ddls == []     # B still has `a`
+    b = h.send("B", RA, done=False)
+    assert b.operation.ddls == [RA]
+    h.last["B"].ran = False                      # its run failed; `binlog skip`: done, not run
+    h.done("B")
+    assert h.last["A"].stage is Stage.RESOLVED   # A's replay runs it now
+    add = h.send("C", "ALTER TABLE t ADD COLUMN a2 INT", done=False)
+    assert add.operation.stage is Stage.SKIP_AND_WAIT and not add.operation.ddls
+    assert h.send("A", RA).operation.ddls == [RA]
+    assert h.last["C"].stage is Stage.RESOLVED
