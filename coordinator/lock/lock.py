@@ -8,6 +8,7 @@ Operations.  Pure logic: no etcd, no I/O.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 import re
 from dataclasses import dataclass, field
 
@@ -20,7 +21,7 @@ from coordinator.shell import shardctl, unlock as unlock_command, unlock_choice
 from coordinator.sql import quote_ident
 
 from .explain import detected_message, readd_message, skip_message, wait_runner, waiting_for
-from .schema_bag import cmp, eq, join2, try_join_all
+from .schema_bag import cmp, eq, join2, key, try_join_all
 from .shape import (_col, _narrowed_to, _no_charset, _shape_change, change_sig, lossy, narrows_below,
                     renamed_indexes, touched)
 from .state import Answer, Drops, LockState, Member, StepResult, _replays
@@ -91,32 +92,62 @@ class Lock(LockState):
         return all(cmp(j, old) is None for old, _ in pairs)
 
     @staticmethod
-    def _all_larger(xs: list[TableSchema], pairs: list[tuple[TableSchema, TableSchema]]) -> bool:
-        """Every schema of the set already contains each conflict table's new shape, or has
-        none of the columns it touches (a table that dropped the old column and has not added
-        the new one takes no side: the change runs downstream, its old rows keep their values
-        under the new name, as a DROP keeps them under the old one)."""
-        changed = [_sig_columns(change_sig(old, new)) for old, new in pairs]
+    def _all_larger(xs: list[TableSchema], pairs: list[tuple[TableSchema, TableSchema]],
+                    no_side: list[frozenset] | None = None) -> bool:
+        """Every schema of the set already contains each conflict table's new shape, or is one
+        of the shapes ``no_side`` names for that change (held only by tables that dropped its
+        old column: ``_taking_no_side``)."""
         for i, (old, new) in enumerate(pairs):
-            # a pending change of the same column another way (`a -> c` here, `a -> d` there) is
-            # a rival, not a table without the column: its shape takes a side
-            rivals = {pairs[j][1].lattice_key() for j in range(len(pairs)) if j != i and changed[j] & changed[i]}
             for t in xs:
-                if changed[i] and changed[i].isdisjoint(t.column_keys()) and t.lattice_key() not in rivals:
+                if no_side and t.lattice_key() in no_side[i]:
                     continue
                 k = join2(old, t) or t
                 if cmp(k, new) not in (0, 1):
                     return False
         return True
 
-    def _no_conflict(self, xs: list[TableSchema]) -> bool:
+    def _taking_no_side(self, scope: tuple[frozenset[str], frozenset[str]],
+                        pairs: list[tuple[TableSchema, TableSchema]]) -> list[frozenset]:
+        """Per pending change, the shapes (projected on ``scope``) held only by tables that
+        dropped its old column -- a drop record, or the statement being decided
+        (``_dropping``) -- and have neither column now: they take no side in the change, which
+        runs downstream when the others agree (their old rows keep their values under the new
+        name, as a DROP keeps them under the old one).  A table without either column because
+        it has not added the old one yet is not one of them: it still has to catch up."""
+        out: list[frozenset] = []
+        for old, new in pairs:
+            gone, came = (frozenset(k for k, _ in x) for x in change_sig(old, new)[:2])
+            cols = gone - came
+            droppers: set[TableRef] = set()
+            for c in cols:
+                droppers.update(self._columns.get(c, ()))
+            if self._dropping is not None and self._dropping[1] & cols:
+                droppers.add(self._dropping[0])
+            if not droppers:
+                out.append(frozenset())
+                continue
+            held = Counter(key(self.members[t].final) for t in droppers if t in self.members)
+            ok: set = set()
+            bad: set = set()
+            for f, n in self._finals.counts():
+                p = _project(f, scope)
+                if not (gone | came).isdisjoint(p.column_keys()):
+                    continue
+                (ok if held.get(key(f), 0) == n else bad).add(p.lattice_key())
+            out.append(frozenset(ok - bad))
+        return out
+
+    def _no_conflict(self, xs: list[TableSchema], no_side: bool = False) -> bool:
+        """``no_side``: ``xs`` are every member's final shape, and tables that dropped a pending
+        change's old column take no side in it (``_taking_no_side``)."""
         scope = self._scope()
         ps = list({id(p): p for p in (_project(x, scope) for x in xs)}.values())
         j = try_join_all(ps)
         if j is None:
             return False
         pairs = self._conflict_pairs(scope)
-        return self._all_smaller(j, pairs) and self._all_larger(ps, pairs)
+        return self._all_smaller(j, pairs) and \
+            self._all_larger(ps, pairs, self._taking_no_side(scope, pairs) if no_side else None)
 
     def _conflict_schemas(self) -> list[TableSchema]:
         return [self._pending(c) for c in self._conflicts]
@@ -267,7 +298,7 @@ class Lock(LockState):
                 self._set_conflict(m, None)
 
     def _try_resolve(self, caller: TableRef | None = None, executed: bool = False) -> bool:
-        if self._conflicts and self._no_conflict(self._finals.distinct()):
+        if self._conflicts and self._no_conflict(self._finals.distinct(), no_side=True):
             self.resolve(caller, executed)
             return True
         return False
@@ -293,7 +324,10 @@ class Lock(LockState):
             self._set_schema(m, post)
             new = self._normal.try_joined()
             if new is not None:
-                if self._conflicts and self._try_resolve(m.table):
+                self._dropping = (m.table, prev.column_keys() - post.column_keys())
+                resolved = bool(self._conflicts) and self._try_resolve(m.table)
+                self._dropping = None
+                if resolved:
                     if self._indifferent is not None and self._indifferent[0] == m.table:
                         # its DROP of the old column completed a rename a held table now runs:
                         # the column goes with that rename.  Held until the rename ran (its next

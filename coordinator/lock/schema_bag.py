@@ -112,6 +112,10 @@ class SchemaBag:
     def distinct(self) -> list[TableSchema]:
         return [e[0] for e in self._items.values()]
 
+    def counts(self) -> list[tuple[TableSchema, int]]:
+        """Each distinct schema with how many members have it."""
+        return [(e[0], e[1]) for e in self._items.values()]
+
     def distinct_except(self, s: TableSchema) -> list[TableSchema]:
         """Distinct schemas of the bag with one occurrence of ``s`` taken out."""
         k = key(s)

@@ -127,6 +127,9 @@ class LockState:
         # the caller of the last ``resolve`` when its DROP left it with neither column of the
         # agreed rename (a held table runs the rename; the caller's statement runs nothing)
         self._indifferent: tuple[TableRef, TableRef] | None = None   # (caller, runner)
+        # while ``step`` decides a statement: (its table, the columns it drops), so that table
+        # counts as one that dropped them (``Lock._taking_no_side``) before its drop is recorded
+        self._dropping: tuple[TableRef, frozenset[str]] | None = None
         # tables that left (dropped upstream, removed by the operator) -> the schema they left
         # with: what they made downstream stays there (a column added by ordinary statements),
         # so a member reaching that shape by a rename still meets it.  Never part of a join or

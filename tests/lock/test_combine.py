@@ -191,3 +191,15 @@ def test_an_add_of_the_new_column_waits_for_a_handed_over_rename_to_run():
     assert add.operation.stage is Stage.SKIP_AND_WAIT and not add.operation.ddls
     assert h.send("A", RA).operation.ddls == [RA]
     assert h.last["C"].stage is Stage.RESOLVED
+
+
+def test_a_table_that_has_not_added_the_column_yet_is_not_one_without_it():
+    """A adds `e` and renames it; B has not added `e` yet.  B has neither `e` nor `s`, but it
+    did not drop `e`: it still has to catch up, so A's rename waits for B (the chaos run caught
+    a first version that ran it, after which B's lagging ADD put `e` back downstream)."""
+    h = Harness(T)
+    assert h.send("A", "ALTER TABLE t ADD COLUMN e INT").operation.stage is Stage.NONE
+    assert h.send("A", "ALTER TABLE t RENAME COLUMN e TO s", done=False).operation.stage is Stage.SKIP_AND_WAIT
+    assert h.send("B", "ALTER TABLE t ADD COLUMN e INT").operation.stage is Stage.NONE
+    b = h.send("B", "ALTER TABLE t RENAME COLUMN e TO s", done=False)
+    assert b.operation.ddls == ["ALTER TABLE t RENAME COLUMN e TO s"]
