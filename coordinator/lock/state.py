@@ -262,7 +262,10 @@ class LockState:
                 # wait for (the drain releases it; its replay is decided afresh).  It never holds
                 # the agreed change, so it cannot be the one to run it
                 self._redirect_after.pop(t, None)
-        queued = sorted((t for t in behind if t in self._redirect_after), key=str)
+        # a table held only because its DROP completed the change (it takes no side) replays an
+        # ordinary statement: a table holding the change itself runs it when there is one
+        queued = sorted((t for t in behind if t in self._redirect_after),
+                        key=lambda t: (_no_side_hold(self.members.get(t)), str(t)))
         g = self.members.get(gone)
         if not queued or (not force and g is not None and gone not in self._running and not _replays(g)):
             return
@@ -435,6 +438,14 @@ def _ordering_hold(m: Member | None) -> bool:
     """``m`` is held only until another table's running statements are done (``Lock._order_conflict``),
     not for a resolution's agreed change."""
     return m is not None and m.answer is not None and m.answer.runs_after is not None
+
+
+def _no_side_hold(m: Member | None) -> bool:
+    """``m`` is held until a runner ran the change its ordinary statement (a DROP) completed
+    (``Lock.resolve``: a table that takes no side), not holding the change itself."""
+    a = m.answer if m is not None else None
+    return a is not None and a.stage is Stage.SKIP_AND_WAIT and a.runner is not None \
+        and a.before is not None and bool(a.afters) and cmp(a.before, a.afters[-1]) is not None
 
 
 def _replays(m: Member) -> bool:

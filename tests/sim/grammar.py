@@ -160,6 +160,17 @@ def rename_column(rng: random.Random, nm: Names) -> Change | None:
                                                          [f"ADD COLUMN {y} INT", f"DROP COLUMN {x}"]))
 
 
+def add_then_rename(rng: random.Random, nm: Names) -> Change | None:
+    """A column added in the scenario and then renamed: a lagging shard has neither name while
+    the others rename it (it has not added it yet), unlike one that dropped it; some shards
+    drop it and add the new name instead."""
+    c = nm.new("z")
+    y = f"{c}_rn"
+    return Change("rename_column", frozenset({c, y}), _c([f"ADD COLUMN {c} INT", f"RENAME COLUMN {c} TO {y}"],
+                                                         [f"ADD COLUMN {c} INT", f"DROP COLUMN {c}", f"ADD COLUMN {y} INT"]),
+                  usual=0.7)
+
+
 def alter_default(rng: random.Random, nm: Names) -> Change | None:
     if not nm.take("d"):
         return None
@@ -230,7 +241,7 @@ MAKERS = {
     ClauseKind.DROP_COLUMN: (drop_column,),
     ClauseKind.MODIFY_COLUMN: (modify_column, modify_special),
     ClauseKind.CHANGE_COLUMN: (change_column,),
-    ClauseKind.RENAME_COLUMN: (rename_column,),
+    ClauseKind.RENAME_COLUMN: (rename_column, add_then_rename),
     ClauseKind.ALTER_DEFAULT: (alter_default,),
     ClauseKind.COLUMN_VISIBILITY: (column_visibility,),
     ClauseKind.ADD_INDEX: (add_index,),
