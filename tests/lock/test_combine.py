@@ -206,20 +206,20 @@ def test_a_table_that_has_not_added_the_column_yet_is_not_one_without_it():
 
 
 def test_a_handover_prefers_a_table_holding_the_rename_over_the_one_whose_drop_completed_it():
-    """A and B hold `a -> a2`, C's DROP of `a` completes it and A is to run it; A's run fails and
-    the operator skips it: the change goes to B, which holds it, not to C, whose replay is only a
-    DROP (before, C was chosen: its DROP ran downstream, B ran nothing and wrote `a2` into a
-    downstream without it)."""
+    """B and C hold `a -> a2`, A's DROP of `a` completes it and B is to run it; B's run fails and
+    the operator skips it: the change goes to C, which holds it, not to A (first by name), whose
+    replay is only a DROP (before, A was chosen: its DROP ran downstream, C ran nothing and
+    wrote `a2` into a downstream without it)."""
     h = Harness(T, tables=("A", "B", "C"))
-    assert send(h, "A", RA, done=False).operation.stage is Stage.SKIP_AND_WAIT
     assert send(h, "B", RA, done=False).operation.stage is Stage.SKIP_AND_WAIT
-    c = h.send("C", "ALTER TABLE t DROP COLUMN a", done=False)
-    assert c.operation.stage is Stage.SKIP_AND_WAIT
+    assert send(h, "C", RA, done=False).operation.stage is Stage.SKIP_AND_WAIT
+    a = h.send("A", "ALTER TABLE t DROP COLUMN a", done=False)
+    assert a.operation.stage is Stage.SKIP_AND_WAIT
+    assert h.last["B"].stage is Stage.RESOLVED
+    assert h.send("B", RA, done=False).operation.ddls == [RA]
+    h.last["B"].ran = False                      # its run failed; `binlog skip`: done, not run
+    h.done("B")
+    assert h.last["C"].stage is Stage.RESOLVED and h.last["A"].stage is Stage.SKIP_AND_WAIT
+    assert h.send("C", RA).operation.ddls == [RA]
     assert h.last["A"].stage is Stage.RESOLVED
-    assert h.send("A", RA, done=False).operation.ddls == [RA]
-    h.last["A"].ran = False                      # its run failed; `binlog skip`: done, not run
-    h.done("A")
-    assert h.last["B"].stage is Stage.RESOLVED and h.last["C"].stage is Stage.SKIP_AND_WAIT
-    assert h.send("B", RA).operation.ddls == [RA]
-    assert h.last["C"].stage is Stage.RESOLVED
-    assert h.send("C", "ALTER TABLE t DROP COLUMN a").operation.ddls == []
+    assert h.send("A", "ALTER TABLE t DROP COLUMN a").operation.ddls == []
