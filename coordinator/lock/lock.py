@@ -1092,6 +1092,7 @@ class Lock(LockState):
         self._set_conflict(m, None)
         after = a.afters[-1] if a.afters else m.schema
         others = self._normal.distinct_except(m.schema)
+        down = self._normal.try_joined()
         ddls = self._exec_statements(m, a, others) if action == "exec" else []
         if try_join_all(others + [after]) is not None:
             self._set_schema(m, after)
@@ -1102,6 +1103,16 @@ class Lock(LockState):
         if action == "exec" and a.info.ddls:
             self._accept_exec(a)
         finish = self._orphan_drops()
+        if action == "skip" and down is not None and a.before is not None:
+            # a skipped rename (or drop) away from a column the downstream has, which no table
+            # has any more (the others dropped it, or skipped their rename too): nobody else
+            # would ever drop it
+            for col in sorted(a.before.column_keys() - after.column_keys()):
+                if col not in finish and down.column(col) is not None and not any(
+                        x.final.column(col) is not None or x.schema.column(col) is not None
+                        for x in self.members.values()) \
+                        and not any(d.column(col) is not None for d in self._departed.values()):
+                    finish.append(col)
         if finish:
             # columns every table has now dropped, but whose DROP never ran downstream (the table
             # that still had them was this one): its answer completes them

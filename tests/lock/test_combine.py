@@ -223,3 +223,17 @@ def test_a_handover_prefers_a_table_holding_the_rename_over_the_one_whose_drop_c
     assert h.send("C", RA).operation.ddls == [RA]
     assert h.last["A"].stage is Stage.RESOLVED
     assert h.send("A", "ALTER TABLE t DROP COLUMN a").operation.ddls == []
+
+
+def test_a_skipped_rename_away_from_a_column_nobody_else_has_drops_it_downstream():
+    """B adds `z`, drops it (that DROP runs: nobody else had `z` yet) and adds `z2`; A adds `z`
+    after that and renames it to `z2`, which the downstream already has from B: ``detected``,
+    and A's `skip` leaves `z` with no table and no drop record (B's drop was done before A
+    added it again): the unlock drops it.  Before, `z` stayed downstream for good."""
+    h = Harness(T)
+    assert h.send("B", "ALTER TABLE t ADD COLUMN z INT").operation.ddls
+    assert h.send("B", "ALTER TABLE t DROP COLUMN z").operation.ddls
+    assert h.send("B", "ALTER TABLE t ADD COLUMN z2 INT").operation.ddls
+    assert h.send("A", "ALTER TABLE t ADD COLUMN z INT").operation.ddls
+    assert h.send("A", "ALTER TABLE t RENAME COLUMN z TO z2", done=False).operation.stage is Stage.DETECTED
+    assert h.unlock("A", "skip").operation.ddls == ["ALTER TABLE `db`.`t` DROP COLUMN `z`"]
