@@ -42,7 +42,11 @@ class ActingMaster:
         raise AssertionError(f"no Info newer than revision {newer_than} within {timeout}s")
 
     def answer(self, info: Info, stage: Stage = Stage.NONE, ddls=None, message: str = "",
-               info_revision: int | None = None, first: str = "", combine=()) -> Operation:
+               info_revision: int | None = None, first: str = "", combine=(),
+               stale_ok: bool = False) -> Operation | None:
+        """``stale_ok``: a worker may put a newer Info between the listing and this answer (a
+        restart re-puts); the store then refuses the answer, as it would the real master's, and
+        the newer Info is answered on its own.  None in that case."""
         op = Operation(lock_id=lock_id(info.task, info.down_schema, info.down_table), task=info.task,
                        source=info.source, up_schema=info.up_schema, up_table=info.up_table,
                        down_schema=info.down_schema, down_table=info.down_table,
@@ -50,6 +54,8 @@ class ActingMaster:
                        ddls=list(info.ddls if ddls is None else ddls), stage=stage, message=message, first=first,
                        combine=list(combine))
         res = self.store.put_operation(self.fence, op)
+        if stale_ok and not res.put and res.reason == "newer-info":
+            return None
         assert res.put, res
         return op
 
@@ -162,9 +168,9 @@ class AutoMaster:
                     continue
                 stage, ddls, *more = decision
                 self.seen.add(info.revision)
-                self.acting.answer(info, stage, ddls, first=more[0] if more else "",
-                                   combine=more[1] if len(more) > 1 else ())
-                self.answered.append((info, stage, ddls))
+                if self.acting.answer(info, stage, ddls, first=more[0] if more else "",
+                                      combine=more[1] if len(more) > 1 else (), stale_ok=True) is not None:
+                    self.answered.append((info, stage, ddls))
 
     def close(self):
         self.stop.set()
