@@ -22,8 +22,8 @@ from coordinator.sql import quote_ident
 
 from .explain import detected_message, readd_message, skip_message, wait_runner, waiting_for
 from .schema_bag import cmp, eq, join2, key, try_join_all
-from .shape import (_col, _narrowed_to, _no_charset, _shape_change, change_sig, lossy, narrows_below,
-                    renamed_indexes, touched)
+from .shape import (_col, _narrowed_to, _no_charset, _shape_change, change_sig, default_clash, default_only, lossy,
+                    narrows_below, renamed_indexes, touched)
 from .state import Answer, Drops, LockState, Member, StepResult, _replays
 
 __all__ = ["Answer", "Drops", "Effects", "Lock", "Member", "StepResult", "new_unique_auto_increment"]
@@ -313,7 +313,16 @@ class Lock(LockState):
             # the worker's view wins (restart, replay after redirect, re-created table)
             idempotent = eq(post, m.schema)
             self._set_schema(m, prev)
+        if not idempotent:
+            clash = default_clash(prev, post, self._normal.distinct_except(m.schema))
+            if clash is not None:
+                return StepResult(False, Stage.DETECTED, f"cannot be merged with the other tables' schemas: {clash}")
         order = cmp(prev, post)
+        if order is None and default_only(prev, post):
+            # a default change holds nobody: rows carry every value, so the tables may disagree
+            # for a while (the join's default is then MIXED_DEFAULT and the downstream keeps its
+            # own); the statement runs when the join has its default, i.e. with the last table
+            order = 1
         if order is not None and idempotent and applied is not None and eq(post, applied):
             # the replay of a DROP that completed a rename another table then ran (``resolve``,
             # the caller that took no side): the rename took the column away downstream
@@ -1139,7 +1148,8 @@ class Lock(LockState):
         column the downstream already has becomes the MODIFY that gives it the joined definition
         (an ADD would fail as a duplicate and keep the narrower type), also when a table that
         left the lock added it (``_onto_left_behind``).  A conflicting change
-        (rename, retype) runs as written: that is the exit's point."""
+        (rename, retype, a default the tables disagree on) runs as written: that is the exit's
+        point."""
         if a.before is None or len(a.afters) != len(a.info.ddls):
             return list(a.info.ddls)
         before_join = try_join_all(others + [m.schema])
@@ -1148,7 +1158,9 @@ class Lock(LockState):
         for sql, post in zip(a.info.ddls, a.afters):
             now = try_join_all(others + [post])
             order = cmp(prev, post)
-            if order is not None and order > 0:
+            if default_clash(prev, post, others) is not None:
+                out.append(sql)      # the operator picks this table's default for the merged table
+            elif order is not None and order > 0:
                 if not narrows_below(prev, post, others):
                     out.append(sql)
             elif now is None or order is None:

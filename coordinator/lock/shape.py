@@ -8,6 +8,7 @@ from dataclasses import replace
 from coordinator.schema import TableSchema
 from coordinator.schema.lattice import join_type
 from coordinator.schema.model import Column
+from coordinator.schema.typesys import MIXED_DEFAULT, canon_default, is_zero_default
 from coordinator.schema.statement import changed_columns, defined_columns, index_names
 
 
@@ -67,6 +68,48 @@ def lossy(prev: TableSchema, post: TableSchema) -> bool:
                for k, _ in change_sig(prev, post)[0])
 
 
+def default_only(prev: TableSchema, post: TableSchema) -> bool:
+    """The change only sets or drops columns' defaults (same columns, types, NULL-ness and
+    indexes): it touches no value, since a row event carries every one."""
+    gone, came, ix_gone, ix_came = change_sig(prev, post)
+    if ix_gone or ix_came or not gone or {k for k, _ in gone} != {k for k, _ in came}:
+        return False
+    return all(_values_key(_col(prev, k)) == _values_key(_col(post, k)) for k, _ in gone)
+
+
+def default_clash(prev: TableSchema, post: TableSchema, others: list[TableSchema]) -> str | None:
+    """DM's conflict over defaults: the statement gives a column an explicit default (an ADD,
+    a MODIFY, SET DEFAULT) while another table gave it a *different* explicit one, which is
+    not the column's default here before the statement either: two tables disagree on what the
+    new default is, and the operator picks.  Moving away from a default the others still
+    have, or to the one they moved to, holds nobody (the join's ``MIXED_DEFAULT``).  None when
+    no such column."""
+    for c in post.columns:
+        d = canon_default(c.default, c.type)
+        if not _explicit(c, d):
+            continue
+        p = prev.column(c.key)
+        pd = canon_default(p.default, c.type) if p is not None else None
+        if p is not None and pd == d:
+            continue
+        for o in others:
+            oc = o.column(c.key)
+            if oc is None:
+                continue
+            od = canon_default(oc.default, c.type)
+            if _explicit(oc, od) and od not in (d, pd):
+                return (f"column `{c.name}` has DEFAULT {od} on another table but DEFAULT {d} here "
+                        "(different defaults: the tables disagree on the new default)")
+    return None
+
+
+def _explicit(c: Column, d: str | None) -> bool:
+    """``d`` (canonical) is an explicit default of ``c`` in the lattice's sense: not none, not
+    NULL, not the zero a NOT NULL column gets where a shard lacks it, not the join's top."""
+    return d is not None and d not in ("NULL", MIXED_DEFAULT) and \
+        not (not c.nullable and is_zero_default(d, c.type))
+
+
 def renamed_indexes(prev: TableSchema, post: TableSchema) -> frozenset[str]:
     """The new names when ``prev -> post`` only renames indexes (same columns, the same index
     definitions under other names); empty otherwise.  A name does not touch a row: no table
@@ -103,7 +146,9 @@ def _describe(c: Column) -> str:
     if t.collation:
         out += f" COLLATE {t.collation}"
     out += "" if c.nullable else " NOT NULL"
-    if c.default is not None and c.default.upper() != "NULL":
+    if c.default == MIXED_DEFAULT:
+        out += " DEFAULT (differs per table)"
+    elif c.default is not None and c.default.upper() != "NULL":
         out += f" DEFAULT {c.default}"
     return out
 

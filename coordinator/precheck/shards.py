@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 
 from coordinator.routing import SYSTEM_SCHEMAS, TableMapper
 from coordinator.schema import SchemaError, TableSchema, join, parse_create_table
+from coordinator.schema.typesys import MIXED_DEFAULT
 from coordinator.sql import quote_ident, quote_table, show_create_table
 
 from .result import FAIL, WARN, CheckItem
@@ -89,6 +90,7 @@ def _join_all(a: TableSchema, b: TableSchema, la: str, lb: str) -> tuple[TableSc
     for _ in range(64):
         try:
             joined = join(a, b, a_label=la, b_label=lb)
+            problems += _mixed_defaults(a, b, joined, la, lb)
             return (None if problems else joined), problems
         except SchemaError as e:
             problems.append(str(e))
@@ -100,6 +102,19 @@ def _join_all(a: TableSchema, b: TableSchema, la: str, lb: str) -> tuple[TableSc
             b = replace(b, columns=tuple(c for c in b.columns if c.key != col.lower()),
                         indexes=tuple(i for i in b.indexes if all(n.lower() != col.lower() for n, _ in i.columns)))
     return None, problems
+
+
+def _mixed_defaults(a: TableSchema, b: TableSchema, joined: TableSchema, la: str, lb: str) -> list[str]:
+    """Columns whose explicit defaults differ between ``a`` and ``b``: the join takes them (a
+    default change on a shard holds no table), but shards that start out disagreeing are DM's
+    failed check, and the merged table would take neither default."""
+    out = []
+    for c in joined.columns:
+        ca, cb = a.column(c.key), b.column(c.key)
+        if c.default == MIXED_DEFAULT and ca is not None and cb is not None:
+            out.append(f"column `{c.name}` has DEFAULT {ca.default} on {la} but DEFAULT {cb.default} on {lb} "
+                       "(different defaults)")
+    return out
 
 
 def join_check(t: Target) -> CheckItem:

@@ -1,6 +1,9 @@
 """DDL that turns one (joined) downstream schema into another."""
 from __future__ import annotations
 
+from dataclasses import replace
+
+from . import typesys as ts
 from .ddl import apply_ddl
 from .errors import InvalidDDL
 from .model import Column, TableSchema
@@ -30,14 +33,32 @@ def _coldef(c: Column) -> str:
     return render_column(c, explicit_charset=True)
 
 
+def settle_mixed(old: TableSchema, new: TableSchema) -> TableSchema:
+    """``new`` with each ``MIXED_DEFAULT`` (tables disagree on the default) replaced by ``old``'s
+    default for that column, or no default for a column ``old`` lacks: the merged table keeps
+    the default it has until the tables agree, and nothing renders the top."""
+    if not any(c.default == ts.MIXED_DEFAULT for c in new.columns):
+        return new
+    cols = []
+    for c in new.columns:
+        if c.default == ts.MIXED_DEFAULT:
+            o = old.column(c.key)
+            keep = o.default if o is not None and o.default != ts.MIXED_DEFAULT else None
+            c = replace(c, default=None if keep is None else ts.canon_default(keep, c.type))
+        cols.append(c)
+    return replace(new, columns=tuple(cols))
+
+
 def diff_ddls(old: TableSchema, new: TableSchema, table) -> list[str]:
     """ALTER TABLE statements (one change each) taking ``old`` to ``new``.
 
-    Applying them in order to ``old`` gives ``new`` exactly: columns in
+    Applying them in order to ``old`` gives ``new`` exactly (``settle_mixed(old, new)`` where the
+    tables disagree on a default): columns in
     new's order with new's definitions, new's indexes (primary first, the
     others in new's order), charset/collation and table options.  A change
     MySQL only accepts together (an AUTO_INCREMENT column and the key it
     needs) is emitted as one multi-clause statement."""
+    new = settle_mixed(old, new)
     ref = table_ref(table)
     clauses: list[str] = []
     if (old.charset, old.collation) != (new.charset, new.collation) and new.charset:

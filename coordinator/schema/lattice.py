@@ -143,18 +143,24 @@ def join_type(a: ColumnType, b: ColumnType) -> ColumnType:
 # ------------------------------------------------------------------ columns
 
 def _join_default(a: Column, b: Column, da, db, t: ColumnType):
-    """Defaults are DM's ``Maybe(Singleton)``: no explicit default (none, or a nullable column's
-    implicit ``DEFAULT NULL``) < ``DEFAULT v``, and two different explicit defaults (``DEFAULT 0``
-    vs ``DEFAULT -1``) have no join - a conflict held for the operator.  One deviation keeps the
-    join associative: the type's zero on a NOT NULL column sits between "none" and ``NULL``,
-    because it is the default ``lift_missing`` gives a NOT NULL column that some shard lacks
-    (docs/schema-lattice.md).  ``da``/``db`` are canonical for ``t`` (``'5'`` == ``5``)."""
+    """Defaults are DM's ``Maybe(Singleton)`` with a top: no explicit default (none, or a
+    nullable column's implicit ``DEFAULT NULL``) < ``DEFAULT v`` < ``MIXED_DEFAULT``, the join of
+    two different explicit defaults (``DEFAULT 0`` vs ``DEFAULT -1``).  DM has no top there (a
+    conflict); ours lets a default change hold no table: row events carry every value, so
+    tables that disagree on a default for a while lose nothing, and the merged table keeps its
+    default until they agree.  Whether two tables may disagree (a change to a *third* value is
+    still DM's conflict) is the lock's rule, not the lattice's (docs/schema-lattice.md).  One
+    deviation keeps the join associative: the type's zero on a NOT NULL column sits between
+    "none" and ``NULL``, because it is the default ``lift_missing`` gives a NOT NULL column that
+    some shard lacks.  ``da``/``db`` are canonical for ``t`` (``'5'`` == ``5``)."""
     if da == db:
         return da
 
     def rank(c: Column, d) -> int:
         if d is None:
             return 0
+        if d == ts.MIXED_DEFAULT:
+            return 4
         if not c.nullable and ts.is_zero_default(d, t):
             return 1
         return 2 if d == "NULL" else 3
@@ -163,7 +169,7 @@ def _join_default(a: Column, b: Column, da, db, t: ColumnType):
         return ts.zero_default(t)       # the joined type's own zero ('...00' vs '...00.000')
     if ra != rb:
         return da if ra > rb else db
-    raise _Clash(f"has DEFAULT {da} on {{a}} but DEFAULT {db} on {{b}} (different defaults)")
+    return ts.MIXED_DEFAULT
 
 
 def _singleton(name: str, va, vb):

@@ -63,7 +63,7 @@ def render_column(c: Column, table_cs: str | None = None, table_coll: str | None
         parts.append(" NULL")
     if c.invisible:
         parts.append(" INVISIBLE")
-    if c.default is not None and c.generated is None:
+    if c.default is not None and c.generated is None and c.default != ts.MIXED_DEFAULT:
         parts.append(f" DEFAULT {c.default}")
     if c.on_update is not None:
         parts.append(f" ON UPDATE {c.on_update}")

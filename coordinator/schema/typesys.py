@@ -126,14 +126,21 @@ def unquote_string(text: str) -> str | None:
     return "".join(out)
 
 
+# The join of two different explicit defaults: the tables disagree on what an INSERT that omits
+# the column gets.  Row events carry every value, so no replicated row depends on it; the merged
+# table keeps the default it has until the tables agree again.  Never rendered into SQL (a SQL
+# comment, so a slip would be a syntax error, not a wrong default).
+MIXED_DEFAULT = "/* defaults differ per table */"
+
+
 def canon_default(text: str | None, ctype) -> str | None:
     """Normalise a DEFAULT expression for a column type to MariaDB's printed form.
 
     The same value written as ``'5'``, ``5`` or ``5.0`` must compare equal in
     the lattice, and rendering must match ``SHOW CREATE TABLE`` byte for byte.
     """
-    if text is None:
-        return None
+    if text is None or text == MIXED_DEFAULT:
+        return text
     t = text.strip()
     low = t.lower()
     if low == "null":
@@ -203,7 +210,7 @@ def zero_default(ctype) -> str:
 
 
 def is_zero_default(text: str | None, ctype) -> bool:
-    if text is None or text == "NULL":
+    if text is None or text == "NULL" or text == MIXED_DEFAULT:
         return False
     base = ctype.base
     if base in NUMERIC_TYPES or base == "year":

@@ -64,18 +64,32 @@ def test_catching_up_to_a_width_others_passed_does_not_narrow_it_downstream():
     assert ddls(h.send("B", "ALTER TABLE t MODIFY COLUMN w INT")) == []     # still narrower than A's
 
 
-def test_a_conflicting_change_made_before_an_unrelated_one_here_and_after_it_there_resolves():
-    """A sets `d`'s default (a conflicting change: it holds until every table makes it) before it
-    adds `c1`; B adds `c1` first.  Their pending schemas differ in `c1`, which is not the
-    conflict: compared on the columns the conflicting change touches they agree, B runs the
-    change and A is redirected (before, B was `detected` and the lock never resolved)."""
+def test_a_default_change_holds_nobody_and_runs_with_the_last_table():
+    """A sets `d`'s default before it adds `c1`; B adds `c1` first.  A default touches no value
+    (row events carry every one), so A is not held: nothing runs while B keeps the old default
+    (the join's default is then the top, and the downstream keeps its own); B's SET DEFAULT,
+    the last, runs it.  Before, A was held until B made the change: with changes in the other
+    order elsewhere the two waited for each other (tests/sim)."""
     h = Harness("CREATE TABLE t (id INT PRIMARY KEY, d INT DEFAULT 1)")
     default = "ALTER TABLE t ALTER COLUMN d SET DEFAULT 5"
-    assert h.send("A", default).operation.stage is Stage.SKIP_AND_WAIT
+    a = h.send("A", default)
+    assert a.operation.stage is Stage.NONE and ddls(a) == []
+    assert h.lock.members[h.refs["A"]].schema.column("d").default == "5"
     assert ddls(h.send("B", "ALTER TABLE t ADD COLUMN c1 INT")) == ["ALTER TABLE t ADD COLUMN c1 INT"]
     b = h.send("B", default)
     assert b.operation.stage is Stage.NONE and ddls(b) == [default]
-    assert [(o.table, o.stage) for o in h.last_done.others] == [(h.refs["A"], Stage.RESOLVED)]
+    h.send("A", "ALTER TABLE t ADD COLUMN c1 INT")
+    assert h.lock is None or h.lock.is_resolved()
+
+
+def test_a_new_default_two_tables_disagree_on_is_detected():
+    """DM's conflict stays where the tables disagree on the *new* default: B sets 7 after A set
+    5 (neither is B's old default).  The operator's `exec` picks B's for the merged table."""
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY, d INT DEFAULT 1)")
+    h.send("A", "ALTER TABLE t ALTER COLUMN d SET DEFAULT 5")
+    b = h.send("B", "ALTER TABLE t ALTER COLUMN d SET DEFAULT 7")
+    assert b.operation.stage is Stage.DETECTED and "DEFAULT 5 on another table but DEFAULT 7 here" in b.operation.message
+    assert h.unlock("B", "exec").operation.ddls == ["ALTER TABLE t ALTER COLUMN d SET DEFAULT 7"]
 
 
 def test_after_an_unlock_exec_of_a_held_rename_the_others_catch_up_with_nothing_run():
@@ -229,17 +243,17 @@ def test_a_lone_table_renames_its_index_as_written():
     assert ddls(h.send("A", rename)) == [rename]
 
 
-def test_a_default_other_tables_set_under_an_operator_skip_still_reaches_the_downstream():
-    """A holds a conflicting rename; B and C set a default, are `detected` against it and the
-    operator skips both statements.  A's identical SET DEFAULT, after the rename resolved, is
-    the change B and C made: a default carries every value, so A runs it (before: `detected`
-    with "values cannot be carried", and the default never reached the downstream)."""
+def test_a_default_set_while_a_rename_is_held_reaches_the_downstream_with_the_last_table():
+    """A holds a rename; B and C set a default meanwhile: not held, not `detected` (a default
+    touches no value), nothing runs while A keeps the old one.  A's identical SET DEFAULT, after
+    the rename resolved, is the last: it runs (before: B and C were `detected` against the held
+    rename, needed the operator, and the default never reached the downstream)."""
     rename, default = "ALTER TABLE t RENAME COLUMN c1 TO c2", "ALTER TABLE t ALTER COLUMN d SET DEFAULT 5"
     h = Harness("CREATE TABLE t (id INT PRIMARY KEY, c1 INT, d INT DEFAULT 1)", tables=("A", "B", "C"))
     assert h.send("A", rename).operation.stage is Stage.SKIP_AND_WAIT
     for t in ("B", "C"):
-        assert h.send(t, default).operation.stage is Stage.DETECTED
-        h.unlock(t, "skip")
+        out = h.send(t, default)
+        assert out.operation.stage is Stage.NONE and ddls(out) == []
     assert h.send("B", rename).operation.stage is Stage.SKIP_AND_WAIT
     assert ddls(h.send("C", rename)) == [rename]
     assert ddls(h.send("A", rename)) == []                                 # A's replay: C ran it

@@ -301,6 +301,29 @@ CASES = CASES + (
           ("s1", "alter table tb1 alter column f set default 7"), ("s1", "insert into tb1 (id) values(5)"),
           ("count", 5), ("down_rows", _F_DEFAULT, [("7",)]), ("wait_equal",)),
          columns="id INT PRIMARY KEY, v VARCHAR(10), f INT, KEY ix_f (f)"),
+    # a default change in the other order than a rename of a column one shard adds late: the
+    # default touches no value, so it holds nobody (the downstream keeps DEFAULT 1 until every
+    # shard set 5); the rename is agreed as usual.  Before, the default held tb1 on s1, s2's
+    # rename was `detected` against it, and the exit wrote `z1_rn` into a downstream without it
+    Case("default_against_rename_in_the_other_order_holds_nobody", "SET DEFAULT and RENAME COLUMN in opposite "
+         "orders, a shard adding the renamed column late (no DM case: DM holds the default change, "
+         "then detects the rename)",
+         {"s1": ("tb1", "tb2"), "s2": ("tb1",)},
+         (("s1", "alter table tb1 alter column f set default 5, add column z1 int"),
+          ("s1", "insert into tb1 (id, z1) values(1,1)"),
+          ("s2", "alter table tb1 add column z1 int"), ("s2", "insert into tb1 (id, z1) values(2,2)"),
+          ("s2", "alter table tb1 rename column z1 to z1_rn"), ("s2", "insert into tb1 (id, z1_rn) values(3,3)"),
+          ("s1", "alter table tb1 rename column z1 to z1_rn"), ("s1", "insert into tb1 (id, z1_rn) values(4,4)"),
+          ("s1", "alter table tb2 add column z1 int, alter column f set default 5"),
+          ("s1", "insert into tb2 (id, z1) values(5,5)"),
+          ("s1", "alter table tb2 rename column z1 to z1_rn"), ("s1", "insert into tb2 (id, z1_rn) values(6,6)"),
+          ("count", 6), ("down_rows", _F_DEFAULT, [("1",)]),
+          ("s2", "alter table tb1 alter column f set default 5"), ("s2", "insert into tb1 (id) values(7)"),
+          ("count", 7), ("down_rows", _F_DEFAULT, [("5",)]),
+          ("down_rows", "select id, z1_rn, f from orders order by id",
+           [(1, 1, 5), (2, 2, 1), (3, 3, 1), (4, 4, 5), (5, 5, 5), (6, 6, 5), (7, None, 5)]),
+          ("running",), ("wait_equal",)),
+         columns="id INT PRIMARY KEY, f INT DEFAULT 1"),
     # each table held on its first rename reads past it; once every table is held the lock asks
     # them to run both renames as one ALTER; the rows between reach the downstream under the new
     # names; a worker restart in the middle keeps what it folded in

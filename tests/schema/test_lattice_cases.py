@@ -7,9 +7,11 @@ import pytest
 
 from coordinator.schema import Incomparable, SchemaConflict, TableSchema, compare, join
 from coordinator.schema.parse import parse_create_table
+from coordinator.schema.typesys import MIXED_DEFAULT
 
 X = "conflict"
 INC = "incomparable"
+MIXED = "the defaults' top"     # two explicit defaults: joined, the default MIXED_DEFAULT
 
 CASES = [
     # (a, b, compare(a,b), join definition or X)
@@ -56,19 +58,20 @@ CASES = [
     ("BIT(1)", "BIT(8)", -1, "BIT(8)"),
     ("INT NOT NULL", "INT", -1, "INT"),
     ("INT NOT NULL", "INT NOT NULL DEFAULT 5", -1, "INT NOT NULL DEFAULT 5"),
-    ("INT NOT NULL DEFAULT 5", "INT NOT NULL DEFAULT 6", INC, X),
-    # DM's rule (issue 12 §2.3): no explicit default < DEFAULT v; two explicit defaults conflict
+    ("INT NOT NULL DEFAULT 5", "INT NOT NULL DEFAULT 6", INC, MIXED),
+    # DM's rule: no explicit default < DEFAULT v; two explicit defaults have no join in DM, ours
+    # is a top (the lock, not the lattice, decides when disagreeing is a conflict)
     ("INT", "INT DEFAULT 5", -1, "INT DEFAULT 5"),
-    ("INT DEFAULT 0", "INT DEFAULT -1", INC, X),
-    ("INT DEFAULT 0", "INT DEFAULT 6", INC, X),
-    ("VARCHAR(5) DEFAULT ''", "VARCHAR(5) DEFAULT 'x'", INC, X),
+    ("INT DEFAULT 0", "INT DEFAULT -1", INC, MIXED),
+    ("INT DEFAULT 0", "INT DEFAULT 6", INC, MIXED),
+    ("VARCHAR(5) DEFAULT ''", "VARCHAR(5) DEFAULT 'x'", INC, MIXED),
     # the documented deviation: a NOT NULL column's zero is also what lift_missing synthesises
     ("INT NOT NULL DEFAULT 0", "INT NOT NULL DEFAULT 6", -1, "INT NOT NULL DEFAULT 6"),
     ("INT NOT NULL DEFAULT 5", "INT DEFAULT NULL", INC, "INT DEFAULT 5"),
     ("INT NOT NULL DEFAULT 0", "INT DEFAULT NULL", -1, "INT DEFAULT NULL"),
     ("INT DEFAULT 5", "BIGINT DEFAULT '5'", -1, "BIGINT DEFAULT 5"),
     ("DECIMAL(5,1) DEFAULT 1.5", "DECIMAL(6,2) DEFAULT 1.50", -1, "DECIMAL(6,2) DEFAULT 1.50"),
-    ("VARCHAR(5) DEFAULT 'x'", "VARCHAR(5) DEFAULT 'y'", INC, X),
+    ("VARCHAR(5) DEFAULT 'x'", "VARCHAR(5) DEFAULT 'y'", INC, MIXED),
     ("VARCHAR(5) CHARACTER SET utf8", "VARCHAR(5) CHARACTER SET utf8mb4", -1,
      "VARCHAR(5) CHARACTER SET utf8mb4"),
     ("VARCHAR(5) CHARACTER SET latin1 COLLATE latin1_general_ci",
@@ -105,7 +108,13 @@ def test_column_case(a, b, order, joined):
     else:
         assert compare(ta, tb) == order
         assert compare(tb, ta) == -order
-    if joined == X:
+    if joined == MIXED:
+        j = join(ta, tb)
+        assert j.column("c").default == MIXED_DEFAULT and join(tb, ta).same_as(j)
+        # the top: joining either side again changes nothing
+        assert join(j, ta).same_as(j) and join(tb, j).same_as(j)
+        assert compare(ta, j) == -1 and compare(j, tb) == 1
+    elif joined == X:
         with pytest.raises(SchemaConflict) as ei:
             join(ta, tb, a_label="shard1.t1", b_label="shard2.t2")
         assert ei.value.column == "c"

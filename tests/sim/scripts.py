@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-BASE = ("CREATE TABLE t (id INT NOT NULL, a INT, b INT, r INT, v VARCHAR(10), k INT, "
+BASE = ("CREATE TABLE t (id INT NOT NULL, a INT, b INT, r INT, v VARCHAR(10), k INT, d INT DEFAULT 1, "
         "PRIMARY KEY (id))")
 
 
