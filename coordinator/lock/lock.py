@@ -17,13 +17,14 @@ from coordinator.schema import SchemaError, TableSchema, apply_ddl
 from coordinator.schema.kinds import ClauseKind
 from coordinator.schema.render import render_column, render_index
 from coordinator.schema.statement import changed_columns, defined_columns, parse_statement
+from coordinator.schema.typesys import MIXED_DEFAULT
 from coordinator.shell import shardctl, unlock as unlock_command, unlock_choice
 from coordinator.sql import quote_ident
 
 from .explain import detected_message, readd_message, skip_message, wait_runner, waiting_for
 from .schema_bag import cmp, eq, join2, key, try_join_all
-from .shape import (_col, _narrowed_to, _no_charset, _shape_change, change_sig, default_clash, default_only, lossy,
-                    narrows_below, renamed_indexes, touched)
+from .shape import (_col, _narrowed_to, _no_charset, _shape_change, added_across_families, change_sig, default_clash,
+                    default_only, lossy, narrows_below, renamed_indexes, retype_only, touched)
 from .state import Answer, Drops, LockState, Member, StepResult, _replays
 
 __all__ = ["Answer", "Drops", "Effects", "Lock", "Member", "StepResult", "new_unique_auto_increment"]
@@ -314,7 +315,8 @@ class Lock(LockState):
             idempotent = eq(post, m.schema)
             self._set_schema(m, prev)
         if not idempotent:
-            clash = default_clash(prev, post, self._normal.distinct_except(m.schema))
+            others = self._normal.distinct_except(m.schema)
+            clash = added_across_families(prev, post, others) or default_clash(prev, post, others)
             if clash is not None:
                 return StepResult(False, Stage.DETECTED, f"cannot be merged with the other tables' schemas: {clash}")
         order = cmp(prev, post)
@@ -323,6 +325,10 @@ class Lock(LockState):
             # for a while (the join's default is then MIXED_DEFAULT and the downstream keeps its
             # own); the statement runs when the join has its default, i.e. with the last table
             order = 1
+        if order is None and not idempotent:
+            retyped = self._retype(m, prev, post)
+            if retyped is not None:
+                return retyped
         if order is not None and idempotent and applied is not None and eq(post, applied):
             # the replay of a DROP that completed a rename another table then ran (``resolve``,
             # the caller that took no side): the rename took the column away downstream
@@ -410,6 +416,41 @@ class Lock(LockState):
         if self._try_resolve(m.table, executed=True):
             return StepResult(True, Stage.NONE)
         return StepResult(False, Stage.SKIP_AND_WAIT, skip_message(self, m))
+
+    def _retype(self, m: Member, prev: TableSchema, post: TableSchema) -> StepResult | None:
+        """A retype to a type the others' join with it still holds (``VARCHAR(10) -> INT``: the
+        join is ``VARCHAR(20)``) holds nobody: the downstream widens to that join (a synthesised
+        ``MODIFY`` each such table runs), and the last table's statement, which makes the join
+        its own type, runs as written.  Rows of every table fit the downstream all along.  None when
+        the change is not such a retype, or the join fails (DM's conflict, held as before)."""
+        cols = retype_only(prev, post)
+        if not cols:
+            return None
+        old = self._normal.try_joined()
+        self._set_schema(m, post)
+        new = self._normal.try_joined()
+        if old is None or new is None:
+            self._set_schema(m, prev)
+            return None
+        if self._conflicts:
+            self._try_resolve(m.table)
+            new = self._normal.try_joined()
+            if new is None:
+                return StepResult(False, Stage.NONE)
+        if _narrowed_to(prev, post, new):
+            return StepResult(not eq(old, new), Stage.NONE)
+        # every such retype runs the widening, not only the first (as every table's ADD of a
+        # column runs): the first may leave the lock before its statement ran
+        ddls = []
+        for k in sorted(cols):
+            o, j = old.column(k), new.column(k)
+            if j is None:
+                continue
+            if j.default == MIXED_DEFAULT:
+                j = dataclasses.replace(j, default=None if o is None or o.default == MIXED_DEFAULT else o.default)
+            ddls.append(f"ALTER TABLE {quote_ident(self.key.down_schema)}.{quote_ident(self.key.down_table)} "
+                        f"MODIFY COLUMN {render_column(j)}")
+        return StepResult(bool(ddls), Stage.NONE, ddls=ddls)
 
     def _check_add_drop(self, m: Member, prev: TableSchema, post: TableSchema,
                         dropped_here: set[str], stmt: str) -> tuple[str | None, list[str]]:
@@ -908,7 +949,7 @@ class Lock(LockState):
             if r.changed and ix_down is not None and (now := self._normal.try_joined()) is not None:
                 returned.extend(_index_ddls(sql, ix_down, now))
             elif r.changed:
-                returned.append(sql)
+                returned.extend([sql] if r.ddls is None else r.ddls)
                 exec_drops.update(d.lower() for d in drops)
             prev = post
         if stage is Stage.NONE and cols:
@@ -1448,6 +1489,8 @@ def _same_change(a: Answer, b: Answer) -> bool:
         return True
     if a.before is None or b.before is None or not a.afters or not b.afters:
         return False
+    if retype_only(a.before, a.afters[-1]):
+        return False    # one table's widening to the join and the last one's retype: other statements
     return change_sig(a.before, a.afters[-1]) == change_sig(b.before, b.afters[-1])
 
 

@@ -6,9 +6,9 @@ import functools
 from dataclasses import replace
 
 from coordinator.schema import TableSchema
-from coordinator.schema.lattice import join_type
+from coordinator.schema.lattice import join_type, type_name
 from coordinator.schema.model import Column
-from coordinator.schema.typesys import MIXED_DEFAULT, canon_default, is_zero_default
+from coordinator.schema.typesys import INT_BITS, MIXED_DEFAULT, canon_default, is_zero_default
 from coordinator.schema.statement import changed_columns, defined_columns, index_names
 
 
@@ -75,6 +75,39 @@ def default_only(prev: TableSchema, post: TableSchema) -> bool:
     if ix_gone or ix_came or not gone or {k for k, _ in gone} != {k for k, _ in came}:
         return False
     return all(_values_key(_col(prev, k)) == _values_key(_col(post, k)) for k, _ in gone)
+
+
+def retype_only(prev: TableSchema, post: TableSchema) -> frozenset[str]:
+    """The columns whose type the change ``prev -> post`` changes, when it changes nothing
+    else (the same columns, NULL-ness, indexes; a default only as the new type writes it);
+    empty otherwise."""
+    gone, came, ix_gone, ix_came = change_sig(prev, post)
+    keys = {k for k, _ in gone}
+    if ix_gone or ix_came or not gone or keys != {k for k, _ in came}:
+        return frozenset()
+    for k in keys:
+        p, q = _col(prev, k), _col(post, k)
+        if p.type.lattice_key() == q.type.lattice_key() or \
+                replace(p, type=q.type, default=q.default, comment=q.comment) != q:
+            return frozenset()
+    return frozenset(keys)
+
+
+def added_across_families(prev: TableSchema, post: TableSchema, others: list[TableSchema]) -> str | None:
+    """DM's conflict for an ADD of a column another table has as an integer where this one adds
+    text, or the other way round: the lattice joins them (an integer's text) so that a *retype*
+    between the two holds nobody, but two tables *adding* the column so differently disagree on
+    what it is (DM: a conflict; strict mode stops).  None when no such column."""
+    for c in post.columns:
+        if prev.column(c.key) is not None:
+            continue
+        for o in others:
+            oc = o.column(c.key)
+            if oc is not None and (oc.type.base in INT_BITS) != (c.type.base in INT_BITS) \
+                    and "varchar" in (oc.type.base, c.type.base):
+                return (f"column `{c.name}` is {type_name(oc.type)} on another table but {type_name(c.type)} "
+                        "here (types are incompatible)")
+    return None
 
 
 def default_clash(prev: TableSchema, post: TableSchema, others: list[TableSchema]) -> str | None:

@@ -82,6 +82,7 @@ class StepResult:
     changed: bool
     stage: Stage
     message: str = ""
+    ddls: list[str] | None = None     # what runs downstream in place of the statement, when changed
 
 
 class LockState:

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field, replace
 
 from coordinator.routing import SYSTEM_SCHEMAS, TableMapper
 from coordinator.schema import SchemaError, TableSchema, join, parse_create_table
-from coordinator.schema.typesys import MIXED_DEFAULT
+from coordinator.schema.lattice import type_name
+from coordinator.schema.typesys import INT_BITS, MIXED_DEFAULT
 from coordinator.sql import quote_ident, quote_table, show_create_table
 
 from .result import FAIL, WARN, CheckItem
@@ -90,7 +91,7 @@ def _join_all(a: TableSchema, b: TableSchema, la: str, lb: str) -> tuple[TableSc
     for _ in range(64):
         try:
             joined = join(a, b, a_label=la, b_label=lb)
-            problems += _mixed_defaults(a, b, joined, la, lb)
+            problems += _beyond_dm(a, b, joined, la, lb)
             return (None if problems else joined), problems
         except SchemaError as e:
             problems.append(str(e))
@@ -104,16 +105,22 @@ def _join_all(a: TableSchema, b: TableSchema, la: str, lb: str) -> tuple[TableSc
     return None, problems
 
 
-def _mixed_defaults(a: TableSchema, b: TableSchema, joined: TableSchema, la: str, lb: str) -> list[str]:
-    """Columns whose explicit defaults differ between ``a`` and ``b``: the join takes them (a
-    default change on a shard holds no table), but shards that start out disagreeing are DM's
-    failed check, and the merged table would take neither default."""
+def _beyond_dm(a: TableSchema, b: TableSchema, joined: TableSchema, la: str, lb: str) -> list[str]:
+    """Columns the join takes where DM's lattice has none: explicit defaults that differ, an
+    integer on one side and text on the other.  The lock takes them so that a shard changing one
+    holds no table; shards that *start out* that way are DM's failed check (the merged table
+    would have neither shard's definition)."""
     out = []
     for c in joined.columns:
         ca, cb = a.column(c.key), b.column(c.key)
-        if c.default == MIXED_DEFAULT and ca is not None and cb is not None:
+        if ca is None or cb is None:
+            continue
+        if c.default == MIXED_DEFAULT and MIXED_DEFAULT not in (ca.default, cb.default):
             out.append(f"column `{c.name}` has DEFAULT {ca.default} on {la} but DEFAULT {cb.default} on {lb} "
                        "(different defaults)")
+        elif (ca.type.base in INT_BITS) != (cb.type.base in INT_BITS):
+            out.append(f"column `{c.name}` is {type_name(ca.type)} on {la} but {type_name(cb.type)} on {lb} "
+                       "(types are incompatible)")
     return out
 
 

@@ -75,6 +75,9 @@ def _collation_in(cs: str, coll: str | None) -> str | None:
     return ts.DEFAULT_COLLATION.get(cs)
 
 
+INT_TEXT_WIDTH = 20     # characters of the longest integer's text: -9223372036854775808
+
+
 def _int_join(a: ColumnType, b: ColumnType) -> ColumnType:
     if a.zerofill != b.zerofill:
         raise _Clash("ZEROFILL differs")
@@ -120,6 +123,15 @@ def join_type(a: ColumnType, b: ColumnType) -> ColumnType:
             raise _Clash("ZEROFILL differs")
         return replace(a, base="double" if "double" in (A, B) else "float",
                        unsigned=a.unsigned and b.unsigned)
+    if {A, B} & set(ts.INT_BITS) and "varchar" in (A, B):
+        # an integer's decimal text fits in 20 characters (BIGINT's minimum, BIGINT UNSIGNED's
+        # maximum): a retype between the two holds no table, the merged column is text meanwhile.
+        # One width for every integer type keeps the join associative (INT UNSIGNED and INT
+        # join to BIGINT first or to text first, the same text either way)
+        v, i = (a, b) if A == "varchar" else (b, a)
+        if i.zerofill:
+            raise _Clash("ZEROFILL differs")
+        return replace(v, length=max(v.length or 0, INT_TEXT_WIDTH))
     for fam in (ts.TEXT_FAMILY, ts.BLOB_FAMILY):
         if A in fam and B in fam:
             cs, coll = _join_charset(a, b) if A in ts.TEXT_FAMILY else (None, None)
@@ -161,7 +173,8 @@ def _join_default(a: Column, b: Column, da, db, t: ColumnType):
             return 0
         if d == ts.MIXED_DEFAULT:
             return 4
-        if not c.nullable and ts.is_zero_default(d, t):
+        # the zero of the column's own type: an INT's 0 read as text ('0') is no text's zero
+        if not c.nullable and ts.is_zero_default(ts.canon_default(c.default, c.type), c.type):
             return 1
         return 2 if d == "NULL" else 3
     ra, rb = rank(a, da), rank(b, db)
@@ -242,10 +255,10 @@ def join(a: TableSchema, b: TableSchema, *, a_label: str | None = None,
       `n` int(11) DEFAULT NULL,
       PRIMARY KEY (`id`)
     )
-    >>> join(a, t("CREATE TABLE t (id INT PRIMARY KEY, v INT)"))
+    >>> join(a, t("CREATE TABLE t (id INT PRIMARY KEY, v DATE)"))
     Traceback (most recent call last):
     ...
-    coordinator.schema.errors.SchemaConflict: column `v` is VARCHAR(10) on left but INT(11) on right (types are incompatible)
+    coordinator.schema.errors.SchemaConflict: column `v` is VARCHAR(10) on left but DATE on right (types are incompatible)
     """
     la, lb = _labels(a_label, b_label)
     ctx = {"a_label": a_label, "b_label": b_label}

@@ -225,11 +225,23 @@ def test_s10e_a_master_rebuilt_before_the_agreed_change_ran_keeps_the_redirects_
 
 def test_s11_modify_type_skip_and_wait():
     h = Harness("CREATE TABLE t (id INT PRIMARY KEY, c3 INT)")
-    m = "ALTER TABLE t MODIFY COLUMN c3 VARCHAR(4)"
+    m = "ALTER TABLE t MODIFY COLUMN c3 DATE"
     assert stage(h.send("A", m)) is Stage.SKIP_AND_WAIT
     b = h.send("B", m)
     assert ret(b) == [m] and [o.stage for o in h.last_done.others] == [Stage.RESOLVED]
     assert ret(h.send("A", m)) == [] and h.synced()     # the replay: the type change ran once
+
+
+def test_a_retype_to_a_type_whose_join_holds_both_holds_nobody():
+    """INT -> VARCHAR(4): DM holds A (S11 above).  The join of INT and VARCHAR(4) is VARCHAR(20)
+    (an integer's text): A runs the widening to it and goes on; B, the last, runs its statement,
+    which narrows the downstream to the type every table has now."""
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY, c3 INT)")
+    m = "ALTER TABLE t MODIFY COLUMN c3 VARCHAR(4)"
+    a = h.send("A", m)
+    assert stage(a) is Stage.NONE and ret(a) == ["ALTER TABLE `db`.`t` MODIFY COLUMN `c3` varchar(20) DEFAULT NULL"]
+    b = h.send("B", m)
+    assert ret(b) == [m] and h.synced()
 
 
 def test_s12_add_not_null_column_without_default():
@@ -247,13 +259,13 @@ def test_s12_add_not_null_column_without_default():
 def test_s13_two_different_conflicting_ddls_detected():
     h = Harness("CREATE TABLE t (id INT PRIMARY KEY, c3 VARCHAR(4), c4 INT NOT NULL)")
     assert stage(h.send("A", "ALTER TABLE t RENAME COLUMN c3 TO c2")) is Stage.SKIP_AND_WAIT
-    b = h.send("B", "ALTER TABLE t MODIFY COLUMN c3 INT")
+    b = h.send("B", "ALTER TABLE t MODIFY COLUMN c3 DATE")
     assert ret(b) == [] and stage(b) is Stage.DETECTED
     assert "s1-`db`.`a`" in b.operation.message
     assert h.lock.members[h.refs["B"]].conflict is None             # B reverted
     assert h.lock.members[h.refs["A"]].conflict is not None         # A still waiting
     view = h.k.locks()[0]
-    assert view.owner == "s1-`db`.`b`" and view.DDLs == ["ALTER TABLE t MODIFY COLUMN c3 INT"]
+    assert view.owner == "s1-`db`.`b`" and view.DDLs == ["ALTER TABLE t MODIFY COLUMN c3 DATE"]
 
 
 def test_s14_drop_not_null_column_without_default():
@@ -615,7 +627,7 @@ def _pasteable(message: str, lock_id: str) -> None:
 def test_suggested_exits_paste_into_a_shell_as_shown():
     """A detected conflict's message and its waiting-for text name exits as whole commands."""
     h = Harness("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
-    h.send("A", "ALTER TABLE t MODIFY COLUMN v VARCHAR(20)")
+    h.send("A", "ALTER TABLE t MODIFY COLUMN v DATE")
     out = h.send("B", "ALTER TABLE t MODIFY COLUMN v VARBINARY(20)")
     assert stage(out) is Stage.DETECTED
     (view,) = h.k.locks()

@@ -210,7 +210,7 @@ def test_an_index_rename_holds_no_table_and_the_downstream_follows_the_join_of_t
     indexes every table has: the first table's rename drops `ix_f`, the last one's adds `ix_f2`.
     Before, the rename was a conflicting change: a retype pending on another table was then
     `detected` against it, and the exit the lock named let INT values into the VARCHAR column."""
-    rename, retype = "ALTER TABLE t RENAME INDEX ix_f TO ix_f2", "ALTER TABLE t MODIFY COLUMN v INT"
+    rename, retype = "ALTER TABLE t RENAME INDEX ix_f TO ix_f2", "ALTER TABLE t MODIFY COLUMN v DATE"
     h = Harness("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10), f INT, KEY ix_f (f))",
                 tables=("A", "B", "C"))
     a = h.send("A", rename)
@@ -312,9 +312,9 @@ def test_a_retype_told_after_an_operator_skip_is_not_taken_for_one_made_downstre
     worker tells the lock the rest of the statement as B's schema (an ignore-conflict Info):
     nothing of it ran downstream.  A's identical retype must then wait for C and run when C makes
     it too.  Before, the lock took B's told schema for a retype made downstream, answered A
-    `detected` ("values cannot be carried"), and after the operator's exit A wrote INT values
+    `detected` ("values cannot be carried"), and after the operator's exit A wrote DATE values
     into the VARCHAR column."""
-    retype = "ALTER TABLE t MODIFY COLUMN v INT"
+    retype = "ALTER TABLE t MODIFY COLUMN v DATE"
     h = Harness("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))", tables=("A", "B", "C"))
     out = h.send("B", info=h.make_info("B", retype, ignore_conflict=True))
     assert out.operation is None

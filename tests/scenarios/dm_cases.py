@@ -142,6 +142,8 @@ _IXF = ("select distinct index_name from information_schema.statistics where tab
         "and table_name = 'orders' and index_name like 'ix\\_f%'")
 _F_DEFAULT = ("select column_default from information_schema.columns where table_schema = database() "
               "and table_name = 'orders' and column_name = 'f'")
+_V_TYPE = ("select data_type from information_schema.columns where table_schema = database() "
+           "and table_name = 'orders' and column_name = 'v'")
 _RANGE2 = "PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN (200))"
 _SIX = {"s1": "(10),(11),(12),(13),(14),(15)", "s2": "(20),(21),(22),(23),(24),(25)"}
 
@@ -324,6 +326,24 @@ CASES = CASES + (
            [(1, 1, 5), (2, 2, 1), (3, 3, 1), (4, 4, 5), (5, 5, 5), (6, 6, 5), (7, None, 5)]),
           ("running",), ("wait_equal",)),
          columns="id INT PRIMARY KEY, f INT DEFAULT 1"),
+    # a retype in the other order than a rename: VARCHAR(10) and INT join to VARCHAR(20) (an
+    # integer's text), so the first retype widens the downstream to it and holds nobody; the last
+    # one narrows it to INT.  Before, the retype held s2, the renames held s1's tables, and one
+    # side was `detected` (an exit then lost a column's rows or truncated INT into VARCHAR(10))
+    Case("retype_against_rename_in_the_other_order_holds_nobody", "MODIFY VARCHAR -> INT and RENAME COLUMN "
+         "in opposite orders (no DM case: DM holds the retype, then detects the rename)",
+         {"s1": ("tb1", "tb2"), "s2": ("tb1",)},
+         (("s1", "alter table tb1 rename column a to a2"), ("s1", "insert into tb1 values(1,1,'1')"),
+          ("s1", "alter table tb1 modify column v int"), ("s1", "insert into tb1 values(2,2,22)"),
+          ("s1", "alter table tb2 rename column a to a2"), ("s1", "insert into tb2 values(3,3,'3')"),
+          ("s1", "alter table tb2 modify column v int"), ("s1", "insert into tb2 values(4,4,44)"),
+          ("s2", "alter table tb1 modify column v int"), ("s2", "insert into tb1 values(5,5,-2147483648)"),
+          ("s2", "alter table tb1 rename column a to a2"), ("s2", "insert into tb1 values(6,6,66)"),
+          ("count", 6), ("down_rows", _V_TYPE, [("int",)]),
+          ("down_rows", "select id, a2, v from orders order by id",
+           [(1, 1, 1), (2, 2, 22), (3, 3, 3), (4, 4, 44), (5, 5, -2147483648), (6, 6, 66)]),
+          ("running",), ("wait_equal",)),
+         columns="id INT PRIMARY KEY, a INT, v VARCHAR(10)"),
     # each table held on its first rename reads past it; once every table is held the lock asks
     # them to run both renames as one ALTER; the rows between reach the downstream under the new
     # names; a worker restart in the middle keeps what it folded in

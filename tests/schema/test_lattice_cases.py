@@ -33,7 +33,14 @@ CASES = [
     ("FLOAT", "DOUBLE", -1, "DOUBLE"),
     ("FLOAT(7,3)", "FLOAT", INC, X),
     ("INT", "DECIMAL(10,0)", INC, X),
-    ("INT", "VARCHAR(10)", INC, X),
+    # an integer's text fits VARCHAR(20): a retype between them holds no table (not DM: a conflict)
+    ("INT", "VARCHAR(10)", INC, "VARCHAR(20)"),
+    ("INT", "VARCHAR(255)", -1, "VARCHAR(255)"),
+    ("BIGINT UNSIGNED", "VARCHAR(5)", INC, "VARCHAR(20)"),
+    ("TINYINT", "VARCHAR(20)", -1, "VARCHAR(20)"),
+    ("INT UNSIGNED ZEROFILL", "VARCHAR(30)", INC, X),
+    ("INT", "CHAR(30)", INC, X),
+    ("INT", "TEXT", INC, X),
     ("VARCHAR(10)", "VARCHAR(20)", -1, "VARCHAR(20)"),
     ("VARCHAR(255)", "VARCHAR(20)", 1, "VARCHAR(255)"),
     ("CHAR(10)", "VARCHAR(10)", INC, X),
@@ -127,8 +134,8 @@ def test_column_case(a, b, order, joined):
 
 def test_conflict_message_names_column_types_and_labels():
     with pytest.raises(SchemaConflict) as ei:
-        join(table("INT"), table("VARCHAR(10)"), a_label="shard1.t1", b_label="shard2.t2")
-    assert str(ei.value).startswith("column `c` is INT(11) on shard1.t1 but VARCHAR(10) on shard2.t2")
+        join(table("INT"), table("DATE"), a_label="shard1.t1", b_label="shard2.t2")
+    assert str(ei.value).startswith("column `c` is INT(11) on shard1.t1 but DATE on shard2.t2")
     assert ei.value.context() == {"column": "c", "a_label": "shard1.t1", "b_label": "shard2.t2"}
 
 

@@ -24,6 +24,7 @@ A = "ALTER TABLE t "
 _R, _W, _D = A + "RENAME COLUMN b TO b2", A + "MODIFY COLUMN r BIGINT", A + "DROP COLUMN r"
 _N, _C = A + "MODIFY COLUMN a SMALLINT", A + "ADD COLUMN c1 INT"
 _R2 = A + "RENAME COLUMN k TO k2"
+_V = A + "MODIFY COLUMN v INT"
 _DEF, _Z, _RZ = A + "ALTER COLUMN d SET DEFAULT 5", A + "ADD COLUMN z1 INT", A + "RENAME COLUMN z1 TO z1_rn"
 
 # Named configurations (per table its DDLs, one Info each) for ``python -m tests.sim --explore``:
@@ -56,6 +57,9 @@ CONFIGS: dict[str, list[list[list[str]]]] = {
     # a default change in the other order than a rename, on a column one table adds late: the
     # default holds nobody, so the tables never wait for each other across the two changes
     "default-against-rename": [[[_DEF, _Z], [_RZ]], [[_Z], [_RZ], [_DEF]], [[_Z, _DEF], [_RZ]]],
+    # a retype (VARCHAR(10) -> INT: their join is VARCHAR(20)) in the other order than a rename:
+    # the retype widens the downstream and holds nobody, so the two never wait for each other
+    "retype-against-rename": [[[_R], [_V]], [[_R], [_V]], [[_V], [_R]]],
     # CI's short form: two tables, the rename against DROP+ADD
     "small": [[[_R]], [[A + "DROP COLUMN b"], [A + "ADD COLUMN b2 INT"]]],
 }

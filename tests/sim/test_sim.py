@@ -176,3 +176,14 @@ def test_a_default_change_against_a_rename_in_the_other_order_ends_resolved_in_e
     r = explore(CONFIGS["default-against-rename"], crashes=0)
     assert r.violation is None and r.complete, r.violation
     assert r.quiet >= 1
+
+
+def test_a_retype_against_a_rename_in_the_other_order_ends_resolved_in_every_interleaving():
+    """``retype-against-rename``: two tables rename `b` then retype `v` (VARCHAR(10) -> INT), a
+    third retypes first.  The join of the two types is VARCHAR(20), so the retype widens the
+    downstream to it and holds nobody; the last table's retype narrows it to INT.  Every
+    interleaving ends resolved with no row lost or truncated (before, the retype held its table,
+    the rename held the others, one was `detected`, and the exit lost a column's rows)."""
+    r = explore(CONFIGS["retype-against-rename"], crashes=0)
+    assert r.violation is None and r.complete, r.violation
+    assert r.quiet >= 1
