@@ -61,6 +61,12 @@ STEPS = ("ADD COLUMN c_{k} INT DEFAULT {k}", "ADD INDEX i_{k} (c_{k})", "RENAME 
          "ADD COLUMN a_{k} INT DEFAULT {k}, ADD COLUMN b_{k} INT DEFAULT {k}",
          "^CHANGE a_{k} x_{k} INT DEFAULT {k}, CHANGE b_{k} y_{k} INT DEFAULT {k}",
          "DROP COLUMN x_{k}, DROP COLUMN y_{k}",
+         # a retype to a type whose join holds both (VARCHAR(10) -> INT: the merged column is
+         # VARCHAR(20) meanwhile) and a default change, in each shard's drawn order, rows between:
+         # neither holds a table, so opposite orders never wait for each other
+         "ADD COLUMN u_{k} VARCHAR(10) DEFAULT '{k}', ADD COLUMN z_{k} INT DEFAULT {k}",
+         "^MODIFY u_{k} INT DEFAULT {k}, ALTER COLUMN z_{k} SET DEFAULT 7",
+         "DROP COLUMN u_{k}, DROP COLUMN z_{k}",
          "MODIFY note VARCHAR(60)", "MODIFY note VARCHAR(40)")
 
 

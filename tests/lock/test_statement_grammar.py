@@ -354,3 +354,13 @@ def test_the_rest_of_a_skipped_statement_is_rebuilt_from_where_the_skip_left_the
     assert ddls(h.send("B", rn_w)) == []
     assert h.send("A", rn_k).operation.stage is Stage.SKIP_AND_WAIT
     assert ddls(h.send("B", rn_k)) == [rn_k]
+
+
+def test_a_column_added_as_an_integer_here_and_text_there_is_a_conflict():
+    """The lattice joins INT and VARCHAR (a retype between them holds nobody), but two tables
+    *adding* one column so differently disagree on what it is: DM's conflict (strict mode
+    stops), not a silent VARCHAR(20)."""
+    h = Harness("CREATE TABLE t (id INT PRIMARY KEY)")
+    assert ddls(h.send("A", "ALTER TABLE t ADD COLUMN c INT")) == ["ALTER TABLE t ADD COLUMN c INT"]
+    b = h.send("B", "ALTER TABLE t ADD COLUMN c VARCHAR(30)")
+    assert b.operation.stage is Stage.DETECTED and "INT(11) on another table but VARCHAR(30) here" in b.operation.message

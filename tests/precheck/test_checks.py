@@ -219,6 +219,21 @@ def test_conflicting_shard_columns_are_named(two):
     assert not rep.passed
 
 
+def test_shards_starting_with_different_defaults_or_int_against_text_fail(two):
+    """The lattice joins two explicit defaults (to its top) and an integer with text (to
+    VARCHAR(20)) so that a shard *changing* one holds no table; shards that start out that way
+    are still DM's failed check, naming each column."""
+    dbs, down = two
+    dbs["s1"].execute("CREATE TABLE orders_1 (id BIGINT PRIMARY KEY, d INT DEFAULT 1, k INT)")
+    dbs["s2"].execute("CREATE TABLE orders_1 (id BIGINT PRIMARY KEY, d INT DEFAULT 2, k VARCHAR(10))")
+    rep = run(dbs, down)
+    name = "optimistic sharding table `shop_pre`.`orders` consistency checking"
+    assert state(rep, name) == FAIL
+    text = errors(rep, name)
+    assert "column `d` has DEFAULT 1 on s1:" in text and "DEFAULT 2 on s2:" in text
+    assert "column `k` is INT(11) on s1:" in text and "VARCHAR(10) on s2:" in text
+
+
 def test_joinable_shards_pass(two):
     """Shards that differ but join (an extra nullable column, a wider integer) pass."""
     dbs, down = two
