@@ -147,7 +147,7 @@ def test_page_and_api_show_a_held_conflict_and_its_exits_unlocked_over_http(clus
     lock_id = f"{sc.name}-`{sc.down.name}`.`orders`"
     up1, up2 = sc.dbs["s1"].name, sc.dbs["s2"].name
     # two shards change `v` to types that cannot be joined: s1's table is held, s2 pauses (conflict)
-    sc.dbs["s1"].execute("ALTER TABLE orders_01 MODIFY v VARCHAR(20)")
+    sc.dbs["s1"].execute("ALTER TABLE orders_01 MODIFY v BIGINT UNSIGNED")
     cluster.wait(lambda: (r := h.get("/api/v1/ddl-locks")[1]) and r["total"] == 1 and r["data"][0]["state"] == "conflict",
                  60, "the lock in conflict over HTTP")
     sc.dbs["s2"].execute("ALTER TABLE orders_01 MODIFY v VARBINARY(20)")

@@ -78,7 +78,7 @@ def test_ddl_on_a_table_missing_from_the_tracker_is_typed():
 # ------------------------------------------------------------------ routes merging different shapes
 def test_route_merging_differently_shaped_tables_is_a_named_conflict():
     a = parse_create_table("CREATE TABLE t (id int NOT NULL, c int DEFAULT NULL, PRIMARY KEY (id))")
-    b = parse_create_table("CREATE TABLE t (id int NOT NULL, c varchar(10) DEFAULT NULL, PRIMARY KEY (id))")
+    b = parse_create_table("CREATE TABLE t (id int NOT NULL, c date DEFAULT NULL, PRIMARY KEY (id))")
     with pytest.raises(SchemaConflict) as e:
         join(a, b, a_label="s1.shop_01.orders", b_label="s2.shop_02.orders")
     assert "`c`" in str(e.value) and "s1.shop_01.orders" in str(e.value) and "s2.shop_02.orders" in str(e.value)

@@ -25,16 +25,16 @@ def _s1_held(sc):
 
 
 def _change_type_on_s1(sc):
-    sc.alter_all("MODIFY v VARCHAR(32)", order=[("s1", t) for t in SHARDS],
+    sc.alter_all("MODIFY v BIGINT UNSIGNED", order=[("s1", t) for t in SHARDS],
                  between=lambda sid, t, i: sc.insert(sid, t, [ID_BASE[sid] + 900_000 + i]))
     sc.c.wait(lambda: _s1_held(sc), 90, "s1's four shards held in the lock (skip-and-wait)")
 
 
 def _finish(sc, between=None):
-    sc.alter_all("MODIFY v VARCHAR(32)", order=[("s2", t) for t in SHARDS], between=between)
+    sc.alter_all("MODIFY v BIGINT UNSIGNED", order=[("s2", t) for t in SHARDS], between=between)
     sc.stop_writers()
     sc.wait_equal(columns=["id", "v"])
-    sc.c.wait(lambda: sc.down_column_type("v") == "varchar(32)", 60, "v is VARCHAR(32) downstream")
+    sc.c.wait(lambda: sc.down_column_type("v") == "bigint(20) unsigned", 60, "v is BIGINT UNSIGNED downstream")
     sc.c.wait(lambda: _lock(sc) is None, 60, "the lock resolved and removed")
     sc.wait_running()
     sc.stop()
@@ -61,7 +61,7 @@ def test_master_sigkill_mid_lock_and_restart(scenario, cluster):
     cluster.context = f"task {sc.name}: SIGKILL the master while the lock is pending, restart it"
     cluster.master.kill(signal.SIGKILL)
     # Infos sent while no master runs wait in etcd for the next one
-    sc.alter_all("MODIFY v VARCHAR(32)", order=[("s2", "orders_01"), ("s2", "orders_02")])
+    sc.alter_all("MODIFY v BIGINT UNSIGNED", order=[("s2", "orders_01"), ("s2", "orders_02")])
     cluster.restart_master()
     cluster.wait(lambda: _s1_held(sc), 90, "the restarted master rebuilt the lock")
     _finish(sc)

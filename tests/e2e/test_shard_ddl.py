@@ -139,7 +139,7 @@ def test_conflicting_modify_column_paused_then_unlock_skip(scenario):
     up1, up2 = sc.dbs["s1"].name, sc.dbs["s2"].name
     # s1.orders_01 changes v to a type the other shards cannot join with: held until they
     # make the same change (skip-and-wait) while everything else keeps replicating
-    sc.dbs["s1"].execute("ALTER TABLE orders_01 MODIFY v VARCHAR(20)")
+    sc.dbs["s1"].execute("ALTER TABLE orders_01 MODIFY v BIGINT UNSIGNED")
     sc.c.wait(lambda: (lk := _lock(sc)) and lk["state"] == "conflict" and lk, 60, "s1.orders_01 in conflict")
     # s2.orders_01 makes a different incompatible change: the two disagree -> detected, s2 pauses
     sc.dbs["s2"].execute("ALTER TABLE orders_01 MODIFY v VARBINARY(20)")
@@ -187,7 +187,7 @@ def test_a_source_paused_at_a_lock_with_rows_waiting_is_not_synced_and_its_lag_g
     sc.wait_equal(columns=["id", "v"])
     lock_id = f"{sc.name}-`{sc.down.name}`.`orders`"
     up1 = sc.dbs["s1"].name
-    sc.dbs["s1"].execute("ALTER TABLE orders_01 MODIFY v VARCHAR(20)")
+    sc.dbs["s1"].execute("ALTER TABLE orders_01 MODIFY v BIGINT UNSIGNED")
     sc.c.wait(lambda: (lk := _lock(sc)) and lk["state"] == "conflict" and lk, 60, "s1.orders_01 in conflict")
     sc.dbs["s2"].execute("ALTER TABLE orders_01 MODIFY v VARBINARY(20)")
     sc.c.wait(lambda: (st := sc.subtasks().get("s2")) and st["stage"] == "Paused" and st, 90, "s2 Paused")

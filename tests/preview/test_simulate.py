@@ -81,7 +81,7 @@ def test_rename_holds_every_shard_until_the_last_then_runs_once():
 
 def test_incompatible_changes_conflict_with_dm_phrase_and_exits_and_pause_the_source():
     sts = _tables()
-    plan = [PlanStep(parse("ALTER TABLE down.t MODIFY a VARCHAR(20)"), [TableRef("s1", "db", "t0")]),
+    plan = [PlanStep(parse("ALTER TABLE down.t MODIFY a BIGINT UNSIGNED"), [TableRef("s1", "db", "t0")]),
             PlanStep(parse("ALTER TABLE down.t MODIFY a VARBINARY(20)"), [TableRef("s2", "db", "t1")]),
             PlanStep(parse("ALTER TABLE down.t ADD COLUMN z INT"), [TableRef("s2", "db", "t1")])]
     live = _live(sts)

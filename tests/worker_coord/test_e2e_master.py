@@ -91,7 +91,7 @@ def test_two_sources_four_shards_with_the_real_master(spark, services, etcd_pref
         wait_for(lambda: _down_columns(downstream_db) == ["id", "v"], timeout=120, what="c dropped downstream")
 
         # a conflicting change on one shard: blocked, shown in query-status; unlock --action skip
-        source1_db.execute("ALTER TABLE orders_01 MODIFY v VARCHAR(20)")
+        source1_db.execute("ALTER TABLE orders_01 MODIFY v BIGINT UNSIGNED")
         source1_db.execute("INSERT INTO orders_01 VALUES (7777, '77')")
         source1_db.execute("INSERT INTO orders_02 VALUES (7778, 78)")
 
