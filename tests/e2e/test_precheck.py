@@ -56,7 +56,7 @@ def test_check_task_cli_passes_then_fails_on_conflicting_shards(cluster1, source
         assert by[name]["state"] == "success", by[name]
     assert not_stored(cluster1, sc.name)             # check-task writes nothing
 
-    source1_db.execute("ALTER TABLE orders_03 MODIFY v VARCHAR(20)")
+    source1_db.execute("ALTER TABLE orders_03 MODIFY v BIGINT UNSIGNED")
     rc, out, err = shardctl(cluster1, "check-task", sc.task_file)
     assert rc == 1, (out, err)
     doc = json.loads(out)
@@ -66,7 +66,7 @@ def test_check_task_cli_passes_then_fails_on_conflicting_shards(cluster1, source
     (e,) = item["errors"]
     assert e["severity"] == "fail"
     assert "column `v` is INT(11) on" in e["short_error"]
-    assert f"VARCHAR(20) on s1:`{source1_db.name}`.`orders_03`" in e["short_error"]
+    assert f"BIGINT(20) unsigned on s1:`{source1_db.name}`.`orders_03`" in e["short_error"]
 
     rc, out, err = shardctl(cluster1, "--format", "table", "check-task", sc.task_file)
     assert rc == 1 and "FAILED: pre-check failed" in out and "fail: column `v`" in out
@@ -107,11 +107,11 @@ def test_check_task_bad_input_is_refused_with_nothing_written(cluster1, tmp_path
 def test_start_task_refuses_on_a_failed_check_and_skip_precheck_starts_a_load_that_names_it(
         cluster1, source1_db, downstream_db, tmp_path):
     sc = Scenario(cluster1, {"s1": source1_db}, downstream_db, tmp_path, rows=3, mode="all")
-    source1_db.execute("ALTER TABLE orders_02 MODIFY v VARCHAR(20)")
+    source1_db.execute("ALTER TABLE orders_02 MODIFY v BIGINT UNSIGNED")
     rc, doc = cluster1.ctl("start-task", sc.task_file)
     assert rc == 1
     assert f"task {sc.name!r} not started: pre-check failed" in doc["msg"]
-    assert "column `v` is INT(11) on" in doc["msg"] and "VARCHAR(20) on s1:" in doc["msg"]
+    assert "column `v` is INT(11) on" in doc["msg"] and "BIGINT(20) unsigned on s1:" in doc["msg"]
     assert "--skip-precheck" in doc["msg"]
     assert not_stored(cluster1, sc.name)
 
@@ -147,7 +147,7 @@ def test_ignore_checking_items_as_dm_and_check_task_counts_the_task_files_warnin
     with no effect) are counted by check-task as start-task prints them; a typo is refused with
     DM's item names and a "did you mean"."""
     sc = Scenario(cluster1, {"s1": source1_db}, downstream_db, tmp_path, rows=3, mode="all")
-    source1_db.execute("ALTER TABLE orders_04 MODIFY v VARCHAR(20)")
+    source1_db.execute("ALTER TABLE orders_04 MODIFY v BIGINT UNSIGNED")
     data = yaml.safe_load(Path(sc.task_file).read_text())
     target = f"optimistic sharding table `{downstream_db.name}`.`orders` consistency checking"
 
