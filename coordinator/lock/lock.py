@@ -1199,8 +1199,8 @@ class Lock(LockState):
         for sql, post in zip(a.info.ddls, a.afters):
             now = try_join_all(others + [post])
             order = cmp(prev, post)
-            if default_clash(prev, post, others) is not None:
-                out.append(sql)      # the operator picks this table's default for the merged table
+            if default_clash(prev, post, others) is not None or added_across_families(prev, post, others) is not None:
+                out.append(sql)      # DM's conflict the operator decided: the statement as written
             elif order is not None and order > 0:
                 if not narrows_below(prev, post, others):
                     out.append(sql)
