@@ -17,7 +17,7 @@ from coordinator.schema import SchemaError, TableSchema, apply_ddl
 from coordinator.schema.kinds import ClauseKind
 from coordinator.schema.render import render_column, render_index
 from coordinator.schema.statement import changed_columns, defined_columns, parse_statement
-from coordinator.schema.typesys import MIXED_DEFAULT
+from coordinator.schema.diff import settle_mixed
 from coordinator.shell import shardctl, unlock as unlock_command, unlock_choice
 from coordinator.sql import quote_ident
 
@@ -442,12 +442,11 @@ class Lock(LockState):
         # every such retype runs the widening, not only the first (as every table's ADD of a
         # column runs): the first may leave the lock before its statement ran
         ddls = []
+        settled = settle_mixed(old, new)     # the downstream keeps its default where tables disagree
         for k in sorted(cols):
-            o, j = old.column(k), new.column(k)
+            j = settled.column(k)
             if j is None:
                 continue
-            if j.default == MIXED_DEFAULT:
-                j = dataclasses.replace(j, default=None if o is None or o.default == MIXED_DEFAULT else o.default)
             ddls.append(f"ALTER TABLE {quote_ident(self.key.down_schema)}.{quote_ident(self.key.down_table)} "
                         f"MODIFY COLUMN {render_column(j)}")
         return StepResult(bool(ddls), Stage.NONE, ddls=ddls)

@@ -6,9 +6,9 @@ import functools
 from dataclasses import replace
 
 from coordinator.schema import TableSchema
-from coordinator.schema.lattice import join_type, type_name
+from coordinator.schema.lattice import int_and_text, join_type, type_name
 from coordinator.schema.model import Column
-from coordinator.schema.typesys import INT_BITS, MIXED_DEFAULT, canon_default, is_zero_default
+from coordinator.schema.typesys import MIXED_DEFAULT, canon_default, is_zero_default
 from coordinator.schema.statement import changed_columns, defined_columns, index_names
 
 
@@ -103,8 +103,7 @@ def added_across_families(prev: TableSchema, post: TableSchema, others: list[Tab
             continue
         for o in others:
             oc = o.column(c.key)
-            if oc is not None and (oc.type.base in INT_BITS) != (c.type.base in INT_BITS) \
-                    and "varchar" in (oc.type.base, c.type.base):
+            if oc is not None and int_and_text(oc.type, c.type):
                 return (f"column `{c.name}` is {type_name(oc.type)} on another table but {type_name(c.type)} "
                         "here (types are incompatible)")
     return None
@@ -118,10 +117,12 @@ def default_clash(prev: TableSchema, post: TableSchema, others: list[TableSchema
     have, or to the one they moved to, holds nobody (the join's ``MIXED_DEFAULT``).  None when
     no such column."""
     for c in post.columns:
+        p = prev.column(c.key)
+        if p is not None and p.default == c.default:
+            continue                # the statement leaves this default alone (most columns)
         d = canon_default(c.default, c.type)
         if not _explicit(c, d):
             continue
-        p = prev.column(c.key)
         pd = canon_default(p.default, c.type) if p is not None else None
         if p is not None and pd == d:
             continue

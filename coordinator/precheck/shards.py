@@ -8,8 +8,8 @@ from dataclasses import dataclass, field, replace
 
 from coordinator.routing import SYSTEM_SCHEMAS, TableMapper
 from coordinator.schema import SchemaError, TableSchema, join, parse_create_table
-from coordinator.schema.lattice import type_name
-from coordinator.schema.typesys import INT_BITS, MIXED_DEFAULT
+from coordinator.schema.lattice import int_and_text, type_name
+from coordinator.schema.typesys import MIXED_DEFAULT
 from coordinator.sql import quote_ident, quote_table, show_create_table
 
 from .result import FAIL, WARN, CheckItem
@@ -118,7 +118,7 @@ def _beyond_dm(a: TableSchema, b: TableSchema, joined: TableSchema, la: str, lb:
         if c.default == MIXED_DEFAULT and MIXED_DEFAULT not in (ca.default, cb.default):
             out.append(f"column `{c.name}` has DEFAULT {ca.default} on {la} but DEFAULT {cb.default} on {lb} "
                        "(different defaults)")
-        elif (ca.type.base in INT_BITS) != (cb.type.base in INT_BITS):
+        elif int_and_text(ca.type, cb.type):
             out.append(f"column `{c.name}` is {type_name(ca.type)} on {la} but {type_name(cb.type)} on {lb} "
                        "(types are incompatible)")
     return out
