@@ -71,6 +71,10 @@ class Operation(TableRecord):
     # on a ``skip-and-wait``: held because the tables in the way make this rename later in their
     # stream (another order of the same renames); the lock turns it ``detected`` once one will not
     hopeful: bool = False
+    # on any answer: renames ([old, new]) of an agreement this table took no side in because it adds
+    # the old column later and then renames it; that ADD is coordinated with the rename (the
+    # look-ahead that showed it is gone once the table replays, so a rebuild learns it here)
+    catch_up: list[list[str]] = field(default_factory=list)
     revision: int = _meta()
     # not stored: read from the done mark with ``done`` (False: the worker marked it done without
     # running its statements, ``binlog skip``), so a rebuild hands a runner's change over as the

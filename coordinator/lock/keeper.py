@@ -283,7 +283,7 @@ class LockKeeper:
                          stage=a.stage, message=a.message, done=False, cols=list(a.cols),
                          runner=str(a.runner) if a.runner is not None else "",
                          runs_after=str(a.runs_after) if a.runs_after is not None else "", first=a.first,
-                         combine=list(a.combine), hopeful=a.hopeful)
+                         combine=list(a.combine), hopeful=a.hopeful, catch_up=[list(p) for p in a.catch_up])
 
     @staticmethod
     def _op(key: LockKey, t: TableRef, info: Info, stage: Stage, ddls: list[str], msg: str) -> Operation:
@@ -458,7 +458,7 @@ class LockKeeper:
         # restore, by ``rebuild``'s ``mark_done``: it hands a runner's change over
         lock.restore(m, info, before, afters, op.stage, list(op.ddls), op.message, list(op.cols), runner,
                      op.done and op.ran, runs_after=after, first=op.first, combine=tuple(op.combine),
-                     hopeful=op.hopeful)
+                     hopeful=op.hopeful, catch_up=tuple((p[0], p[1]) for p in op.catch_up))
         return True
 
     @classmethod

@@ -94,49 +94,90 @@ class Lock(LockState):
 
     @staticmethod
     def _all_larger(xs: list[TableSchema], pairs: list[tuple[TableSchema, TableSchema]],
-                    no_side: list[frozenset] | None = None) -> bool:
-        """Every schema of the set already contains each conflict table's new shape, or is one
-        of the shapes ``no_side`` names for that change (held only by tables that dropped its
-        old column: ``_taking_no_side``)."""
+                    no_side: list[dict] | None = None) -> bool:
+        """Every schema of the set already contains each conflict table's new shape, leaving
+        out the columns ``no_side`` names for that shape and change (the tables holding it take
+        no side there: ``_taking_no_side``)."""
         for i, (old, new) in enumerate(pairs):
             for t in xs:
-                if no_side and t.lattice_key() in no_side[i]:
-                    continue
-                k = join2(old, t) or t
-                if cmp(k, new) not in (0, 1):
+                ign = no_side[i].get(t.lattice_key()) if no_side else None
+                o, n, x = old, new, t
+                if ign:
+                    o, n, x = (_without(y, ign) for y in (old, new, t))
+                k = join2(o, x) or x
+                if cmp(k, n) not in (0, 1):
                     return False
         return True
 
     def _taking_no_side(self, scope: tuple[frozenset[str], frozenset[str]],
-                        pairs: list[tuple[TableSchema, TableSchema]]) -> list[frozenset]:
-        """Per pending change, the shapes (projected on ``scope``) held only by tables that
-        dropped its old column -- a drop record, or the statement being decided
-        (``_dropping``) -- and have neither column now: they take no side in the change, which
-        runs downstream when the others agree (their old rows keep their values under the new
-        name, as a DROP keeps them under the old one).  A table without either column because
-        it has not added the old one yet is not one of them: it still has to catch up."""
-        out: list[frozenset] = []
+                        pairs: list[tuple[TableSchema, TableSchema]]) -> list[dict]:
+        """Per pending change, the shapes (projected on ``scope``) whose tables take no side in
+        some of it, with the columns they take no side on.  A table that dropped the change's
+        old column -- a drop record, or the statement being decided (``_dropping``) -- and has
+        neither column now takes no side in the whole change, which runs downstream when the
+        others agree (its old rows keep their values under the new name, as a DROP keeps them
+        under the old one).  A table with neither column of one of the change's renames because
+        it has not added the old one yet takes no side in that rename when its look-ahead shows
+        it adding the column and then renaming it (``_catching_up``): its ADD and its rename are
+        then coordinated as one ALTER, which runs nothing."""
+        out: list[dict] = []
         for old, new in pairs:
-            gone, came = (frozenset(k for k, _ in x) for x in change_sig(old, new)[:2])
+            sig = change_sig(old, new)
+            gone, came = (frozenset(k for k, _ in x) for x in sig[:2])
             cols = gone - came
+            every = gone | came
             droppers: set[TableRef] = set()
             for c in cols:
                 droppers.update(self._columns.get(c, ()))
             if self._dropping is not None and self._dropping[1] & cols:
                 droppers.add(self._dropping[0])
-            if not droppers:
-                out.append(frozenset())
-                continue
-            held = Counter(key(self.members[t].final) for t in droppers if t in self.members)
-            ok: set = set()
-            bad: set = set()
-            for f, n in self._finals.counts():
-                p = _project(f, scope)
-                if not (gone | came).isdisjoint(p.column_keys()):
-                    continue
-                (ok if held.get(key(f), 0) == n else bad).add(p.lattice_key())
-            out.append(frozenset(ok - bad))
+            exempt: dict = {}
+            if droppers:
+                held = Counter(key(self.members[t].final) for t in droppers if t in self.members)
+                ok: set = set()
+                bad: set = set()
+                for f, n in self._finals.counts():
+                    p = _project(f, scope)
+                    if not every.isdisjoint(p.column_keys()):
+                        continue
+                    (ok if held.get(key(f), 0) == n else bad).add(p.lattice_key())
+                exempt = {k: every for k in ok - bad}
+            for k, part in self._catching_up(scope, old, new).items():
+                exempt.setdefault(k, part)
+            out.append(exempt)
         return out
+
+    def _catching_up(self, scope: tuple[frozenset[str], frozenset[str]], old: TableSchema, new: TableSchema) -> dict:
+        """The shapes (projected on ``scope``) whose every table catches up on renames of the
+        change ``old -> new``: it has neither column of the rename, and its known later changes add the
+        old column and then rename it (or drop it and add the new one), touching neither
+        otherwise (``_hope``).  Each with the columns of those renames."""
+        renames = _renames_of(old, new)
+        if not renames:
+            return {}
+        shapes = {}
+        for f, _ in self._finals.counts():
+            p = _project(f, scope)
+            if any(not (_sig_columns(w) & p.column_keys()) for w in renames):
+                shapes[key(f)] = p.lattice_key()
+        if not shapes:
+            return {}
+        per: dict = {}
+        for m in self.members.values():
+            k = key(m.final)
+            if k not in shapes:
+                continue
+            a = m.answer
+            steps = self._later(a)
+            part: frozenset[str] = frozenset()
+            if steps and a is not None:
+                pending = change_sig(steps[0][1], steps[0][2])
+                for w in renames:
+                    if not (_sig_columns(w) & m.final.column_keys()) and pending != w \
+                            and self._hope(a, steps, w, pending) is True:
+                        part |= _sig_columns(w)
+            per[shapes[k]] = part if shapes[k] not in per else per[shapes[k]] & part
+        return {k: v for k, v in per.items() if v}
 
     def _no_conflict(self, xs: list[TableSchema], no_side: bool = False) -> bool:
         """``no_side``: ``xs`` are every member's final shape, and tables that dropped a pending
@@ -200,7 +241,11 @@ class Lock(LockState):
         runner = caller if executed else None
         self._indifferent = None
         indifferent = None
-        if caller is not None and not executed and self._left_both(caller):
+        if caller is not None and executed and self._partial(caller):
+            # the caller takes no side in some of the agreed renames (``_catching_up``): its own
+            # statement does not make them, so a held table whose change has them all runs it
+            indifferent, caller, runner = caller, None, None
+        elif caller is not None and not executed and self._left_both(caller):
             # the caller's ordinary statement dropped the old column without adding the new one:
             # it no longer has either, so the held tables' change is agreed but nobody ran it --
             # a held table runs it (values carried), as when a departure completes an agreement
@@ -212,7 +257,7 @@ class Lock(LockState):
             # that table's statement had completed it: values that cannot be carried), or a
             # member's answer already runs it (a rebuild that restored a hold whose redirect the
             # store refused: the table's worker had put its Info again meanwhile)
-            first = self.members[min(self._conflicts, key=str)]
+            first = self.members[min(self._conflicts, key=lambda t: (self._partial(t), str(t)))]
             sig = change_sig(first.schema, self._pending(first.table))
             running = self._running_change(sig)
             by = self._reached_by_ordinary(first.schema, self._pending(first.table))
@@ -224,6 +269,7 @@ class Lock(LockState):
                 self._gates.add(runner)    # its replay runs the change (``_order_conflict`` waits for it)
             else:
                 caller = by
+        self._note_catching_up()
         for c in sorted(self._conflicts, key=str):
             m, new = self.members[c], self._pending(c)
             if runner is not None:
@@ -244,6 +290,33 @@ class Lock(LockState):
             self._set_schema(m, new)
         if indifferent is not None and runner is not None:
             self._indifferent = (indifferent, runner)
+
+    def _partial(self, t: TableRef) -> bool:
+        """``t``'s pending change leaves out columns another pending change of the agreement
+        touches (it catches up on those later: ``_catching_up``)."""
+        mine = _sig_columns(change_sig(self.members[t].schema, self._pending(t)))
+        return any(not _sig_columns(change_sig(self.members[c].schema, self._pending(c))) <= mine
+                   for c in self._conflicts if c != t)
+
+    def _note_catching_up(self) -> None:
+        """Before an agreement is accepted: the members that take no side in one of its renames
+        because they add the old column later and then rename it (``_catching_up``).  Their ADD
+        is coordinated with that rename (``_catch_up``): the look-ahead that showed it now is
+        gone once the table replays."""
+        renames = {w for c in self._conflicts for w in _renames_of(self.members[c].schema, self._pending(c))}
+        for t, m in self.members.items():
+            a = m.answer
+            steps = self._later(a)
+            if not steps or a is None:
+                continue
+            pending = change_sig(steps[0][1], steps[0][2])
+            for w in renames:
+                if not (_sig_columns(w) & m.final.column_keys()) and pending != w \
+                        and self._hope(a, steps, w, pending) is True:
+                    (old, _), = w[0]
+                    (new, _), = w[1]
+                    self._catching.setdefault(t, set()).add((old, new))
+                    self._restamp.add(t)
 
     def _left_both(self, t: TableRef) -> bool:
         """``t`` has neither the columns the pending change removes nor those it brings (it
@@ -367,6 +440,10 @@ class Lock(LockState):
                 # a widening or neutral statement that writes a column's whole definition runs only
                 # when the join has exactly that definition: a shard catching up to a width others
                 # passed, or moving a column (MODIFY ... AFTER), would narrow the downstream
+                if eq(old, new) and not changed_columns(sql)[0] <= post.column_keys():
+                    # an ADD and a later rename coordinated as one (``_catch_up``): the downstream
+                    # has the column under its new name; the statement cannot run there
+                    return StepResult(False, Stage.NONE)
                 return StepResult(_defines_joined(sql, post, new), Stage.NONE)
             self._set_schema(m, prev)   # join fails: handle as a conflicting DDL
         elif renamed_indexes(prev, post):
@@ -411,9 +488,13 @@ class Lock(LockState):
                 self._try_resolve(m.table, executed=True)
             return StepResult(True, Stage.NONE)
         self._set_conflict(m, post)
-        if not self._no_conflict(self._conflict_schemas()):
+        if not self._no_conflict(self._conflict_schemas(), no_side=True):
             return StepResult(False, Stage.DETECTED, detected_message(self, m, prev, post))
         if self._try_resolve(m.table, executed=True):
+            if self._indifferent is not None and self._indifferent[0] == m.table:
+                # it completed an agreement its own change is only part of: the runner's statement
+                # makes it whole; this table's replay runs nothing (``resolve``)
+                return StepResult(False, Stage.SKIP_AND_WAIT, wait_runner(self, self._indifferent[1]))
             return StepResult(True, Stage.NONE)
         return StepResult(False, Stage.SKIP_AND_WAIT, skip_message(self, m))
 
@@ -533,12 +614,23 @@ class Lock(LockState):
         """Decide the answer to ``m``'s parsed, consistent Info and settle it."""
         self._indifferent = None        # set by this Info's own ``resolve`` only
         if info.extends and m.answer is not None and m.answer.info.revision >= info.extends \
-                and m.answer.info.ddls == info.ddls:
+                and m.answer.info.ddls == info.ddls and not (m.answer.hopeful and m.conflict is None):
             # the same DDL with more look-ahead: its answer stands (re-stated for this revision)
             return self.settle(m, info, dataclasses.replace(m.answer, info=info))
         again = self._replayed_answer(m, info, before, afters)
         if again is not None:
             return self.settle(m, info, again)
+        if m.table in self._catching:
+            # a rename the table has reached (or whose old column it has: its ADD was not folded)
+            # needs no more catching up
+            left = {p for p in self._catching[m.table] if before.column(p[0]) is None and before.column(p[1]) is None}
+            if left:
+                self._catching[m.table] = left
+            else:
+                del self._catching[m.table]
+        caught = self._catch_up(m, info, before, afters)
+        if caught is not None:
+            return self.settle(m, info, caught)
         applied, by = m.applied_by_other, m.applied_by
         # still held for ``by``'s change (not a released redirect: that one was released because the
         # change was in effect, and a later gate of ``by`` -- its next resolution, or another table
@@ -576,6 +668,57 @@ class Lock(LockState):
             ans = self._ordered(m, ans)
         self._indifferent = None
         return self.settle(m, info, ans, fx)
+
+    def _catch_up(self, m: Member, info: Info, before: TableSchema, afters: list[TableSchema]) -> Answer | None:
+        """``m`` adds a column ``c`` the others no longer have, because they renamed it to
+        ``c2`` (the join has ``c2`` with ``c``'s definition, nobody has ``c``), and its
+        look-ahead renames it to ``c2`` too, touching neither column before: the ADD and the
+        rename are one change for the downstream, ``ADD c2``, which it has.  The table is asked to
+        coordinate them as one ALTER (``Answer.combine``); its rows between are written through
+        the rename, into ``c2``.  Run as written, the ADD would bring ``c`` back downstream and
+        the rows between would land there, not under the name the others' values have.  Held
+        while its look-ahead may still show the rename (``Answer.hopeful``, no conflict); None
+        when it is not such an ADD, or its later changes do something else first."""
+        if len(info.ddls) != 1 or len(afters) != 1 or info.rest or info.ignore_conflict or not info.reads_ahead:
+            return None
+        post = afters[0]
+        gone, came, ix_gone, ix_came = change_sig(before, post)
+        if gone or ix_gone or ix_came or len(came) != 1:
+            return None
+        (c, ckey), = came
+        joined = self._normal.try_joined()
+        if joined is None or joined.column(c) is not None:
+            return None
+        targets = {x.key for x in joined.columns if before.column(x.key) is None
+                   and x.lattice_key()[1:] == ckey[1:] and (c, x.key) in self._catching.get(m.table, ())}
+        if not targets:
+            return None
+        prev = post
+        for k, sql in enumerate(info.ahead):
+            try:
+                nxt = apply_ddl(prev, sql)
+            except SchemaError:
+                return None
+            if nxt is None:
+                return None
+            g, n, _, _ = change_sig(prev, nxt)
+            touched_here = {x for x, _ in g | n}
+            if touched_here & ({c} | targets):
+                w = _renames_of(prev, nxt)
+                if len(g) == 1 and len(n) == 1 and w and next(iter(w[0][0]))[0] == c \
+                        and next(iter(w[0][1]))[0] in targets:
+                    return Answer(info, Stage.SKIP_AND_WAIT, [], (
+                        f"coordinating this ADD of `{c}` together with its later rename: the other tables renamed "
+                        "the column already, so the two are one change downstream, which has the new name; the "
+                        "worker sends them as one ALTER"), [], set(), afters, before, combine=(k,))
+                return None
+            prev = nxt
+        if len(info.ahead) >= MAX_AHEAD:
+            return None
+        return Answer(info, Stage.SKIP_AND_WAIT, [], (
+            f"held: the other tables renamed `{c}` already; reading this table's next statements to see whether it "
+            "renames the column the same way (then both are coordinated as one ALTER)"),
+            [], set(), afters, before, hopeful=True)
 
     # ------------------------------------------------------------------ changes in another order
     def _reorder(self, m: Member, info: Info, before: TableSchema, afters: list[TableSchema],
@@ -682,6 +825,9 @@ class Lock(LockState):
         if not steps:
             return False
         cols = _sig_columns(want)
+        # a table with neither column yet catches up: it adds the old one, then renames it
+        added = False
+        lacking = not (steps[0][2].column_keys() & cols)
         dropped = False
         for _, prev, post in steps[1:]:
             sig = change_sig(prev, post)
@@ -689,6 +835,9 @@ class Lock(LockState):
                 return True
             if _sig_columns(sig) & cols:
                 reach = _ordinary_reach(sig, want)
+                if reach == "old" and lacking and not added:
+                    added = True
+                    continue
                 if reach == "drop" and not dropped:
                     dropped = True
                     continue
@@ -696,6 +845,23 @@ class Lock(LockState):
                     return True
                 return False
         return False if a is None or len(a.info.ahead) >= MAX_AHEAD else None
+
+    def _covers(self, a: Answer, mine: list, steps: list, want: tuple) -> bool | None:
+        """The other table's pending change (``steps[0]``, from ``_later``) renames columns only,
+        ``want`` among them, and each of its other renames is one the table answered by ``a``
+        (list ``mine``, pending ``want``) makes later or catches up on (``_hope``); None while
+        its look-ahead does not tell yet."""
+        theirs = change_sig(steps[0][1], steps[0][2])
+        renames = _renames_of(steps[0][1], steps[0][2])
+        if len(theirs[0]) < 2 or len(theirs[0]) != len(theirs[1]) or theirs[2] or theirs[3] or want not in renames:
+            return False              # something besides renames
+        hopes = {w: True if w == want else self._hope(a, mine, w, want) for w in renames}
+        for maybe in (True, None):
+            made = [w for w, h in hopes.items() if h is True or h is maybe]
+            if {k for w in made for k, _ in w[0]} == {k for k, _ in theirs[0]} \
+                    and {k for w in made for k, _ in w[1]} == {k for k, _ in theirs[1]}:
+                return True if maybe else None
+        return False
 
     def _hopeful(self, m: Member, ans: Answer) -> Answer:
         """``ans`` (``detected``: another table holds a different change) unless every table in the
@@ -754,6 +920,8 @@ class Lock(LockState):
                 theirs = change_sig(steps[0][1], steps[0][2]) if steps else None
                 if theirs == want:
                     continue
+                if theirs is not None and not _pure_rename(theirs) and self._covers(a, mine, steps, want) is not False:
+                    continue        # a combined change with this rename, the rest caught up on here
                 if theirs is None or not _pure_rename(theirs) or self._hope(oa, steps, want, theirs) is False \
                         or self._hope(a, mine, theirs, want) is False:
                     lost = str(o)
@@ -786,25 +954,25 @@ class Lock(LockState):
         if len(want) < 2 or not all(_pure_rename(w) for w in want):
             return
         cols = frozenset().union(*(_sig_columns(w) for w in want))
+        # a table that has neither column of a rename yet and adds the old one later, then renames
+        # it, takes no side in that rename (``_catching_up``): it folds only the others
+        catching = {t: {w for w in want if w != change_sig(steps[0][1], steps[0][2])
+                        and not (_sig_columns(w) & steps[0][2].column_keys())
+                        and self._hope(self.members[t].answer, steps, w, change_sig(steps[0][1], steps[0][2])) is True}
+                    for t, steps in lists.items()}
+        caught = {t: frozenset().union(*(_sig_columns(w) for w in ws)) for t, ws in catching.items()}
         # the same columns before the renames (tables may differ elsewhere: an index one added)
-        scope: tuple[frozenset[str], frozenset[str]] = (cols, frozenset())
-        pre = _project(next(iter(lists.values()))[0][1], scope)
-        if any(_project(x[0][1], scope).lattice_key() != pre.lattice_key() for x in lists.values()):
+        ref = next((steps for t, steps in lists.items() if not catching[t]), None)
+        if ref is None:
             return
-        plan: dict[TableRef, tuple[int, ...]] = {}
-        for t, steps in lists.items():
-            found: list[int] = []
-            for i, (_, prev, post) in enumerate(steps):
-                sig = change_sig(prev, post)
-                if sig in want and i not in found:
-                    found.append(i)
-                    if len(found) == len(want):
-                        break
-                elif _sig_columns(sig) & cols:
-                    return          # something else done to these columns first: not a reordering
-            if len(found) != len(want) or len({change_sig(steps[i][1], steps[i][2]) for i in found}) != len(want):
-                return
-            plan[t] = tuple(i - 1 for i in found[1:])
+        plan = self._combine_plan(lists, want, cols, catching, caught, ref)
+        if plan is None and not self._detected and any(catching.values()):
+            # the hope counted on a table catching up on a rename, and the renames still cannot be
+            # combined.  (A detected table waits for the operator, whose exit may leave the hope
+            # intact.)
+            self._no_way(fx)
+        if not isinstance(plan, dict):
+            return
         for t, idx in plan.items():
             o = self.members[t]
             a = o.answer
@@ -816,6 +984,51 @@ class Lock(LockState):
                 "the lock makes the same renames, in another order): the worker sends them as one ALTER"),
                 [], set(), a.afters, a.before, combine=idx)
             self._reanswer(o, ans, fx)
+
+    @staticmethod
+    def _combine_plan(lists: dict, want: set, cols: frozenset[str], catching: dict, caught: dict,
+                      ref: list) -> dict[TableRef, tuple[int, ...]] | bool | None:
+        """``_combine``'s plan: per table, the later changes to fold into its pending one; None
+        when the tables' lists are not the same renames in other orders, False when a table's
+        list does not show all of them (yet)."""
+        for t, steps in lists.items():
+            scope: tuple[frozenset[str], frozenset[str]] = (cols - caught[t], frozenset())
+            if _project(steps[0][1], scope).lattice_key() != _project(ref[0][1], scope).lattice_key():
+                return None
+        plan: dict[TableRef, tuple[int, ...]] = {}
+        for t, steps in lists.items():
+            mine = want - catching[t]
+            mcols = cols - caught[t]
+            found: list[int] = []
+            for i, (_, prev, post) in enumerate(steps):
+                sig = change_sig(prev, post)
+                if sig in mine and i not in found:
+                    found.append(i)
+                    if len(found) == len(mine):
+                        break
+                elif _sig_columns(sig) & mcols:
+                    return None     # something else done to these columns first: not a reordering
+            if len(found) != len(mine) or len({change_sig(steps[i][1], steps[i][2]) for i in found}) != len(mine):
+                return False        # not (yet) in its look-ahead
+            if catching[t] and len(found) == 1:
+                continue            # its pending change is all it makes of the set: it stays held on it
+            plan[t] = tuple(i - 1 for i in found[1:])
+        return plan
+
+    def _no_way(self, fx: Effects) -> None:
+        """Every table is blocked and the renames they hope for cannot be coordinated as one
+        ALTER (a table reaches one by other statements between them, say): nothing will release
+        the tables held in hope, so they are ``detected`` after all, with DM's exits."""
+        for t in sorted(self._hoping & self._conflicts, key=str):
+            m = self.members[t]
+            a = m.answer
+            assert a is not None and a.before is not None
+            self._set_conflict(m, None)
+            self._set_schema(m, a.before)
+            self._reanswer(m, Answer(a.info, Stage.DETECTED, [], (
+                f"there will be conflicts if DDLs {'; '.join(a.info.ddls)} are applied to the downstream: every "
+                "table of the lock is held on a rename and their later statements reach the renames in ways "
+                "that cannot be coordinated as one ALTER; the changes disagree"), [], set(), a.afters, a.before), fx)
 
     def _reanswer(self, m: Member, ans: Answer, fx: Effects) -> None:
         """``m``'s answer changed outside its own Info's decision: it is the caller's answer when
@@ -1028,6 +1241,14 @@ class Lock(LockState):
         """Redirects for resolved conflicts, then re-evaluate tables whose DDL was `detected`
         (DM leaves them blocked until the operator acts; the lock has changed, so ask again)."""
         self.drain_redirects(fx)
+        for t in sorted(self._restamp, key=str):
+            # a new catch-up record is persisted with the table's answer at once (``_note_catching_up``)
+            m = self.members.get(t)
+            if m is not None and m.answer is not None and not any(x == t for x, _ in fx.others) \
+                    and not (fx.answer is not None and fx.answer.info.table == t):
+                self._set_answer(m, m.answer)
+                fx.others.append((t, m.answer))
+        self._restamp.clear()
         for _ in range(len(self.members)):
             progressed = False
             for t in sorted(self._detected - {exclude}, key=str):
@@ -1294,7 +1515,7 @@ class Lock(LockState):
     def restore(self, m: Member, info: Info, before: TableSchema, afters: list[TableSchema],
                 stage: Stage, ddls: list[str], message: str, cols: list[str], runner: TableRef | None,
                 done: bool, runs_after: TableRef | None = None, first: str = "", combine: tuple[int, ...] = (),
-                hopeful: bool = False) -> None:
+                hopeful: bool = False, catch_up: tuple[tuple[str, str], ...] = ()) -> None:
         """Take the stored answer to ``info`` as ``m``'s answer: the persisted resolution stands
         (invariant 2) instead of being re-decided by a replay whose order would pick another runner."""
         post = afters[-1]
@@ -1316,7 +1537,8 @@ class Lock(LockState):
                 # released to run the agreed change in its replay (a handover, a DROP or a
                 # departure that completed the agreement): gated as live (``_order_conflict``)
                 self._gates.add(m.table)
-        elif stage is Stage.SKIP_AND_WAIT and (runs_after is not None or first or combine):
+        elif stage is Stage.SKIP_AND_WAIT and (runs_after is not None or first or combine
+                                               or (hopeful and cmp(before, post) is not None)):
             # held for ordering only (decided afresh on replay), or asked to send a later change
             # of its ALTER first or its next changes with this one (its own change withdrawn until then)
             self._set_schema(m, before)
@@ -1339,6 +1561,8 @@ class Lock(LockState):
             # on it later runs nothing rather than being told its values cannot be carried (DM_155)
             self._accepted.add(change_sig(before, post))
         exec_drops = _dropped_columns(ddls)
+        if catch_up:
+            self._catching[m.table] = set(catch_up)
         self._set_answer(m, Answer(info, stage, list(ddls), message, list(cols), exec_drops, afters,
                                   before, runner=runner, runs_after=runs_after, first=first, combine=combine,
                                   hopeful=hopeful))
@@ -1384,7 +1608,8 @@ def _first_in_rest(prev: TableSchema, new: TableSchema, sql: str, rest: list[str
 def _ordinary_reach(sig: tuple, want: tuple) -> str | None:
     """``sig`` as a step of reaching the rename ``want`` by ordinary statements: "drop" when it
     only drops the renamed column, "add" when it only adds the new one with the renamed
-    column's definition; None otherwise (or ``want`` is no rename)."""
+    column's definition, "old" when it only adds the renamed column itself (a table catching
+    up before it renames it); None otherwise (or ``want`` is no rename)."""
     gone, came, ix_gone, ix_came = sig
     wgone, wcame = want[0], want[1]
     if ix_gone or ix_came or len(wgone) != 1 or len(wcame) != 1:
@@ -1396,7 +1621,27 @@ def _ordinary_reach(sig: tuple, want: tuple) -> str | None:
         return "drop"
     if came == wcame and not gone:
         return "add"
+    if came == wgone and not gone:
+        return "old"
     return None
+
+
+def _renames_of(old: TableSchema, new: TableSchema) -> list[tuple]:
+    """The renames (one column each, ``change_sig`` form) the change ``old -> new`` may make:
+    each column only ``old`` has with each column only ``new`` has of the same definition.  Two
+    renamed columns of one type cannot be told apart here (a schema's column order is not part
+    of its lattice key), so the callers keep only the pairs a table's own statements show."""
+    ok, nk = old.column_keys(), new.column_keys()
+    gone = sorted((c for c in old.columns if c.key not in nk), key=lambda c: c.key)
+    came = sorted((c for c in new.columns if c.key not in ok), key=lambda c: c.key)
+    return [(frozenset({(g.key, g.lattice_key())}), frozenset({(c.key, c.lattice_key())}), frozenset(), frozenset())
+            for g in gone for c in came if g.lattice_key()[1:] == c.lattice_key()[1:]]
+
+
+def _without(s: TableSchema, cols: frozenset[str]) -> TableSchema:
+    """``s`` without the columns ``cols`` (interned as ``_project``)."""
+    return _project(s, (frozenset(c.key for c in s.columns if c.key not in cols),
+                        frozenset(i.key for i in s.indexes)))
 
 
 def _sig_columns(sig: tuple) -> frozenset[str]:

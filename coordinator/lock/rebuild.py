@@ -95,6 +95,12 @@ def rebuild(cls: type[LockKeeper], infos: Iterable[Info], operations: Iterable[O
             k.mark_error(info.lock, f"restoring Operation revision {stored.revision if stored else 0} failed: {e}",
                          info.table)
             continue
+        if restored and stored is not None and stored.hopeful and stored.info_revision < info.revision:
+            m = k._locks[info.lock].members.get(info.table) if info.lock in k._locks else None
+            if m is not None and m.conflict is None:
+                # an ADD held while its look-ahead may show its rename (``Lock._catch_up``): the
+                # Info that extends it is decided, as the live leader would on reading it
+                restored = False
         if not restored:
             pending.append(info)
     latest: dict[tuple[LockKey, TableRef], int] = {(i.lock, i.table): i.revision for i in infos}

@@ -41,6 +41,7 @@ class Answer:
     first: str = ""                     # held: coordinate this later change of the ALTER first (``Lock._reorder``)
     combine: tuple[int, ...] = ()       # held: coordinate this change with these later ones (``Lock._combine``)
     hopeful: bool = False               # held in hope another order agrees (``Lock._hopeful``), not a plain hold
+    catch_up: tuple[tuple[str, str], ...] = ()   # the table's ``LockState._catching`` record, persisted with it
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,10 @@ class LockState:
         self._departed: dict[TableRef, TableSchema] = {}
         # members held in hope that another order of the same renames agrees (``Answer.hopeful``)
         self._hoping: set[TableRef] = set()
+        # members that took no side in an agreed rename (old, new) because they add the old column
+        # later and then rename it: that ADD is coordinated with the rename (``Lock._catch_up``)
+        self._catching: dict[TableRef, set[tuple[str, str]]] = {}
+        self._restamp: set[TableRef] = set()     # tables whose record is newer than their stored answer
 
     # ------------------------------------------------------------------ membership
     def add_member(self, t: TableRef, schema: TableSchema | None, joining: bool = False) -> Member:
@@ -177,6 +182,7 @@ class LockState:
         self._conflicts.discard(t)
         self._detected.discard(t)
         self._hoping.discard(t)
+        self._catching.pop(t, None)
         self._not_done.discard(t)
         self._running.discard(t)
         self._noted.discard(t)
@@ -209,6 +215,8 @@ class LockState:
         (self._conflicts.add if s is not None else self._conflicts.discard)(m.table)
 
     def _set_answer(self, m: Member, a: Answer | None) -> None:
+        if a is not None:
+            a.catch_up = tuple(sorted(self._catching.get(m.table, ())))
         m.answer = a
         (self._detected.add if a is not None and a.stage is Stage.DETECTED else self._detected.discard)(m.table)
         (self._hoping.add if a is not None and a.hopeful else self._hoping.discard)(m.table)

@@ -237,3 +237,79 @@ def test_a_skipped_rename_away_from_a_column_nobody_else_has_drops_it_downstream
     assert h.send("A", "ALTER TABLE t ADD COLUMN z INT").operation.ddls
     assert h.send("A", "ALTER TABLE t RENAME COLUMN z TO z2", done=False).operation.stage is Stage.DETECTED
     assert h.unlock("A", "skip").operation.ddls == ["ALTER TABLE `db`.`t` DROP COLUMN `z`"]
+
+
+ADD_Z, RZ = "ALTER TABLE t ADD COLUMN z INT", "ALTER TABLE t RENAME COLUMN z TO z2"
+
+
+def _lagging_shard(h: Harness) -> None:
+    """A added `z` and holds `a -> a2` (its next statement renames `z`); B holds `a -> a2` and has
+    no `z` yet (it adds it, then renames it); C renames `z` first, then `a`."""
+    assert send(h, "A", ADD_Z).operation.ddls == [ADD_Z]
+    assert send(h, "A", RA, done=False).operation.stage is Stage.SKIP_AND_WAIT
+    read_further(h, "A", [RZ])
+    assert send(h, "B", RA, done=False).operation.stage is Stage.SKIP_AND_WAIT
+    read_further(h, "B", [ADD_Z, RZ])
+    send(h, "C", ADD_Z)
+
+
+def test_a_shard_that_adds_a_column_late_takes_no_side_in_its_rename_and_folds_its_add_into_it():
+    """The others rename `z` in another order than `a`; B, which has no `z` yet, takes no side in
+    the `z` rename (its look-ahead adds `z`, then renames it).  A and C combine their renames and
+    the last runs them; B's replay runs nothing, then its ADD is coordinated together with its
+    rename (the downstream has `z2`): nothing runs, and its rows between are written as `z2`.
+    Before, C's rename was ``detected`` (B's list touched `z` otherwise) and the operator's
+    `skip` exit lost C's `z2`; run as written, B's ADD brought `z` back downstream."""
+    h = Harness(T, tables=("A", "B", "C"))
+    _lagging_shard(h)
+    out = send(h, "C", RZ, ahead=[RA], done=False)
+    asked = {o.table.table: o.combine for o in [out.operation, *out.others] if o.combine}
+    assert asked == {"a": [0], "c": [0]}                    # B stays held on `a -> a2`
+    both_a = "ALTER TABLE t RENAME COLUMN a TO a2, RENAME COLUMN z TO z2"
+    both_c = "ALTER TABLE t RENAME COLUMN z TO z2, RENAME COLUMN a TO a2"
+    assert send(h, "A", both_a, done=False).operation.stage is Stage.SKIP_AND_WAIT
+    out = send(h, "C", both_c)
+    assert out.operation.ddls == [both_c]                   # the last to make both runs them, once
+    assert h.last["A"].stage is Stage.RESOLVED and h.last["B"].stage is Stage.RESOLVED
+    assert send(h, "A", both_a).operation.ddls == []
+    assert send(h, "B", RA).operation.ddls == []            # B's replay: A's statement made it
+    add = send(h, "B", ADD_Z, done=False)
+    assert add.operation.stage is Stage.SKIP_AND_WAIT and add.operation.hopeful and not add.operation.ddls
+    assert read_further(h, "B", [RZ]).operation.combine == [0]
+    folded = send(h, "B", "ALTER TABLE t ADD COLUMN z INT, RENAME COLUMN z TO z2")
+    assert folded.operation.stage is Stage.NONE and folded.operation.ddls == []
+    assert h.lock.is_resolved()
+
+
+def test_the_catching_up_record_survives_a_rebuild():
+    """The look-ahead that showed B's later rename is gone once B replays: the record that its
+    ADD is to be folded is persisted with its answers, so a new master still folds it."""
+    h = Harness(T, tables=("A", "B", "C"))
+    _lagging_shard(h)
+    send(h, "C", RZ, ahead=[RA], done=False)
+    send(h, "A", "ALTER TABLE t RENAME COLUMN a TO a2, RENAME COLUMN z TO z2")
+    send(h, "C", "ALTER TABLE t RENAME COLUMN z TO z2, RENAME COLUMN a TO a2")
+    send(h, "B", RA)
+    assert h.last["B"].catch_up == [["z", "z2"]]
+    from .test_protocol_cases import _source_tables
+    rb = LockKeeper.rebuild(list(h.infos.values()), list(h.last.values()), _source_tables(h), [])
+    h.k = rb.keeper
+    add = send(h, "B", ADD_Z, ahead=[RZ], done=False)
+    assert add.operation.combine == [0] and not add.operation.ddls
+
+
+def test_an_add_of_a_column_the_others_renamed_runs_as_written_when_no_rename_follows():
+    """Without the record (B never showed the rename), B's ADD of the old name is an ordinary
+    ADD: it runs, and B holds nothing."""
+    h = Harness(T, tables=("A", "B"))
+    send(h, "A", ADD_Z)
+    send(h, "B", ADD_Z)
+    send(h, "A", RZ, done=False)
+    assert send(h, "B", RZ).operation.ddls == [RZ]
+    h2 = Harness(T, tables=("A", "B", "C"))
+    send(h2, "A", ADD_Z)
+    send(h2, "C", ADD_Z)
+    send(h2, "A", RZ)
+    send(h2, "C", RZ)
+    out = send(h2, "B", ADD_Z)
+    assert out.operation.stage is Stage.NONE and out.operation.ddls == [ADD_Z]

@@ -362,4 +362,27 @@ CASES = CASES + (
                          [(1, 1, 1), (3, 3, 3), (5, 5, 5)]),
           ("running",), ("wait_equal",)),
          columns="id INT PRIMARY KEY, a INT, b INT"),
+    # s1.tb2 renames `a` first and adds `z` only later, then renames it; the others rename `z`
+    # and `a` in opposite orders.  s1.tb2 takes no side in the `z` rename (its look-ahead adds the
+    # column, then renames it): the others' renames are combined and run once, and s1.tb2's ADD is
+    # folded into its rename, so its rows between reach `z2`.  Before, the second rename was
+    # `detected` and its exit lost a column's values
+    Case("a_shard_adding_a_column_late_takes_no_side_in_its_rename", "ADD then RENAME of a column on a "
+         "lagging shard while the others rename it against a second rename in the other order (no DM case: "
+         "DM detects the second rename)",
+         {"s1": ("tb1", "tb2"), "s2": ("tb1",)},
+         (("s1", "alter table tb1 add column z int"), ("s1", "insert into tb1 values(1,1,10)"),
+          ("s1", "alter table tb1 rename column a to a2"), ("s1", "insert into tb1 values(2,2,20)"),
+          ("s1", "alter table tb1 rename column z to z2"), ("s1", "insert into tb1 values(3,3,30)"),
+          ("s1", "alter table tb2 rename column a to a2"), ("s1", "insert into tb2 values(7,7)"),
+          ("s1", "alter table tb2 add column z int"), ("s1", "insert into tb2 values(8,8,80)"),
+          ("s1", "alter table tb2 rename column z to z2"), ("s1", "insert into tb2 values(9,9,90)"),
+          ("s2", "alter table tb1 add column z int"), ("s2", "insert into tb1 values(4,4,40)"),
+          ("s2", "alter table tb1 rename column z to z2"), ("s2", "insert into tb1 values(5,5,50)"),
+          ("s2", "alter table tb1 rename column a to a2"), ("s2", "insert into tb1 values(6,6,60)"),
+          ("count", 9), ("down_rows", "select id, a2, z2 from orders order by id",
+                         [(1, 1, 10), (2, 2, 20), (3, 3, 30), (4, 4, 40), (5, 5, 50), (6, 6, 60),
+                          (7, 7, None), (8, 8, 80), (9, 9, 90)]),
+          ("running",), ("wait_equal",)),
+         columns="id INT PRIMARY KEY, a INT"),
 )

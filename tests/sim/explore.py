@@ -60,6 +60,10 @@ CONFIGS: dict[str, list[list[list[str]]]] = {
     # a retype (VARCHAR(10) -> INT: their join is VARCHAR(20)) in the other order than a rename:
     # the retype widens the downstream and holds nobody, so the two never wait for each other
     "retype-against-rename": [[[_R], [_V]], [[_R], [_V]], [[_V], [_R]]],
+    # a table that adds `z1` only after renaming `b`, then renames `z1`, while the others rename
+    # `z1` and `b` in opposite orders: it takes no side in the `z1` rename, and its ADD is folded
+    # into its own rename once the others' renames ran
+    "late-add-rename": [[[_Z], [_R], [_RZ]], [[_R], [_Z], [_RZ]], [[_Z], [_RZ], [_R]]],
     # CI's short form: two tables, the rename against DROP+ADD
     "small": [[[_R]], [[A + "DROP COLUMN b"], [A + "ADD COLUMN b2 INT"]]],
 }

@@ -187,3 +187,14 @@ def test_a_retype_against_a_rename_in_the_other_order_ends_resolved_in_every_int
     r = explore(CONFIGS["retype-against-rename"], crashes=0)
     assert r.violation is None and r.complete, r.violation
     assert r.quiet >= 1
+
+
+def test_a_shard_adding_a_column_late_ends_resolved_in_every_interleaving():
+    """``late-add-rename``: one table renames `b` before it adds and renames `z1`, the others
+    rename `z1` and `b` in opposite orders.  The late table takes no side in the `z1` rename, the
+    others' renames are combined, and its ADD is folded into its own rename: every interleaving
+    ends resolved with no row lost (before, the second rename was `detected` and its exit wrote
+    `z1_rn` into a downstream without it)."""
+    r = explore(CONFIGS["late-add-rename"], crashes=0)
+    assert r.violation is None and r.complete, r.violation
+    assert r.quiet >= 1
