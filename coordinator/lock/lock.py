@@ -317,6 +317,7 @@ class Lock(LockState):
                     (new, _), = w[1]
                     self._catching.setdefault(t, set()).add((old, new))
                     self._restamp.add(t)
+                    a.catch_up = tuple(sorted(self._catching[t]))   # whatever writes it next carries it
 
     def _left_both(self, t: TableRef) -> bool:
         """``t`` has neither the columns the pending change removes nor those it brings (it
@@ -487,6 +488,15 @@ class Lock(LockState):
             if self._conflicts:
                 self._try_resolve(m.table, executed=True)
             return StepResult(True, Stage.NONE)
+        sig = change_sig(prev, post)
+        if _pure_rename(sig) and sig[0] != sig[1] and self._downstream_has(sig, made_only=True):
+            # the new column is downstream already (another table added it with an ordinary
+            # statement): no agreement can run this rename there, and the table's values of the
+            # old column cannot follow -- detected at once, as when the ADD comes after the hold
+            # (``_onto_held_renames``); its `skip` exit is safe, the downstream has the column
+            return StepResult(False, Stage.DETECTED, (
+                f"cannot carry its values to the new column: another table added it with an ordinary statement "
+                f"that ran downstream ({_shape_change(prev, post)})"))
         self._set_conflict(m, post)
         if not self._no_conflict(self._conflict_schemas(), no_side=True):
             return StepResult(False, Stage.DETECTED, detected_message(self, m, prev, post))
@@ -896,10 +906,15 @@ class Lock(LockState):
         self._set_schema(m, ans.before)
         return Answer(ans.info, Stage.SKIP_AND_WAIT, [], _HOPE, [], set(), ans.afters, ans.before, hopeful=True)
 
-    def _downstream_has(self, sig: tuple) -> bool:
+    def _downstream_has(self, sig: tuple, made_only: bool = False) -> bool:
         """A rename ``sig`` whose new column the downstream already has (an ordinary ADD of
-        another table ran there): no agreement can run it, so there is nothing to hope for."""
+        another table ran there): no agreement can run it, so there is nothing to hope for.
+        ``made_only``: leave out the tables that joined with a shape the downstream may not have
+        (created mid-lock, or forced past a change by an operator's skip)."""
         joined = self._normal.try_joined()
+        if made_only and any(x.joined_ahead for x in self.members.values()):
+            made = [x.schema for x in self.members.values() if not x.joined_ahead]
+            joined = try_join_all(made) if made else None
         came = {k for k, _ in sig[1]} - {k for k, _ in sig[0]}
         return joined is not None and any(joined.column(k) is not None for k in came)
 
@@ -966,10 +981,12 @@ class Lock(LockState):
         if ref is None:
             return
         plan = self._combine_plan(lists, want, cols, catching, caught, ref)
-        if plan is None and not self._detected and any(catching.values()):
-            # the hope counted on a table catching up on a rename, and the renames still cannot be
-            # combined.  (A detected table waits for the operator, whose exit may leave the hope
-            # intact.)
+        if plan is None and not self._detected and any(catching.values()) and all(
+                self._hope(self.members[t].answer, steps, w, change_sig(steps[0][1], steps[0][2])) is not None
+                for t, steps in lists.items() for w in want):
+            # the hope counted on a table catching up on a rename, every table's look-ahead tells
+            # what it does with each rename, and they still cannot be combined.  (A detected
+            # table waits for the operator, whose exit may leave the hope intact.)
             self._no_way(fx)
         if not isinstance(plan, dict):
             return
@@ -1244,7 +1261,10 @@ class Lock(LockState):
         for t in sorted(self._restamp, key=str):
             # a new catch-up record is persisted with the table's answer at once (``_note_catching_up``)
             m = self.members.get(t)
-            if m is not None and m.answer is not None and not any(x == t for x, _ in fx.others) \
+            # only a hold, a redirect or a detected answer is written again: the worker may be marking any other
+            # done meanwhile (the table's next answer carries the record)
+            if m is not None and m.answer is not None \
+                    and m.answer.stage in (Stage.SKIP_AND_WAIT, Stage.DETECTED, Stage.RESOLVED) and not m.done and not any(x == t for x, _ in fx.others) \
                     and not (fx.answer is not None and fx.answer.info.table == t):
                 self._set_answer(m, m.answer)
                 fx.others.append((t, m.answer))

@@ -121,14 +121,16 @@ def test_after_an_unlock_exec_and_a_rebuild_the_others_still_catch_up():
 def test_a_drop_that_reaches_a_held_rename_by_ordinary_statements_waits_for_the_held_table():
     """A's rename `col -> new_col` is held; B adds `new_col`, then drops `col`.  B's DROP must not
     run while A still has `col` (A's values would be lost while A is also asked to decide): it
-    runs nothing, A gets the named exit, and the unlock completes the drop."""
+    runs nothing, A gets the named exit (at B's ADD), and the unlock completes the drop."""
     h = Harness("CREATE TABLE t (id INT PRIMARY KEY, col INT)")
     assert h.send("A", "ALTER TABLE t RENAME COLUMN col TO new_col").operation.stage is Stage.SKIP_AND_WAIT
-    assert ddls(h.send("B", "ALTER TABLE t ADD COLUMN new_col INT")) == ["ALTER TABLE t ADD COLUMN new_col INT"]
+    add = h.send("B", "ALTER TABLE t ADD COLUMN new_col INT")
+    assert ddls(add) == ["ALTER TABLE t ADD COLUMN new_col INT"]
+    # detected at once, and it stays so when the lock asks again (the downstream has `new_col`)
+    assert [(o.table, o.stage) for o in add.others] == [(h.refs["A"], Stage.DETECTED)]
+    assert "unlock" in add.others[0].message
     b = h.send("B", "ALTER TABLE t DROP COLUMN col")
-    assert ddls(b) == []
-    assert [(o.table, o.stage) for o in b.others] == [(h.refs["A"], Stage.DETECTED)]
-    assert "unlock" in b.others[0].message
+    assert ddls(b) == [] and h.last["A"].stage is Stage.DETECTED
     out = h.unlock("A", "skip")
     assert out.operation.ddls == ["ALTER TABLE `db`.`t` DROP COLUMN `col`"]
     h.done("A")
