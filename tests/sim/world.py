@@ -278,10 +278,14 @@ class World:
     # ------------------------------------------------------------------ workers
     def _info(self, w: Worker) -> Info:
         before, afters = w.jsons[w.pos]      # computed once (parsing the DDLs is the costly part)
+        end = self._statement_end(w)
+        start = max((p for p in w.rows_at if p <= w.pos), default=0) if w.rows_at is not None else w.pos
+        # as the worker: only a statement handled whole reads ahead (``handler``: ``ddl.change is None``);
+        # the changes of a multi-change ALTER are coordinated one at a time and never folded into
         return Info(task=LOCK.task, source=w.t.source, up_schema=w.t.schema, up_table=w.t.table,
                     down_schema=LOCK.down_schema, down_table=LOCK.down_table, ddls=list(w.events[w.pos]),
                     before=before, afters=list(afters),
-                    rest=[s for ev in w.events[w.pos + 1:self._statement_end(w)] for s in ev], reads_ahead=True)
+                    rest=[s for ev in w.events[w.pos + 1:end] for s in ev], reads_ahead=end - start == 1)
 
     @staticmethod
     def _statement_end(w: Worker) -> int:
