@@ -958,7 +958,10 @@ class Lock(LockState):
         ALTER (``Answer.combine``: which of its later changes to fold into the pending one).  Its
         own change is withdrawn until the combined one arrives, which the lock then agrees as one
         change; the changes between stay where they are (they touch other columns).  Each
-        table's rows between its renames are written through them (renames touch no value)."""
+        table's rows between its renames are written through them (renames touch no value).  A
+        table that adds a rename's old column only later (``_catching_up``) folds only the
+        renames it makes; when the renames cannot be combined although every look-ahead tells,
+        the tables held in hope on such a table are ``detected`` (``_no_way``)."""
         blocked = self._conflicts | self._detected
         if len(blocked) < 2 or len(blocked) != len(self.members):
             return
