@@ -170,12 +170,9 @@ class Lock(LockState):
             a = m.answer
             steps = self._later(a)
             part: frozenset[str] = frozenset()
-            if steps and a is not None:
-                pending = change_sig(steps[0][1], steps[0][2])
-                for w in renames:
-                    if not (_sig_columns(w) & m.final.column_keys()) and pending != w \
-                            and self._hope(a, steps, w, pending) is True:
-                        part |= _sig_columns(w)
+            for w in renames:
+                if self._catches_up(a, steps, m.final.column_keys(), w):
+                    part |= _sig_columns(w)
             per[shapes[k]] = part if shapes[k] not in per else per[shapes[k]] & part
         return {k: v for k, v in per.items() if v}
 
@@ -298,6 +295,15 @@ class Lock(LockState):
         return any(not _sig_columns(change_sig(self.members[c].schema, self._pending(c))) <= mine
                    for c in self._conflicts if c != t)
 
+    def _catches_up(self, a: Answer | None, steps: list, has: frozenset[str], w: tuple) -> bool:
+        """The table answered by ``a`` (list ``steps`` from ``_later``, columns ``has`` now) has
+        neither column of the rename ``w``, does not hold it, and its list adds the old column
+        and then renames it (``_hope``)."""
+        if not steps:
+            return False
+        pending = change_sig(steps[0][1], steps[0][2])
+        return not (_sig_columns(w) & has) and pending != w and self._hope(a, steps, w, pending) is True
+
     def _note_catching_up(self) -> None:
         """Before an agreement is accepted: the members that take no side in one of its renames
         because they add the old column later and then rename it (``_catching_up``).  Their ADD
@@ -307,12 +313,8 @@ class Lock(LockState):
         for t, m in self.members.items():
             a = m.answer
             steps = self._later(a)
-            if not steps or a is None:
-                continue
-            pending = change_sig(steps[0][1], steps[0][2])
             for w in renames:
-                if not (_sig_columns(w) & m.final.column_keys()) and pending != w \
-                        and self._hope(a, steps, w, pending) is True:
+                if a is not None and self._catches_up(a, steps, m.final.column_keys(), w):
                     (old, _), = w[0]
                     (new, _), = w[1]
                     self._catching.setdefault(t, set()).add((old, new))
@@ -974,9 +976,7 @@ class Lock(LockState):
         cols = frozenset().union(*(_sig_columns(w) for w in want))
         # a table that has neither column of a rename yet and adds the old one later, then renames
         # it, takes no side in that rename (``_catching_up``): it folds only the others
-        catching = {t: {w for w in want if w != change_sig(steps[0][1], steps[0][2])
-                        and not (_sig_columns(w) & steps[0][2].column_keys())
-                        and self._hope(self.members[t].answer, steps, w, change_sig(steps[0][1], steps[0][2])) is True}
+        catching = {t: {w for w in want if self._catches_up(self.members[t].answer, steps, steps[0][2].column_keys(), w)}
                     for t, steps in lists.items()}
         caught = {t: frozenset().union(*(_sig_columns(w) for w in ws)) for t, ws in catching.items()}
         # the same columns before the renames (tables may differ elsewhere: an index one added)
